@@ -1,0 +1,41 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import type { LockBackend } from '../interfaces/lock-backend.interface.js';
+import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
+import type { ResolvedModuleOptions, ResolvedRedisOptions } from '../options/module-options.util.js';
+import { MemoryBackend } from './memory/memory.backend.js';
+import { RedisBackend } from './redis/redis.backend.js';
+
+async function createRedisClient(o: ResolvedRedisOptions): Promise<RedisClientLike> {
+  let ioredis: { Redis: new (...args: any[]) => RedisClientLike };
+  try {
+    ioredis = (await import('ioredis')) as unknown as typeof ioredis;
+  } catch (error) {
+    throw new InvalidLockOptionsError('redis', `needs the ioredis package (npm install ioredis): ${(error as Error).message}`, 'DistributedLockModule options');
+  }
+  const options = { connectTimeout: o.connectTimeoutMs, ...o.options };
+  const client = o.url ? new ioredis.Redis(o.url, options) : new ioredis.Redis(options);
+  // Without a listener ioredis prints every reconnect attempt; operations report outages themselves.
+  client.on('error', () => undefined);
+  return client;
+}
+
+/** Build every configured backend. Only clients created here are owned (closed) by the module. */
+export async function createBackends(options: ResolvedModuleOptions): Promise<Map<string, LockBackend>> {
+  const backends = new Map<string, LockBackend>();
+  if (options.redis) {
+    const owns = options.redis.client === undefined;
+    backends.set(
+      'redis',
+      new RedisBackend({
+        client: options.redis.client ?? (await createRedisClient(options.redis)),
+        ownsClient: owns,
+        keyPrefix: options.redis.keyPrefix,
+        connectTimeoutMs: options.redis.connectTimeoutMs,
+        commandTimeoutMs: options.redis.commandTimeoutMs,
+      }),
+    );
+  }
+  if (options.memory) backends.set(options.memory.name, new MemoryBackend(options.memory.name));
+  for (const [name, backend] of Object.entries(options.backends)) backends.set(name, backend);
+  return backends;
+}

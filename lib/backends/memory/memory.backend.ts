@@ -1,0 +1,89 @@
+import type { AcquireRequest, AcquireResult, LockBackend } from '../../interfaces/lock-backend.interface.js';
+import { MEMORY_CAPABILITIES } from '../../options/module-options.util.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+
+interface Holder {
+  owner: string;
+  expiresAt: number;
+}
+
+/**
+ * NOT DISTRIBUTED: locks live in this process only. Same semantics as the real backends
+ * (ttl, owner checks, FIFO hand-off, strictly increasing tokens) so users' unit tests exercise
+ * their busy and lost paths without servers. Never use it to coordinate replicas.
+ */
+export class MemoryBackend implements LockBackend {
+  readonly capabilities = MEMORY_CAPABILITIES;
+  private readonly holders = new Map<string, Holder>();
+  private readonly queues = new Map<string, string[]>();
+  private readonly turns = new TurnWaiters();
+  private lastToken = 0n;
+
+  constructor(readonly name = 'memory') {}
+
+  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+    const now = performance.now();
+    const holder = this.liveHolder(key, now);
+    const waiting = this.queues.get(key) ?? [];
+    if (!holder && (waiting.length === 0 || waiting[0] === owner)) {
+      if (waiting[0] === owner) this.dequeue(key, owner);
+      this.turns.forget(owner);
+      this.holders.set(key, { owner, expiresAt: now + ttlMs });
+      return { acquired: true, token: ++this.lastToken };
+    }
+    if (queue && !waiting.includes(owner)) {
+      this.turns.track(owner);
+      waiting.push(owner);
+      this.queues.set(key, waiting);
+    }
+    if (!holder && waiting.length > 0) this.turns.wake(waiting[0]);
+    return { acquired: false, holderRemainingMs: holder ? Math.ceil(holder.expiresAt - now) : undefined };
+  }
+
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const holder = this.liveHolder(key, performance.now());
+    // A holder that never releases still frees the key at expiry: wake the head then.
+    const untilExpiry = holder ? holder.expiresAt - performance.now() + 1 : timeoutMs;
+    return this.turns.wait(owner, Math.min(timeoutMs, untilExpiry), signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const holder = this.liveHolder(key, performance.now());
+    if (holder?.owner !== owner) return false;
+    holder.expiresAt = performance.now() + ttlMs;
+    return true;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    this.dequeue(key, owner);
+    this.turns.forget(owner);
+    const holder = this.liveHolder(key, performance.now());
+    const wasOwner = holder?.owner === owner;
+    if (wasOwner) this.holders.delete(key);
+    const next = this.queues.get(key)?.[0];
+    if (next && !this.holders.has(key)) this.turns.wake(next);
+    return wasOwner;
+  }
+
+  async close(): Promise<void> {
+    this.holders.clear();
+    this.queues.clear();
+  }
+
+  private liveHolder(key: string, now: number): Holder | undefined {
+    const holder = this.holders.get(key);
+    if (holder && holder.expiresAt <= now) {
+      this.holders.delete(key);
+      return undefined;
+    }
+    return holder;
+  }
+
+  private dequeue(key: string, owner: string): void {
+    const waiting = this.queues.get(key);
+    if (!waiting) return;
+    const index = waiting.indexOf(owner);
+    if (index >= 0) waiting.splice(index, 1);
+    if (waiting.length === 0) this.queues.delete(key);
+  }
+}

@@ -1,0 +1,223 @@
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../../interfaces/lock-backend.interface.js';
+import type { RedisClientLike } from '../../interfaces/redis-client.interface.js';
+import { REDIS_CAPABILITIES } from '../../options/module-options.util.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
+
+export interface RedisBackendConfig {
+  /** ioredis `Redis` or `Cluster`. */
+  client: RedisClientLike;
+  /** Close the client in `close()` (true only when the module created it). */
+  ownsClient: boolean;
+  keyPrefix?: string;
+  connectTimeoutMs?: number;
+  commandTimeoutMs?: number;
+  /**
+   * A waiter re-checks at least this often even without a wake-up: it refreshes its queue entry
+   * and covers a lost pub/sub message. Entries and hand-off reservations last 3× this.
+   */
+  waiterHeartbeatMs?: number;
+  name?: string;
+}
+
+/**
+ * `efficiency` locks on one Redis (standalone, Sentinel or Cluster client). Acquire is one
+ * `SET key owner NX PX ttl`; release, extend and queueing are compare-and-act Lua scripts.
+ * No fencing tokens: a failover or restart without persistence can lose the key.
+ */
+export class RedisBackend implements LockBackend {
+  readonly capabilities = REDIS_CAPABILITIES;
+  readonly name: string;
+  private readonly client: RedisClientLike;
+  private readonly prefix: string;
+  private readonly channel: string;
+  private readonly connectTimeoutMs: number;
+  private readonly commandTimeoutMs: number;
+  private readonly heartbeatMs: number;
+  private readonly entryLifeMs: number;
+  private readonly turns = new TurnWaiters();
+  /** Per queued owner: ms until the holder's expiry, when we are next in line. */
+  private readonly headWait = new Map<string, number>();
+  private subscriber?: RedisClientLike;
+  private subscribing?: Promise<void>;
+  private closed = false;
+
+  constructor(private readonly config: RedisBackendConfig) {
+    this.client = config.client;
+    this.name = config.name ?? 'redis';
+    this.prefix = config.keyPrefix ?? 'lock:';
+    this.channel = `${this.prefix}__wake`;
+    this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
+    this.heartbeatMs = config.waiterHeartbeatMs ?? 500;
+    this.entryLifeMs = this.heartbeatMs * 3;
+  }
+
+  /**
+   * The three keys of one lock. The user key sits inside one `{…}` hash tag, so all three share
+   * a Cluster slot whatever the key contains.
+   */
+  keysOf(key: string): [lock: string, queue: string, alive: string] {
+    const lock = `${this.prefix}{${key}}`;
+    return [lock, `${lock}:q`, `${lock}:qa`];
+  }
+
+  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+    const keys = this.keysOf(key);
+    if (!queue || !this.headWait.has(owner)) {
+      const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
+      if (reply === 'OK') return { acquired: true };
+      if (!queue) return { acquired: false };
+    }
+    this.turns.track(owner);
+    this.headWait.set(owner, -1);
+    await this.subscribe();
+    const reply = (await this.call(
+      'acquire',
+      key,
+      () => this.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel]),
+      owner,
+    )) as [number, number?];
+    if (reply[0] === 1) {
+      this.forget(owner);
+      return { acquired: true };
+    }
+    const holderMs = reply[1] ?? -1;
+    this.headWait.set(owner, holderMs);
+    return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
+  }
+
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const holderMs = this.headWait.get(owner) ?? -1;
+    // Next in line behind a holder that may have died: look again right after its expiry.
+    const cap = holderMs >= 0 ? Math.min(this.heartbeatMs, holderMs + 1) : this.heartbeatMs;
+    return this.turns.wait(owner, Math.min(timeoutMs, cap), signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const reply = await this.call('extend', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs]));
+    return reply === 1;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    this.forget(owner);
+    const reply = await this.call('release', key, () =>
+      this.script(RELEASE, this.keysOf(key), [owner, this.entryLifeMs, this.channel]),
+    );
+    return reply === 1;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await quit(subscriber);
+    if (this.config.ownsClient) await quit(this.client);
+  }
+
+  private forget(owner: string): void {
+    this.headWait.delete(owner);
+    this.turns.forget(owner);
+  }
+
+  /** One connection for wake-ups, opened on the first wait (a dedicated duplicate: we own and close it). */
+  private subscribe(): Promise<void> {
+    this.subscribing ??= (async () => {
+      const subscriber = this.client.duplicate();
+      subscriber.on('error', () => undefined);
+      subscriber.on('message', (channel: string, owner: string) => {
+        if (channel === this.channel) this.turns.wake(owner);
+      });
+      this.subscriber = subscriber;
+      if (this.closed) await quit(subscriber);
+      await subscriber.subscribe(this.channel);
+    })().catch((error: unknown) => {
+      const subscriber = this.subscriber;
+      this.subscriber = undefined;
+      this.subscribing = undefined;
+      if (subscriber) subscriber.disconnect();
+      throw error;
+    });
+    return withTimeout(this.subscribing, this.connectTimeoutMs + this.commandTimeoutMs, () =>
+      new LockBackendUnavailableError(this.name, 'subscribe', 'could not subscribe to wake-ups in time'),
+    );
+  }
+
+  private async script(s: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+    try {
+      return await this.client.evalsha(s.sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
+      return this.client.eval(s.lua, keys.length, ...keys, ...args);
+    }
+  }
+
+  /**
+   * Run one command with a bounded wait for the connection and a bounded command time, so a dead
+   * Redis fails fast as `LockBackendUnavailableError` instead of hanging. An acquire whose answer
+   * never came may still be applied later (ioredis resends after reconnecting); `cleanupOwner`
+   * queues a compare-and-delete behind it so such a late SET cannot leave a ghost lock.
+   */
+  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
+    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
+      new LockBackendUnavailableError(this.name, operation, detail, { key, cause });
+    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
+    await this.ready(unavailable);
+    try {
+      return await withTimeout(send(), this.commandTimeoutMs, () =>
+        unavailable(`no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`),
+      );
+    } catch (error) {
+      if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
+      if (error instanceof LockBackendUnavailableError) throw error;
+      throw unavailable((error as Error)?.message ?? String(error), error);
+    }
+  }
+
+  private ready(unavailable: (detail: string) => LockBackendUnavailableError): Promise<void> {
+    const status = this.client.status;
+    if (status === 'ready' || status === 'wait') return Promise.resolve();
+    if (status === 'end') return Promise.reject(unavailable('the client was closed'));
+    return new Promise<void>((resolve, reject) => {
+      const onReady = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.client.removeListener('ready', onReady);
+        reject(unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`));
+      }, this.connectTimeoutMs);
+      this.client.once('ready', onReady);
+    });
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+async function quit(client: RedisClientLike): Promise<void> {
+  try {
+    if (client.status === 'end') return;
+    if (client.status !== 'ready') {
+      client.disconnect();
+      return;
+    }
+    await withTimeout(client.quit(), 1000, () => new Error('quit timed out'));
+  } catch {
+    client.disconnect();
+  }
+}

@@ -1,0 +1,104 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Lua scripts of the Redis backend. Every name and value travels in KEYS / ARGV; nothing is
+ * ever spliced into the script text.
+ *
+ * Keys of one lock (they share a hash tag, so they live in one Cluster slot):
+ *   KEYS[1] lock  — the holder's owner id, with the lease ttl as its expiry
+ *   KEYS[2] queue — sorted set of waiting owner ids by arrival (server time, µs)
+ *   KEYS[3] alive — sorted set of the same owners by the server time their entry expires
+ *
+ * Fairness without polling: a release does not free a contended key, it re-assigns it to the
+ * head waiter for a short reservation and publishes that waiter's id; the waiter claims it with
+ * its own ttl. So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that died only
+ * delays the queue by its reservation/entry lifetime.
+ */
+export interface RedisScript {
+  readonly lua: string;
+  readonly sha: string;
+}
+
+const script = (lua: string): RedisScript => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+
+/** Drop waiters whose entry expired (their process died or stopped refreshing). Defines `nowMs`, `t`. */
+const PURGE = `
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowMs)
+for i = 1, #dead do
+  redis.call('ZREM', KEYS[2], dead[i])
+  redis.call('ZREM', KEYS[3], dead[i])
+end
+`;
+
+/**
+ * Join or refresh the queue, or take the lock when it is free and it is our turn, or claim a
+ * hand-off reserved for us. ARGV: owner, ttl ms, entry lifetime ms, wake channel.
+ * Returns {1} when acquired, else {0, ms until the holder's expiry if we are next, or -1}.
+ */
+export const ENQUEUE = script(`${PURGE}
+local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local holder = redis.call('GET', KEYS[1])
+if holder == owner then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('ZREM', KEYS[2], owner)
+  redis.call('ZREM', KEYS[3], owner)
+  return {1}
+end
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if not holder then
+  if (not head) or head == owner then
+    redis.call('SET', KEYS[1], owner, 'PX', ttl)
+    redis.call('ZREM', KEYS[2], owner)
+    redis.call('ZREM', KEYS[3], owner)
+    return {1}
+  end
+  redis.call('SET', KEYS[1], head, 'PX', life)
+  redis.call('PUBLISH', ARGV[4], head)
+end
+if not redis.call('ZSCORE', KEYS[2], owner) then
+  redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000000 + tonumber(t[2]), owner)
+  if not head then head = owner end
+end
+redis.call('ZADD', KEYS[3], nowMs + life, owner)
+redis.call('PEXPIRE', KEYS[2], life)
+redis.call('PEXPIRE', KEYS[3], life)
+if head == owner then return {0, redis.call('PTTL', KEYS[1])} end
+return {0, -1}
+`);
+
+/**
+ * Release if ARGV[1] holds the key, and leave the queue either way (a waiter giving up calls it
+ * too). The next live waiter, if any, gets the key reserved and a wake-up.
+ * ARGV: owner, reservation ms, wake channel. Returns 1 if the owner held the key, else 0.
+ */
+export const RELEASE = script(`
+local owner = ARGV[1]
+redis.call('ZREM', KEYS[2], owner)
+redis.call('ZREM', KEYS[3], owner)
+local holder = redis.call('GET', KEYS[1])
+local held = 0
+if holder == owner then held = 1 elseif holder then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if held == 1 then redis.call('DEL', KEYS[1]) end
+  return held
+end
+${PURGE}
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head then
+  redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3], head)
+elseif held == 1 then
+  redis.call('DEL', KEYS[1])
+end
+return held
+`);
+
+/** Reset the expiry if ARGV[1] still holds the key. ARGV: owner, ttl ms. Returns 1 or 0. */
+export const EXTEND = script(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+`);

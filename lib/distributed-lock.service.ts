@@ -1,0 +1,225 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
+import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
+import { LockEvents } from './distributed-lock.events.js';
+import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
+import { LockBusyError } from './errors/lock-busy.error.js';
+import type { LeaseLostError } from './errors/lease-lost.error.js';
+import { LOCK_BACKENDS, type LockBackend } from './interfaces/lock-backend.interface.js';
+import type { LockOptions } from './interfaces/lock-options.interface.js';
+import { Lease } from './lease/lease.js';
+import { LeaseCore, type LeaseObserver } from './lease/lease-core.js';
+import { monotonicNow, validUntil } from './lease/validity.util.js';
+import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
+import type { ResolvedModuleOptions } from './options/module-options.util.js';
+
+interface LockContext {
+  /** Leases taken by `using()` / `@DistributedLock` in this async context, innermost last. */
+  readonly leases: readonly Lease[];
+}
+
+/** A fresh id per acquisition: ownership must never be shared by a whole process. */
+const newOwnerId = (): string => randomBytes(16).toString('base64url');
+
+/**
+ * The lock engine: owner ids, validity on the monotonic clock, waiting policy, reentrancy,
+ * release on shutdown. Backends only supply the server-side primitives.
+ */
+@Injectable()
+export class DistributedLockService implements LeaseObserver, BeforeApplicationShutdown, OnApplicationShutdown {
+  /** Lifecycle events: acquired, busy, released, release-failed, lost. */
+  readonly events = new LockEvents();
+  private readonly logger = new Logger(LOGGER_CONTEXT);
+  private readonly context = new AsyncLocalStorage<LockContext>();
+  private readonly held = new Set<LeaseCore>();
+  private shuttingDown = false;
+
+  constructor(
+    @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
+    @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
+  ) {}
+
+  /**
+   * Acquire `key`, waiting up to `opts.wait` ms (module default 10 s) while another owner holds it.
+   * @throws LockBusyError still held by another owner after waiting
+   * @throws LockBackendUnavailableError the backend could not be reached in time
+   * @throws InvalidLockOptionsError bad key or options (before any backend call)
+   * @example
+   * await using lease = await locks.acquire(`invoice:${id}`, { purpose: 'efficiency', ttl: 5000 });
+   */
+  acquire(key: string, opts: LockOptions): Promise<Lease> {
+    return this.take(resolveLockOptions(key, opts, this.options, `acquire(${JSON.stringify(key)})`), true) as Promise<Lease>;
+  }
+
+  /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
+  tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
+    const resolved = resolveLockOptions(key, { ...opts, wait: 0 }, this.options, `tryAcquire(${JSON.stringify(key)})`);
+    return this.take(resolved, false);
+  }
+
+  /**
+   * Run `fn` holding `key`, then release — also when `fn` throws. `fn` receives the lease, and
+   * `current()` returns it anywhere below. A failed release is reported (logger, `release-failed`
+   * event) and never replaces `fn`'s result or error.
+   */
+  async using<T>(key: string, opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
+    const lease = await this.acquire(key, opts);
+    return this.runHolding(lease, () => fn(lease));
+  }
+
+  /**
+   * The lease held by this async context (innermost first), or the one for `key`. Sees leases
+   * taken by `using()` and `@DistributedLock`; `undefined` outside them.
+   */
+  current(key?: string): Lease | undefined {
+    const leases = this.context.getStore()?.leases;
+    if (!leases) return undefined;
+    for (let i = leases.length - 1; i >= 0; i--) {
+      if (key === undefined || leases[i].key === key) return leases[i];
+    }
+    return undefined;
+  }
+
+  /**
+   * Run `fn` inside `lease`'s async context and release the lease afterwards without letting a
+   * release failure mask `fn`'s outcome. Used by `using()` and the decorator.
+   * @internal
+   */
+  async runHolding<T>(lease: Lease, fn: () => T | Promise<T>): Promise<T> {
+    const parent = this.context.getStore()?.leases ?? [];
+    try {
+      return await this.context.run({ leases: [...parent, lease] }, fn);
+    } finally {
+      await this.releaseQuietly(lease);
+    }
+  }
+
+  /** Release and report instead of throwing: the caller's own result or error comes first. */
+  async releaseQuietly(lease: Lease): Promise<void> {
+    try {
+      await lease.release();
+    } catch (error) {
+      this.reportReleaseFailure(lease, error);
+    }
+  }
+
+  private async take(o: ResolvedLockOptions, throwWhenBusy: boolean): Promise<Lease | null> {
+    const reentered = this.reenter(o);
+    if (reentered) return reentered;
+    const backend = this.backends.get(o.backend)!;
+    o.signal?.throwIfAborted();
+    if (this.shuttingDown) {
+      throw new LockBackendUnavailableError(o.backend, 'acquire', 'the application is shutting down', { key: o.key });
+    }
+    const owner = newOwnerId();
+    const started = monotonicNow();
+    const deadline = started + o.wait;
+    const queue = o.wait > 0;
+    let queued = false;
+    let holderRemainingMs: number | undefined;
+    try {
+      for (;;) {
+        const sentAt = monotonicNow();
+        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl, queue });
+        if (result.acquired) {
+          const until = validUntil(sentAt, o.ttl, this.options.driftFactor);
+          if (until > monotonicNow()) return this.grant(o, backend, owner, result.token, until, sentAt - started);
+          // The answer came after the lease would already have ended: it cannot be trusted.
+          await backend.release(o.key, owner).catch(() => undefined);
+          if (monotonicNow() >= deadline) {
+            throw new LockBackendUnavailableError(o.backend, 'acquire', `the answer took longer than the ${o.ttl} ms ttl`, { key: o.key });
+          }
+          continue;
+        }
+        queued ||= queue;
+        holderRemainingMs = result.holderRemainingMs;
+        const remaining = deadline - monotonicNow();
+        if (remaining <= 0) break;
+        await backend.waitForTurn(o.key, owner, remaining, o.signal);
+      }
+    } catch (error) {
+      if (queued) await backend.release(o.key, owner).catch(() => undefined);
+      throw error;
+    }
+    if (queued) await backend.release(o.key, owner).catch(() => undefined);
+    const waitedMs = monotonicNow() - started;
+    this.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, waitedMs });
+    if (!throwWhenBusy) return null;
+    throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
+  }
+
+  private grant(o: ResolvedLockOptions, backend: LockBackend, owner: string, token: bigint | undefined, until: number, waitedMs: number): Lease {
+    const core = new LeaseCore(o.key, o.purpose, token, backend, owner, o.ttl, until, this.options.driftFactor, this);
+    this.held.add(core);
+    this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token, waitedMs, reentrant: false });
+    return new Lease(core, true, (lease, error) => this.reportReleaseFailure(lease, error));
+  }
+
+  /** Acquiring a key this async context already holds (same backend) returns a reentrant handle. */
+  private reenter(o: ResolvedLockOptions): Lease | undefined {
+    const outer = this.context.getStore()?.leases.findLast(
+      (lease) => lease.key === o.key && lease.backend === o.backend && lease.held && !lease.signal.aborted,
+    );
+    if (!outer) return undefined;
+    this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token: outer.token, waitedMs: 0, reentrant: true });
+    return new Lease(outer.leaseCore, false, (lease, error) => this.reportReleaseFailure(lease, error));
+  }
+
+  private reportReleaseFailure(lease: Lease, error: unknown): void {
+    this.logger.warn(`Release of "${lease.key}" (${lease.purpose}, ${lease.backend}) failed; it expires by itself: ${(error as Error)?.message ?? error}`);
+    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, error });
+  }
+
+  /** @internal LeaseObserver */
+  lost(core: LeaseCore, error: LeaseLostError): void {
+    if (error.reason !== 'shutdown') {
+      this.logger.warn(`Lease on "${core.key}" (${core.purpose}, ${core.backend.name}) lost: ${error.message}`);
+    }
+    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backend.name, error });
+  }
+
+  /** @internal LeaseObserver */
+  released(core: LeaseCore, wasOwner: boolean): void {
+    this.events.emit('released', {
+      key: core.key,
+      purpose: core.purpose,
+      backend: core.backend.name,
+      heldMs: monotonicNow() - core.acquiredAt,
+      wasOwner,
+    });
+  }
+
+  /** @internal LeaseObserver */
+  ended(core: LeaseCore): void {
+    this.held.delete(core);
+  }
+
+  /** Release every lease still held, so a clean stop leaves no key behind. */
+  async beforeApplicationShutdown(): Promise<void> {
+    this.shuttingDown = true;
+    const cores = [...this.held];
+    await Promise.all(
+      cores.map(async (core) => {
+        core.lose('shutdown', 'the application is shutting down');
+        try {
+          await core.release();
+        } catch (error) {
+          this.logger.warn(`Release of "${core.key}" at shutdown failed; it expires by itself: ${(error as Error)?.message ?? error}`);
+        }
+      }),
+    );
+  }
+
+  /** Close the clients this module opened (never the application's own). */
+  async onApplicationShutdown(): Promise<void> {
+    if (!this.shuttingDown) await this.beforeApplicationShutdown();
+    // Backends passed in `backends` belong to the application, like a client it passes in.
+    const userProvided = new Set(Object.keys(this.options.backends));
+    await Promise.all(
+      [...this.backends.entries()]
+        .filter(([name]) => !userProvided.has(name))
+        .map(([, backend]) => backend.close().catch(() => undefined)),
+    );
+  }
+}

@@ -1,0 +1,27 @@
+import { DistributedLockError } from './distributed-lock.error.js';
+
+/** Why a lease is known or presumed lost. */
+export type LeaseLossReason =
+  /** Its validity ran out on the holder's monotonic clock (ttl minus drift allowance). */
+  | 'expired'
+  /** The backend says another owner (or no one) holds the key now. */
+  | 'not-owner'
+  /** The backend's session that kept the lease alive failed. */
+  | 'session-lost'
+  /** The application is shutting down and released it. */
+  | 'shutdown';
+
+/**
+ * The lease ended while its holder still relied on it. This is the reason of `lease.signal`
+ * when it aborts. With `purpose: 'correctness'`, writes carrying this lease's token must be
+ * rejected by the resource from now on.
+ */
+export class LeaseLostError extends DistributedLockError {
+  constructor(
+    key: string,
+    readonly reason: LeaseLossReason,
+    detail?: string,
+  ) {
+    super(`Lease on "${key}" lost (${reason})${detail ? `: ${detail}` : ''}`, { key });
+  }
+}

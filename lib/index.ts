@@ -1,0 +1,22 @@
+export { DistributedLockModule } from './distributed-lock.module.js';
+export { DistributedLockService } from './distributed-lock.service.js';
+export { LockEvents, type LockEventMap, type LockEventName } from './distributed-lock.events.js';
+export { Lease } from './lease/lease.js';
+export * from './errors/index.js';
+export type {
+  DistributedLockModuleOptions,
+  LockDefaults,
+  LockPurpose,
+  MemoryBackendOptions,
+  RedisBackendOptions,
+} from './interfaces/distributed-lock-options.interface.js';
+export type { LockOptions } from './interfaces/lock-options.interface.js';
+export type { RedisClientLike } from './interfaces/redis-client.interface.js';
+export type {
+  AcquireRequest,
+  AcquireResult,
+  LockBackend,
+  LockBackendCapabilities,
+} from './interfaces/lock-backend.interface.js';
+export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
+export { MemoryBackend } from './backends/memory/memory.backend.js';

@@ -1,0 +1,74 @@
+import type { LockBackend } from './lock-backend.interface.js';
+import type { RedisClientLike } from './redis-client.interface.js';
+
+/**
+ * What a lock is for — the one question every lock must answer ("what happens if it fails?").
+ * - `efficiency`: avoid duplicate work; a rare double run is acceptable. Any backend.
+ * - `correctness`: two holders would corrupt data. Only a backend with fencing tokens.
+ */
+export type LockPurpose = 'efficiency' | 'correctness';
+
+export const LOCK_PURPOSES: readonly LockPurpose[] = ['efficiency', 'correctness'];
+
+/** The Redis backend (serves `efficiency` locks; it has no fencing tokens). */
+export interface RedisBackendOptions {
+  /**
+   * Connection URL; the module opens this client and closes it on shutdown.
+   * @example 'redis://127.0.0.1:6379/0'
+   */
+  url?: string;
+  /**
+   * ioredis options (host, port, password, tls, sentinels + name, …). With `url`, they are
+   * merged over it. The module opens and closes this client.
+   */
+  options?: Record<string, unknown>;
+  /**
+   * An ioredis `Redis` (standalone or Sentinel) or `Cluster` the application already owns.
+   * Never closed by this module. Mutually exclusive with `url` / `options`.
+   */
+  client?: RedisClientLike;
+  /** Prefix of every key this backend writes. @default 'lock:' */
+  keyPrefix?: string;
+  /**
+   * How long an operation waits for a connection before failing with
+   * `LockBackendUnavailableError`. @default 2000
+   */
+  connectTimeoutMs?: number;
+  /** How long one command may take before failing with `LockBackendUnavailableError`. @default 2000 */
+  commandTimeoutMs?: number;
+}
+
+/** The in-memory backend: one process only, monotonic tokens. For tests, never for production. */
+export interface MemoryBackendOptions {
+  /** Name under which it is registered. @default 'memory' */
+  name?: string;
+}
+
+/** Defaults applied to every lock that does not set its own. */
+export interface LockDefaults {
+  /** Lease time to live in milliseconds. @default 30000 */
+  ttl?: number;
+  /** How long `acquire()` waits for a busy lock, in milliseconds. @default 10000 */
+  wait?: number;
+}
+
+/** Options of `DistributedLockModule.forRoot()` / the factory of `forRootAsync()`. */
+export interface DistributedLockModuleOptions {
+  /** Configure the Redis backend. @example { url: 'redis://127.0.0.1:6379' } */
+  redis?: RedisBackendOptions;
+  /** Enable the in-memory backend (single process; for tests). */
+  memory?: boolean | MemoryBackendOptions;
+  /** Further backends by name (your own `LockBackend` implementations). */
+  backends?: Record<string, LockBackend>;
+  /**
+   * Which backend serves each purpose. By default `efficiency` goes to Redis (else the only
+   * configured backend) and `correctness` to a fencing backend (etcd first).
+   */
+  purposes?: Partial<Record<LockPurpose, string>>;
+  defaults?: LockDefaults;
+  /**
+   * Fraction of the ttl subtracted from a lease's validity for clock drift between this process
+   * and the server (plus 2 ms). @default 0.01
+   */
+  driftFactor?: number;
+}

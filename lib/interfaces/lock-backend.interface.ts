@@ -1,0 +1,66 @@
+/** What a backend can promise. The engine routes and refuses by these, never by backend name. */
+export interface LockBackendCapabilities {
+  /** Issues a fencing token that strictly increases across successive holders. */
+  readonly fencing: boolean;
+  /** Waiters are served in arrival order (no starvation on a hot key). */
+  readonly fairQueue: boolean;
+  /** Shared between processes and machines (false for the in-memory backend). */
+  readonly distributed: boolean;
+}
+
+export interface AcquireRequest {
+  /** The user's key, without any backend prefix. */
+  readonly key: string;
+  /** A fresh random id for this one acquisition: the only proof of ownership. */
+  readonly owner: string;
+  readonly ttlMs: number;
+  /**
+   * true: if busy, join (or stay in) the key's wait queue so a release can hand the lock over.
+   * false: a single try that leaves no trace when busy.
+   */
+  readonly queue: boolean;
+}
+
+export type AcquireResult =
+  | { readonly acquired: true; readonly token?: bigint }
+  | {
+      readonly acquired: false;
+      /** Milliseconds until the holder's lease ends, when the backend knows it. */
+      readonly holderRemainingMs?: number;
+    };
+
+/**
+ * A lock backend supplies only the primitive operations on one server technology. Ownership
+ * checks happen on the server (compare-and-act); validity, signals, waiting policy and
+ * reentrancy live in the engine. Backends know nothing of Nest.
+ */
+export interface LockBackend {
+  /** The name options and errors use for this backend (`redis`, `etcd`, `memory`, …). */
+  readonly name: string;
+  readonly capabilities: LockBackendCapabilities;
+
+  /** One attempt. Must not hang: reject with `LockBackendUnavailableError` on timeout. */
+  acquire(request: AcquireRequest): Promise<AcquireResult>;
+
+  /**
+   * Resolve when another attempt by a queued `owner` is worth making: the lock was handed to it,
+   * or `timeoutMs` passed (the fallback for holders that died without releasing).
+   * Rejects with the signal's reason if `signal` aborts.
+   */
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
+
+  /** Set the key's expiry to `ttlMs` from now if `owner` still holds it. false: it does not. */
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+
+  /**
+   * Give up the key if `owner` holds it, and leave the wait queue if it is queued (a waiter that
+   * stops waiting calls this too). Never touches another owner's key. false: `owner` did not hold it.
+   */
+  release(key: string, owner: string): Promise<boolean>;
+
+  /** Close what the backend opened itself; a client the application passed in stays open. */
+  close(): Promise<void>;
+}
+
+/** Injection token of the map from backend name to `LockBackend`. */
+export const LOCK_BACKENDS = Symbol('LOCK_BACKENDS');

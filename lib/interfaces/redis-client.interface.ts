@@ -1,0 +1,17 @@
+/**
+ * The part of an ioredis `Redis` or `Cluster` client this module uses. Structural, so a user of
+ * the etcd backend alone never needs ioredis installed to compile or run.
+ */
+export interface RedisClientLike {
+  readonly status: string;
+  set(...args: any[]): Promise<unknown>;
+  evalsha(...args: any[]): Promise<unknown>;
+  eval(...args: any[]): Promise<unknown>;
+  duplicate(...args: any[]): RedisClientLike;
+  subscribe(...args: any[]): Promise<unknown>;
+  quit(): Promise<unknown>;
+  disconnect(...args: any[]): void;
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  once(event: string, listener: (...args: any[]) => void): unknown;
+  removeListener(event: string, listener: (...args: any[]) => void): unknown;
+}

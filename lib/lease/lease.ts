@@ -1,0 +1,99 @@
+import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { LeaseCore } from './lease-core.js';
+
+/**
+ * A distributed lock is a lease: it holds only while it is valid. Hold work to `signal`, and with
+ * `purpose: 'correctness'` hand `token` to the resource so it can refuse a stale holder.
+ *
+ * @example
+ * await using lease = await locks.acquire('report', { purpose: 'efficiency', ttl: 10_000 });
+ * await buildReport({ signal: lease.signal });
+ */
+export class Lease implements AsyncDisposable {
+  private ended = false;
+
+  /** @internal Leases come from `DistributedLockService`, never from `new`. */
+  constructor(
+    private readonly core: LeaseCore,
+    /** false for a reentrant handle: releasing it leaves the outer lease in place. */
+    private readonly owning: boolean,
+    private readonly onDisposeError: (lease: Lease, error: unknown) => void,
+  ) {}
+
+  /** The key as the caller named it (without backend prefixes). */
+  get key(): string {
+    return this.core.key;
+  }
+
+  get purpose(): LockPurpose {
+    return this.core.purpose;
+  }
+
+  /** Name of the backend that granted the lease. */
+  get backend(): string {
+    return this.core.backend.name;
+  }
+
+  /**
+   * Fencing token: strictly greater than every earlier holder's token of this key. Present only
+   * from backends with the `fencing` capability (never from Redis).
+   */
+  get token(): bigint | undefined {
+    return this.core.token;
+  }
+
+  /** Aborts with a `LeaseLostError` the moment the lease is known or presumed lost. */
+  get signal(): AbortSignal {
+    return this.core.controller.signal;
+  }
+
+  /** true for a handle obtained by acquiring a key this async context already held. */
+  get reentrant(): boolean {
+    return !this.owning;
+  }
+
+  /** Milliseconds the lease can still be trusted (monotonic clock, drift allowance deducted); 0 once lost. */
+  remainingMs(): number {
+    return this.ended ? 0 : this.core.remainingMs();
+  }
+
+  /**
+   * Reset the lease's time to live to `ttlMs` (default: the ttl it was acquired with), if it is
+   * still held. Throws `LeaseLostError` if it is not — a lost lease is never revived.
+   */
+  extend(ttlMs: number = this.core.ttlMs): Promise<void> {
+    if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
+      return Promise.reject(new RangeError(`extend(ttlMs): must be a positive integer, got ${String(ttlMs)}`));
+    }
+    return this.core.extend(ttlMs);
+  }
+
+  /**
+   * Give the lock back. Idempotent. Never deletes another owner's key. A reentrant handle only
+   * marks itself released; the outermost lease releases the key.
+   */
+  async release(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.owning) await this.core.release();
+  }
+
+  /** `await using lease = …`: releases on scope exit and never throws over the scope's own error. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (error) {
+      this.onDisposeError(this, error);
+    }
+  }
+
+  /** @internal */
+  get held(): boolean {
+    return !this.ended && this.core.state === 'held';
+  }
+
+  /** @internal */
+  get leaseCore(): LeaseCore {
+    return this.core;
+  }
+}

@@ -1,0 +1,47 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import type { LockOptions } from '../interfaces/lock-options.interface.js';
+import { resolveLockOptions } from './lock-options.util.js';
+import { resolveModuleOptions } from './module-options.util.js';
+
+const redisOnly = resolveModuleOptions({ redis: { url: 'redis://h:1' } });
+const both = resolveModuleOptions({ redis: { url: 'redis://h:1' }, memory: true, defaults: { ttl: 500, wait: 0 } });
+
+function fieldOf(key: unknown, opts: unknown, module = both): string {
+  try {
+    resolveLockOptions(key, opts as LockOptions, module, 'test()');
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as Error).message).toContain('test()');
+    return (error as InvalidLockOptionsError).field;
+  }
+  throw new Error('expected the options to be refused');
+}
+
+describe('resolveLockOptions', () => {
+  it('applies module defaults and routes by purpose', () => {
+    expect(resolveLockOptions('k', { purpose: 'efficiency' }, both, 'x')).toMatchObject({ ttl: 500, wait: 0, backend: 'redis' });
+    expect(resolveLockOptions('k', { purpose: 'correctness', ttl: 9 }, both, 'x')).toMatchObject({ ttl: 9, backend: 'memory' });
+  });
+
+  it.each([
+    ['', { purpose: 'efficiency' }, 'key'],
+    [42, { purpose: 'efficiency' }, 'key'],
+    ['x'.repeat(1025), { purpose: 'efficiency' }, 'key'],
+    ['k', {}, 'purpose'],
+    ['k', { purpose: 'speed' }, 'purpose'],
+    ['k', { purpose: 'efficiency', ttl: 0 }, 'ttl'],
+    ['k', { purpose: 'efficiency', ttl: -1 }, 'ttl'],
+    ['k', { purpose: 'efficiency', wait: -1 }, 'wait'],
+    ['k', { purpose: 'efficiency', backend: 'nope' }, 'backend'],
+    ['k', { purpose: 'efficiency', signal: {} }, 'signal'],
+    ['k', { purpose: 'efficiency', tll: 5 }, 'tll'],
+    ['k', { purpose: 'correctness', backend: 'redis' }, 'backend'],
+  ])('refuses key %j with %j naming %s', (key, opts, field) => {
+    expect(fieldOf(key, opts)).toBe(field);
+  });
+
+  it('refuses correctness when no backend issues fencing tokens, and says what to configure', () => {
+    expect(fieldOf('k', { purpose: 'correctness' }, redisOnly)).toBe('purpose');
+    expect(() => resolveLockOptions('k', { purpose: 'correctness' }, redisOnly, 'x')).toThrow(/fencing tokens.*configure etcd/);
+  });
+});

@@ -1,0 +1,195 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import {
+  LOCK_PURPOSES,
+  type DistributedLockModuleOptions,
+  type LockPurpose,
+  type RedisBackendOptions,
+} from '../interfaces/distributed-lock-options.interface.js';
+import type { LockBackend, LockBackendCapabilities } from '../interfaces/lock-backend.interface.js';
+
+const WHERE = 'DistributedLockModule options';
+const MODULE_FIELDS = ['redis', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor'];
+const REDIS_FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
+const BACKEND_METHODS = ['acquire', 'waitForTurn', 'extend', 'release', 'close'] as const;
+
+export const REDIS_CAPABILITIES: LockBackendCapabilities = { fencing: false, fairQueue: true, distributed: true };
+export const MEMORY_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: false };
+
+export interface ResolvedRedisOptions {
+  url?: string;
+  options?: Record<string, unknown>;
+  client?: RedisBackendOptions['client'];
+  keyPrefix: string;
+  connectTimeoutMs: number;
+  commandTimeoutMs: number;
+}
+
+/** Module options after validation, with every default filled in. */
+export interface ResolvedModuleOptions {
+  redis?: ResolvedRedisOptions;
+  memory?: { name: string };
+  backends: Record<string, LockBackend>;
+  /** Backend name per purpose; absent when no configured backend can serve it. */
+  purposes: Partial<Record<LockPurpose, string>>;
+  /** Capabilities of every configured backend, by name. */
+  capabilities: Record<string, LockBackendCapabilities>;
+  defaults: { ttl: number; wait: number };
+  driftFactor: number;
+}
+
+function fail(field: string, problem: string): never {
+  throw new InvalidLockOptionsError(field, problem, WHERE);
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function rejectUnknown(obj: Record<string, unknown>, known: string[], path: string): void {
+  for (const field of Object.keys(obj)) {
+    if (!known.includes(field)) {
+      fail(path + field, `unknown option (known: ${known.join(', ')})`);
+    }
+  }
+}
+
+/** A positive number of milliseconds (finite, integer). */
+export function checkPositiveMs(value: unknown, field: string, where?: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+    throw new InvalidLockOptionsError(field, `must be a positive integer number of milliseconds, got ${String(value)}`, where);
+  }
+  return value;
+}
+
+/** Zero or a positive number of milliseconds (finite, integer). */
+export function checkNonNegativeMs(value: unknown, field: string, where?: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new InvalidLockOptionsError(field, `must be 0 or a positive integer number of milliseconds, got ${String(value)}`, where);
+  }
+  return value;
+}
+
+function resolveRedis(raw: unknown): ResolvedRedisOptions {
+  if (!isPlainObject(raw)) return fail('redis', 'must be an object such as { url: "redis://127.0.0.1:6379" }');
+  rejectUnknown(raw, REDIS_FIELDS, 'redis.');
+  const { url, options, client } = raw;
+  if (client !== undefined) {
+    const c = client as Record<string, unknown>;
+    if (!isPlainObject(c) && typeof c !== 'object') fail('redis.client', 'must be an ioredis Redis or Cluster instance');
+    for (const method of ['set', 'evalsha', 'eval', 'duplicate'] as const) {
+      if (typeof c?.[method] !== 'function') fail('redis.client', `must be an ioredis Redis or Cluster instance (no ${method}())`);
+    }
+    if (url !== undefined || options !== undefined) fail('redis.client', 'give either client or url/options, not both');
+  } else if (url === undefined && options === undefined) {
+    fail('redis', 'needs url, options or client');
+  }
+  if (url !== undefined && (typeof url !== 'string' || !/^rediss?:\/\/./.test(url))) {
+    fail('redis.url', `must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
+  }
+  if (options !== undefined && !isPlainObject(options)) fail('redis.options', 'must be an object of ioredis options');
+  const keyPrefix = raw.keyPrefix ?? 'lock:';
+  if (typeof keyPrefix !== 'string') fail('redis.keyPrefix', 'must be a string');
+  return {
+    url: url as string | undefined,
+    options: options as Record<string, unknown> | undefined,
+    client: client as ResolvedRedisOptions['client'],
+    keyPrefix: keyPrefix as string,
+    connectTimeoutMs: checkPositiveMs(raw.connectTimeoutMs ?? 2000, 'redis.connectTimeoutMs', WHERE),
+    commandTimeoutMs: checkPositiveMs(raw.commandTimeoutMs ?? 2000, 'redis.commandTimeoutMs', WHERE),
+  };
+}
+
+function checkBackend(name: string, backend: unknown): LockBackend {
+  const field = `backends.${name}`;
+  if (!isPlainObject(backend) && typeof backend !== 'object') fail(field, 'must be a LockBackend instance');
+  const b = backend as Record<string, unknown>;
+  for (const method of BACKEND_METHODS) {
+    if (typeof b?.[method] !== 'function') fail(field, `must implement LockBackend (no ${method}())`);
+  }
+  const caps = b.capabilities as Record<string, unknown> | undefined;
+  if (!isPlainObject(caps) || typeof caps.fencing !== 'boolean') {
+    fail(`${field}.capabilities`, 'must declare { fencing, fairQueue, distributed } booleans');
+  }
+  return backend as LockBackend;
+}
+
+/**
+ * Validate module options once, at bootstrap, and fill in defaults. Every error names the field.
+ */
+export function resolveModuleOptions(input: DistributedLockModuleOptions | undefined): ResolvedModuleOptions {
+  if (!isPlainObject(input)) fail('options', 'must be an object such as { redis: { url } }');
+  const raw = input as Record<string, any>;
+  rejectUnknown(raw, MODULE_FIELDS, '');
+
+  const capabilities: Record<string, LockBackendCapabilities> = {};
+  const redis = raw.redis === undefined ? undefined : resolveRedis(raw.redis);
+  if (redis) capabilities.redis = REDIS_CAPABILITIES;
+
+  let memory: { name: string } | undefined;
+  if (raw.memory !== undefined && raw.memory !== false) {
+    if (raw.memory !== true && !isPlainObject(raw.memory)) fail('memory', 'must be true or { name? }');
+    const name = raw.memory === true ? 'memory' : (raw.memory.name ?? 'memory');
+    if (typeof name !== 'string' || name === '') fail('memory.name', 'must be a non-empty string');
+    memory = { name };
+  }
+
+  const backends: Record<string, LockBackend> = {};
+  if (raw.backends !== undefined) {
+    if (!isPlainObject(raw.backends)) fail('backends', 'must be an object of name → LockBackend');
+    for (const [name, backend] of Object.entries(raw.backends)) {
+      if (name in capabilities) fail(`backends.${name}`, `the name "${name}" is already taken by a built-in backend`);
+      backends[name] = checkBackend(name, backend);
+      capabilities[name] = backends[name].capabilities;
+    }
+  }
+  if (memory) {
+    if (memory.name in capabilities) fail('memory.name', `the name "${memory.name}" is already taken`);
+    capabilities[memory.name] = MEMORY_CAPABILITIES;
+  }
+
+  const names = Object.keys(capabilities);
+  if (names.length === 0) fail('options', 'configure at least one backend: redis, memory or backends');
+
+  const purposes: Partial<Record<LockPurpose, string>> = {};
+  if (raw.purposes !== undefined) {
+    if (!isPlainObject(raw.purposes)) fail('purposes', 'must be an object of purpose → backend name');
+    rejectUnknown(raw.purposes, [...LOCK_PURPOSES], 'purposes.');
+    for (const purpose of LOCK_PURPOSES) {
+      const name = raw.purposes[purpose];
+      if (name === undefined) continue;
+      if (typeof name !== 'string' || !(name in capabilities)) {
+        fail(`purposes.${purpose}`, `unknown backend ${JSON.stringify(name)} (configured: ${names.join(', ')})`);
+      }
+      if (purpose === 'correctness' && !capabilities[name].fencing) {
+        fail('purposes.correctness', `backend "${name}" issues no fencing tokens, so it cannot serve correctness locks`);
+      }
+      purposes[purpose] = name;
+    }
+  }
+  purposes.efficiency ??= redis ? 'redis' : (names.find((n) => capabilities[n].distributed) ?? names[0]);
+  purposes.correctness ??=
+    ['etcd', ...names].find((n) => capabilities[n]?.fencing && capabilities[n].distributed) ??
+    names.find((n) => capabilities[n].fencing);
+  if (purposes.correctness === undefined) delete purposes.correctness;
+
+  const defaults = raw.defaults ?? {};
+  if (!isPlainObject(defaults)) fail('defaults', 'must be an object { ttl?, wait? }');
+  rejectUnknown(defaults, ['ttl', 'wait'], 'defaults.');
+
+  const driftFactor = raw.driftFactor ?? 0.01;
+  if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
+    fail('driftFactor', `must be a number in [0, 0.5), got ${String(driftFactor)}`);
+  }
+
+  return {
+    redis,
+    memory,
+    backends,
+    purposes,
+    capabilities,
+    defaults: {
+      ttl: checkPositiveMs(defaults.ttl ?? 30_000, 'defaults.ttl', WHERE),
+      wait: checkNonNegativeMs(defaults.wait ?? 10_000, 'defaults.wait', WHERE),
+    },
+    driftFactor,
+  };
+}

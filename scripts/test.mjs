@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// `npm test`: type-check, start the real servers the suites need on free loopback ports, run
+// jest against them, and stop the servers afterwards whatever the outcome.
+//   npm test                  everything
+//   npm test -- --unit        only the unit specs (no servers)
+//   npm test -- <jest args>   passed on to jest (e.g. a path pattern)
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { RedisServer, ensureBinary } from '../test/harness/servers.mjs';
+
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const args = process.argv.slice(2);
+const unitOnly = args.includes('--unit');
+const jestArgs = args.filter((a) => a !== '--unit');
+
+const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+
+console.log('[test] type-checking (tsc --noEmit)');
+const tsc = spawnSync(bin('tsc'), ['-p', 'tsconfig.json', '--noEmit'], { cwd: root, stdio: 'inherit' });
+if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+
+const servers = [];
+const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim() };
+let exitCode = 1;
+try {
+  if (unitOnly) {
+    jestArgs.push('--testPathPatterns', '^.*/lib/.*\\.spec\\.ts$');
+  } else {
+    ensureBinary('redis-server');
+    const redis = await RedisServer.start();
+    servers.push(redis);
+    env.TEST_REDIS_URL = redis.url;
+    console.log(`[test] redis-server ${redis.url} (pid ${redis.pid})`);
+  }
+  const jest = spawn(bin('jest'), jestArgs, {
+    cwd: root,
+    env,
+    stdio: 'inherit',
+  });
+  const forward = (sig) => jest.kill(sig);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  exitCode = await new Promise((resolve) => jest.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+} catch (error) {
+  console.error(`[test] ${error.message}`);
+} finally {
+  await Promise.all(servers.map((s) => s.stop()));
+}
+process.exit(exitCode);

@@ -1,0 +1,13 @@
+export declare function freePort(): Promise<number>;
+export declare function ensureBinary(binary: string): string;
+export declare class RedisServer {
+  static start(options?: { port?: number; appendonly?: boolean }): Promise<RedisServer>;
+  readonly port: number;
+  readonly url: string;
+  readonly pid: number | undefined;
+  kill9(): Promise<void>;
+  restart(): Promise<void>;
+  pause(): void;
+  resume(): void;
+  stop(): Promise<void>;
+}
