@@ -1,0 +1,152 @@
+import { Redis } from 'ioredis';
+import { LeaseLostError, LockBusyError, type Lease } from '../../lib/index.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+describe('Redis backend: two application instances contending', () => {
+  let a: LockApp;
+  let b: LockApp;
+  let raw: Redis;
+
+  beforeAll(async () => {
+    a = await startLockApp({ redis: { url: redisUrl() } });
+    b = await startLockApp({ redis: { url: redisUrl() } });
+    raw = new Redis(redisUrl());
+  });
+
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    raw.disconnect();
+  });
+
+  it('never lets both hold a key: the second gets null / LockBusyError, then the lock after release', async () => {
+    const key = uniqueKey('exclusive');
+    const leaseA = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    expect(await b.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
+    const busy = await b.locks.acquire(key, { purpose: 'efficiency', wait: 0 }).catch((e: unknown) => e);
+    expect(busy).toBeInstanceOf(LockBusyError);
+    expect((busy as LockBusyError).message).toContain(key);
+
+    const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
+    await sleep(100);
+    const releasedAt = performance.now();
+    await leaseA.release();
+    const leaseB = await waiting;
+    // Handed over by the release's wake-up, not found by a later poll (the fallback is 500 ms).
+    expect(performance.now() - releasedAt).toBeLessThan(400);
+    expect(await a.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
+    await leaseB.release();
+    expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+  });
+
+  it('gives up after `wait` with LockBusyError and leaves nothing queued behind', async () => {
+    const key = uniqueKey('wait-timeout');
+    const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    const started = performance.now();
+    const error = await b.locks.acquire(key, { purpose: 'efficiency', wait: 300 }).catch((e: unknown) => e);
+    const waited = performance.now() - started;
+    expect(error).toBeInstanceOf(LockBusyError);
+    expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(290);
+    expect(waited).toBeGreaterThanOrEqual(290);
+    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0);
+    // The holder's release frees the key outright: no reservation for a waiter that left.
+    await holder.release();
+    expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+  });
+
+  it('cancels waiting on AbortSignal with its reason, and the next waiter is not blocked', async () => {
+    const key = uniqueKey('abort');
+    const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    const controller = new AbortController();
+    const first = b.locks.acquire(key, { purpose: 'efficiency', wait: 10_000, signal: controller.signal });
+    await sleep(50);
+    const second = a.locks.acquire(key, { purpose: 'efficiency', wait: 10_000 });
+    await sleep(50);
+    controller.abort(new Error('user cancelled'));
+    await expect(first).rejects.toThrow('user cancelled');
+    await holder.release();
+    const lease = await second;
+    expect(lease.key).toBe(key);
+    await lease.release();
+  });
+
+  it('an expired lease aborts its signal, and its release leaves the new owner\'s key intact', async () => {
+    const key = uniqueKey('expiry');
+    const old = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 300 });
+    const aborted = new Promise<unknown>((resolve) => old.signal.addEventListener('abort', () => resolve(old.signal.reason)));
+    const reason = await aborted;
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect((reason as LeaseLostError).reason).toBe('expired');
+    expect(old.remainingMs()).toBe(0);
+
+    // The server expires the key at 300 ms; the holder gave up trusting it a little earlier.
+    const fresh = await b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 2_000 });
+    const freshOwner = await raw.get(`lock:{${key}}`);
+    await old.release(); // compare-and-delete: must not remove the new owner's key
+    expect(await raw.get(`lock:{${key}}`)).toBe(freshOwner);
+    expect(await a.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
+    await fresh.release();
+  });
+
+  it('serves 16 concurrent waiters on one key, each critical section exclusive, none starved', async () => {
+    const key = uniqueKey('hot');
+    const rounds = 5;
+    let inside = 0;
+    let maxInside = 0;
+    const served = new Array<number>(16).fill(0);
+    const worker = async (index: number): Promise<void> => {
+      const app = index % 2 === 0 ? a : b;
+      for (let round = 0; round < rounds; round++) {
+        await app.locks.using(key, { purpose: 'efficiency', ttl: 10_000, wait: 30_000 }, async () => {
+          inside += 1;
+          maxInside = Math.max(maxInside, inside);
+          await sleep(2);
+          inside -= 1;
+          served[index] += 1;
+        });
+      }
+    };
+    await Promise.all(served.map((_, i) => worker(i)));
+    expect(maxInside).toBe(1);
+    expect(served).toEqual(new Array(16).fill(rounds));
+    expect(await raw.exists(`lock:{${key}}`, `lock:{${key}}:q`, `lock:{${key}}:qa`)).toBe(0);
+  });
+
+  it('hands the key over in arrival order (FIFO)', async () => {
+    const key = uniqueKey('fifo');
+    const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    const order: number[] = [];
+    const waiters: Promise<void>[] = [];
+    for (let i = 0; i < 6; i++) {
+      const app = i % 2 === 0 ? b : a;
+      waiters.push(app.locks.using(key, { purpose: 'efficiency', wait: 10_000 }, () => void order.push(i)));
+      await sleep(30); // let each join the queue before the next
+    }
+    await holder.release();
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('gives each acquisition its own owner id, even within one process', async () => {
+    const k1 = uniqueKey('owner');
+    const k2 = uniqueKey('owner');
+    const l1 = await a.locks.acquire(k1, { purpose: 'efficiency' });
+    const l2 = await a.locks.acquire(k2, { purpose: 'efficiency' });
+    const [o1, o2] = await raw.mget(`lock:{${k1}}`, `lock:{${k2}}`);
+    expect(o1).toBeTruthy();
+    expect(o1).not.toBe(o2);
+    await Promise.all([l1.release(), l2.release()]);
+  });
+
+  it('extends a held lease and refuses to extend a lost one', async () => {
+    const key = uniqueKey('extend');
+    const lease: Lease = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 400 });
+    await lease.extend(5_000);
+    expect(lease.remainingMs()).toBeGreaterThan(4_000);
+    expect(await raw.pttl(`lock:{${key}}`)).toBeGreaterThan(4_000);
+    await raw.del(`lock:{${key}}`); // someone else's doing: the key is gone
+    await expect(lease.extend()).rejects.toBeInstanceOf(LeaseLostError);
+    expect(lease.signal.aborted).toBe(true);
+    await lease.release();
+  });
+});
