@@ -48,12 +48,12 @@ export class DistributedLockService implements LeaseObserver, BeforeApplicationS
    * @example
    * await using lease = await locks.acquire(`invoice:${id}`, { purpose: 'efficiency', ttl: 5000 });
    */
-  acquire(key: string, opts: LockOptions): Promise<Lease> {
-    return this.take(resolveLockOptions(key, opts, this.options, `acquire(${JSON.stringify(key)})`), true) as Promise<Lease>;
+  async acquire(key: string, opts: LockOptions): Promise<Lease> {
+    return (await this.take(resolveLockOptions(key, opts, this.options, `acquire(${JSON.stringify(key)})`), true))!;
   }
 
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
-  tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
+  async tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
     const resolved = resolveLockOptions(key, { ...opts, wait: 0 }, this.options, `tryAcquire(${JSON.stringify(key)})`);
     return this.take(resolved, false);
   }

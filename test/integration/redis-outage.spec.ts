@@ -1,0 +1,73 @@
+import { Redis } from 'ioredis';
+import { LockBackendUnavailableError } from '../../lib/index.js';
+import { startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { RedisServer } from '../harness/servers.mjs';
+
+describe('Redis backend: server outages', () => {
+  let server: RedisServer;
+  let app: LockApp;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    app = await startLockApp({ redis: { url: server.url, connectTimeoutMs: 500, commandTimeoutMs: 500 } });
+  });
+
+  afterAll(async () => {
+    await app.close();
+    await server.stop();
+  });
+
+  it('fails fast with LockBackendUnavailableError while Redis is down, and works again once it is back', async () => {
+    const key = uniqueKey('outage');
+    const before = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000 });
+    await before.release();
+
+    await server.kill9();
+    const started = performance.now();
+    let ran = false;
+    const error = await app.locks
+      .using(key, { purpose: 'efficiency', wait: 0 }, () => {
+        ran = true;
+      })
+      .catch((e: unknown) => e);
+    const elapsed = performance.now() - started;
+    expect(error).toBeInstanceOf(LockBackendUnavailableError);
+    expect((error as Error).message).toMatch(/redis.*unavailable/i);
+    expect(ran).toBe(false);
+    // connectTimeoutMs + commandTimeoutMs is the bound; a hang would hit the 30 s test timeout.
+    expect(elapsed).toBeLessThan(1_000 + 500);
+
+    await server.restart();
+    const deadline = Date.now() + 10_000;
+    let lease;
+    while (!lease && Date.now() < deadline) {
+      lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000, wait: 0 }).catch(() => undefined);
+    }
+    expect(lease).toBeDefined();
+    await lease!.release();
+  });
+
+  it('bounds a command to an unresponsive (paused) Redis by commandTimeoutMs', async () => {
+    const key = uniqueKey('paused');
+    await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
+    server.pause();
+    try {
+      const started = performance.now();
+      const error = await app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 60_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockBackendUnavailableError);
+      expect(performance.now() - started).toBeLessThan(1_500);
+    } finally {
+      server.resume();
+    }
+    // The SET that timed out is still applied once Redis resumes; the cleanup queued behind it
+    // removes it, so no ghost lock blocks the key for its 60 s ttl.
+    const raw = new Redis(server.url);
+    try {
+      const deadline = Date.now() + 5_000;
+      while ((await raw.exists(`lock:{${key}}`)) === 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+    } finally {
+      raw.disconnect();
+    }
+  });
+});
