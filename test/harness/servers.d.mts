@@ -1,7 +1,7 @@
 export declare function freePort(): Promise<number>;
 export declare function ensureBinary(binary: string): string;
 export declare class RedisServer {
-  static start(options?: { port?: number; appendonly?: boolean }): Promise<RedisServer>;
+  static start(options?: { port?: number; appendonly?: boolean; cluster?: boolean }): Promise<RedisServer>;
   readonly port: number;
   readonly url: string;
   readonly pid: number | undefined;

@@ -98,16 +98,18 @@ export class RedisServer {
   /**
    * @param {{ port?: number, appendonly?: boolean }} [options]
    *   appendonly: true keeps keys across kill -9 (appendfsync always); false (default) loses them.
+   *   cluster: start in cluster mode (slots still to be assigned: see assignAllSlots in the specs).
    */
   static async start(options = {}) {
-    const server = new RedisServer(options.port ?? (await freePort()), options.appendonly ?? false);
+    const server = new RedisServer(options.port ?? (await freePort()), options.appendonly ?? false, options.cluster ?? false);
     await server.launch();
     return server;
   }
 
-  constructor(port, appendonly) {
+  constructor(port, appendonly, cluster) {
     this.port = port;
     this.appendonly = appendonly;
+    this.cluster = cluster;
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-redis-'));
     this.binary = ensureBinary('redis-server');
     this.child = undefined;
@@ -124,6 +126,9 @@ export class RedisServer {
   async launch() {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir, '--daemonize', 'no'];
     args.push(...(this.appendonly ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']));
+    if (this.cluster) {
+      args.push('--cluster-enabled', 'yes', '--cluster-config-file', path.join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
+    }
     const child = spawn(this.binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
