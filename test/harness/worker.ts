@@ -1,0 +1,57 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { WorkerCommand, WorkerEvent } from '../workers/lock-worker.js';
+
+const compiled = path.resolve('dist/test/workers/lock-worker.js');
+
+/** A lock worker process (compiled by `npm test` before jest starts). Killed by PID only. */
+export class LockWorker {
+  private readonly events: WorkerEvent[] = [];
+  private readonly listeners = new Set<() => void>();
+
+  private constructor(readonly child: ChildProcess) {
+    child.on('message', (message: WorkerEvent) => {
+      this.events.push(message);
+      for (const listener of this.listeners) listener();
+    });
+  }
+
+  static async start(redisUrl: string): Promise<LockWorker> {
+    const child = fork(compiled, [], { env: { ...process.env, WORKER_REDIS_URL: redisUrl }, stdio: 'inherit' });
+    const worker = new LockWorker(child);
+    await worker.next('ready', 20_000);
+    return worker;
+  }
+
+  send(command: WorkerCommand): void {
+    this.child.send(command);
+  }
+
+  /** The first event named `name` not consumed yet. */
+  next<E extends WorkerEvent['event']>(name: E, timeoutMs = 10_000): Promise<Extract<WorkerEvent, { event: E }>> {
+    return new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const index = this.events.findIndex((e) => e.event === name || e.event === 'error');
+        if (index < 0) return false;
+        const [found] = this.events.splice(index, 1);
+        this.listeners.delete(check);
+        clearTimeout(timer);
+        if (found.event === 'error' && name !== 'error') reject(new Error(`worker: ${found.name}: ${found.message}`));
+        else resolve(found as Extract<WorkerEvent, { event: E }>);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        this.listeners.delete(check);
+        reject(new Error(`worker sent no "${name}" within ${timeoutMs} ms`));
+      }, timeoutMs);
+      if (!check()) this.listeners.add(check);
+    });
+  }
+
+  kill9(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.kill('SIGKILL');
+    return exited;
+  }
+}
