@@ -36,14 +36,17 @@ export class TurnWaiters {
     }
     const entry = waiter;
     return new Promise<void>((resolve, reject) => {
-      const done = (): void => {
+      const settle = (): void => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (entry.wake === done) entry.wake = undefined;
+      };
+      const done = (): void => {
+        settle();
         resolve();
       };
       const onAbort = (): void => {
-        done();
+        settle();
         reject(signal!.reason);
       };
       const timer = setTimeout(done, Math.max(0, timeoutMs));
