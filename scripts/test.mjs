@@ -16,9 +16,9 @@ const jestArgs = args.filter((a) => a !== '--unit');
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 
-// Type-check everything and emit it to dist/: worker processes of the fault specs run from there.
-console.log('[test] type-checking and compiling (tsc -p tsconfig.json)');
-const tsc = spawnSync(bin('tsc'), ['-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' });
+// Type-check everything and emit it to .tmp/compiled: worker processes of the fault specs run from there.
+console.log('[test] type-checking and compiling (tsc -p tsconfig.json --outDir .tmp/compiled)');
+const tsc = spawnSync(bin('tsc'), ['-p', 'tsconfig.json', '--outDir', '.tmp/compiled'], { cwd: root, stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 
 const servers = [];

@@ -2,9 +2,9 @@ import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { WorkerCommand, WorkerEvent } from '../workers/lock-worker.js';
 
-const compiled = path.resolve('dist/test/workers/lock-worker.js');
+const compiled = path.resolve('.tmp/compiled/test/workers/lock-worker.js');
 
-/** A lock worker process (compiled by `npm test` before jest starts). Killed by PID only. */
+/** A lock worker process (compiled to .tmp/compiled by `npm test` before jest starts). Killed by PID only. */
 export class LockWorker {
   private readonly events: WorkerEvent[] = [];
   private readonly listeners = new Set<() => void>();

@@ -1,5 +1,5 @@
 // A lock user in its own process, driven by its parent over IPC: the real thing for fault specs
-// (kill -9, SIGSTOP). Runs from the compiled output (dist/test/workers/lock-worker.js).
+// (kill -9, SIGSTOP). Runs from the compiled output (.tmp/compiled/test/workers/lock-worker.js).
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DistributedLockModule, DistributedLockService, type Lease } from '../../lib/index.js';
