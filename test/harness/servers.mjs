@@ -2,7 +2,7 @@
 // the TypeScript specs can use it. Every process started here is recorded by PID and killed by
 // PID only — never by name.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -124,11 +124,16 @@ export class RedisServer {
   }
 
   async launch() {
+    if (this.sentinelOf !== undefined) return this.launchWith([this.writeSentinelConfig(), '--sentinel']);
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir, '--daemonize', 'no'];
     args.push(...(this.appendonly ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']));
     if (this.cluster) {
       args.push('--cluster-enabled', 'yes', '--cluster-config-file', path.join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
     }
+    return this.launchWith(args);
+  }
+
+  async launchWith(args) {
     const child = spawn(this.binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -141,6 +146,30 @@ export class RedisServer {
       child.kill('SIGKILL');
       throw new Error(`${error.message}${stderr ? `: ${stderr.trim()}` : ''}`);
     }
+  }
+
+  /** A Sentinel (redis-server --sentinel) monitoring `master` as "mymaster" with quorum 1. */
+  static async startSentinel(master) {
+    const server = new RedisServer(await freePort(), false, false);
+    server.sentinelOf = master;
+    await server.launch();
+    return server;
+  }
+
+  writeSentinelConfig() {
+    const file = path.join(this.dir, 'sentinel.conf');
+    writeFileSync(
+      file,
+      [
+        `port ${this.port}`,
+        'bind 127.0.0.1',
+        `dir ${this.dir}`,
+        `sentinel monitor mymaster 127.0.0.1 ${this.sentinelOf.port} 1`,
+        'sentinel down-after-milliseconds mymaster 1000',
+        '',
+      ].join('\n'),
+    );
+    return file;
   }
 
   /** kill -9: no shutdown, no save. Resolves when the process is gone. */

@@ -42,3 +42,38 @@ describe('Redis backend on an ioredis Cluster client', () => {
     expect(cluster.status).toBe('ready'); // the application's client, still open
   });
 });
+
+describe('Redis backend through Sentinel', () => {
+  let master: RedisServer;
+  let sentinel: RedisServer;
+
+  beforeAll(async () => {
+    master = await RedisServer.start();
+    sentinel = await RedisServer.startSentinel(master);
+  });
+  afterAll(async () => {
+    await sentinel.stop();
+    await master.stop();
+  });
+
+  it('accepts Sentinel settings as ioredis options and locks on the master it finds', async () => {
+    const options = { sentinels: [{ host: '127.0.0.1', port: sentinel.port }], name: 'mymaster' };
+    const a = await startLockApp({ redis: { options } });
+    const b = await startLockApp({ redis: { options } });
+    const raw = new Redis(master.url);
+    try {
+      const key = uniqueKey('sentinel');
+      const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      expect(await raw.exists(`lock:{${key}}`)).toBe(1); // written to the real master
+      const waiter = b.locks.acquire(key, { purpose: 'efficiency', wait: 5_000 });
+      await new Promise((r) => setTimeout(r, 50));
+      await holder.release();
+      await (await waiter).release();
+      expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+    } finally {
+      raw.disconnect();
+      await a.close();
+      await b.close();
+    }
+  });
+});
