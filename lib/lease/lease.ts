@@ -1,3 +1,4 @@
+import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeaseCore } from './lease-core.js';
 
@@ -62,6 +63,7 @@ export class Lease implements AsyncDisposable {
    * still held. Throws `LeaseLostError` if it is not — a lost lease is never revived.
    */
   extend(ttlMs: number = this.core.ttlMs): Promise<void> {
+    if (this.ended) return Promise.reject(new LeaseLostError(this.key, 'not-owner', 'this handle was released'));
     if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
       return Promise.reject(new RangeError(`extend(ttlMs): must be a positive integer, got ${String(ttlMs)}`));
     }

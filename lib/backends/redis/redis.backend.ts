@@ -72,7 +72,12 @@ export class RedisBackend implements LockBackend {
     }
     this.turns.track(owner);
     this.headWait.set(owner, -1);
-    await this.subscribe();
+    try {
+      await this.subscribe();
+    } catch (error) {
+      this.forget(owner);
+      throw error;
+    }
     const reply = (await this.call(
       'acquire',
       key,
