@@ -13,3 +13,24 @@ export declare class RedisServer {
   resume(): void;
   stop(): Promise<void>;
 }
+export declare class EtcdMember {
+  readonly name: string;
+  readonly endpoint: string;
+  readonly url: string;
+  readonly pid: number | undefined;
+  readonly running: boolean;
+  isLeader(): Promise<boolean>;
+  kill9(): Promise<void>;
+  restart(): Promise<void>;
+  pause(): void;
+  resume(): void;
+}
+export declare class EtcdCluster {
+  static start(options?: { size?: number; heartbeatMs?: number; electionMs?: number }): Promise<EtcdCluster>;
+  readonly members: EtcdMember[];
+  readonly hosts: string[];
+  waitHealthy(timeoutMs?: number): Promise<void>;
+  leader(timeoutMs?: number): Promise<EtcdMember>;
+  metric(name: string): Promise<number>;
+  stop(): Promise<void>;
+}

@@ -206,3 +206,178 @@ export class RedisServer {
     await exited;
   }
 }
+
+async function httpJson(url, body, timeoutMs = 1000) {
+  const response = await fetch(url, {
+    method: body === undefined ? 'GET' : 'POST',
+    body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  return response.json();
+}
+
+/** One etcd member process the test run owns. */
+export class EtcdMember {
+  constructor(name, clientPort, peerPort, dir, tuning) {
+    this.name = name;
+    this.clientPort = clientPort;
+    this.peerPort = peerPort;
+    this.dir = dir;
+    this.tuning = tuning;
+    this.binary = ensureBinary('etcd');
+    this.child = undefined;
+    this.initialCluster = undefined;
+  }
+
+  get endpoint() {
+    return `127.0.0.1:${this.clientPort}`;
+  }
+
+  get url() {
+    return `http://127.0.0.1:${this.clientPort}`;
+  }
+
+  get pid() {
+    return this.child?.pid;
+  }
+
+  get running() {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  launch(state) {
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    const args = [
+      '--name', this.name,
+      '--data-dir', path.join(this.dir, this.name),
+      '--listen-client-urls', this.url,
+      '--advertise-client-urls', this.url,
+      '--listen-peer-urls', peer,
+      '--initial-advertise-peer-urls', peer,
+      '--initial-cluster', this.initialCluster,
+      '--initial-cluster-state', state,
+      '--heartbeat-interval', String(this.tuning.heartbeatMs),
+      '--election-timeout', String(this.tuning.electionMs),
+      '--log-level', 'error',
+    ];
+    const child = spawn(this.binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.stderr = '';
+    child.stderr.on('data', (d) => (this.stderr = (this.stderr + d).slice(-4000)));
+    started.add(child);
+    child.once('exit', () => started.delete(child));
+    this.child = child;
+  }
+
+  /** Member status through etcd's JSON gateway: { leader, header: { member_id } } or undefined. */
+  async status() {
+    try {
+      return await httpJson(`${this.url}/v3/maintenance/status`, {});
+    } catch {
+      return undefined;
+    }
+  }
+
+  async isLeader() {
+    const status = await this.status();
+    return status !== undefined && status.leader !== undefined && status.leader === status.header?.member_id;
+  }
+
+  async kill9() {
+    const child = this.child;
+    if (!this.running) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Start again with the same name, ports and data dir: it rejoins the cluster. */
+  async restart() {
+    await this.kill9();
+    this.launch('existing');
+  }
+
+  pause() {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume() {
+    this.child?.kill('SIGCONT');
+  }
+}
+
+/**
+ * An etcd cluster of `size` members on free loopback ports (1 for most specs, 3 where failover
+ * matters). Fast elections by default (heartbeat 50 ms, election 500 ms): leases of 1 s are then
+ * honoured as given (etcd raises a lease TTL below 1.5 × election timeout).
+ */
+export class EtcdCluster {
+  static async start(options = {}) {
+    const size = options.size ?? 1;
+    const tuning = { heartbeatMs: options.heartbeatMs ?? 50, electionMs: options.electionMs ?? 500 };
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-etcd-'));
+    const members = [];
+    for (let i = 0; i < size; i++) members.push(new EtcdMember(`n${i + 1}`, await freePort(), await freePort(), dir, tuning));
+    const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
+    const cluster = new EtcdCluster(members, dir);
+    for (const member of members) {
+      member.initialCluster = initialCluster;
+      member.launch('new');
+    }
+    await cluster.waitHealthy(30_000);
+    return cluster;
+  }
+
+  constructor(members, dir) {
+    this.members = members;
+    this.dir = dir;
+  }
+
+  /** Client endpoints, for `etcd: { hosts }`. */
+  get hosts() {
+    return this.members.map((m) => m.endpoint);
+  }
+
+  /** Resolve once a leader is elected and every running member answers. */
+  async waitHealthy(timeoutMs = 15_000) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      for (const member of this.members) {
+        if (member.child.exitCode !== null) {
+          throw new Error(`etcd member ${member.name} exited with code ${member.child.exitCode}: ${member.stderr}`);
+        }
+      }
+      const statuses = await Promise.all(this.members.filter((m) => m.running).map((m) => m.status()));
+      if (statuses.every((s) => s && s.leader && s.leader !== '0')) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`etcd cluster not healthy within ${timeoutMs} ms`);
+  }
+
+  /** The member that is currently leader (waits for an election if there is none). */
+  async leader(timeoutMs = 10_000) {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      for (const member of this.members) if (member.running && (await member.isLeader())) return member;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no etcd leader within ${timeoutMs} ms`);
+  }
+
+  /** A running member's /metrics counter (summed over label sets), e.g. etcd_disk_wal_fsync_duration_seconds_count. */
+  async metric(name) {
+    let total = 0;
+    for (const member of this.members.filter((m) => m.running)) {
+      const text = await (await fetch(`${member.url}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
+      for (const line of text.split('\n')) {
+        if (line.startsWith(name + ' ') || line.startsWith(name + '{')) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+    }
+    return total;
+  }
+
+  async stop() {
+    await Promise.all(this.members.map((m) => m.kill9()));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
