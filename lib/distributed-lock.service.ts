@@ -32,13 +32,18 @@ export class DistributedLockService implements LeaseObserver, BeforeApplicationS
   readonly events = new LockEvents();
   private readonly logger = new Logger(LOGGER_CONTEXT);
   private readonly context = new AsyncLocalStorage<LockContext>();
-  private readonly held = new Set<LeaseCore>();
+  /** Every lease this service granted and has not yet seen end, by owner id. */
+  private readonly held = new Map<string, LeaseCore>();
   private shuttingDown = false;
 
   constructor(
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
     @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
-  ) {}
+  ) {
+    for (const backend of backends.values()) {
+      backend.onLeaseLost?.((owner, detail) => this.held.get(owner)?.lose('session-lost', detail));
+    }
+  }
 
   /**
    * Acquire `key`, waiting up to `opts.wait` ms (module default 10 s) while another owner holds it.
@@ -151,7 +156,7 @@ export class DistributedLockService implements LeaseObserver, BeforeApplicationS
 
   private grant(o: ResolvedLockOptions, backend: LockBackend, owner: string, token: bigint | undefined, until: number, waitedMs: number): Lease {
     const core = new LeaseCore(o.key, o.purpose, token, backend, owner, o.ttl, until, this.options.driftFactor, this);
-    this.held.add(core);
+    this.held.set(owner, core);
     this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token, waitedMs, reentrant: false });
     return new Lease(core, true, (lease, error) => this.reportReleaseFailure(lease, error));
   }
@@ -192,13 +197,13 @@ export class DistributedLockService implements LeaseObserver, BeforeApplicationS
 
   /** @internal LeaseObserver */
   ended(core: LeaseCore): void {
-    this.held.delete(core);
+    this.held.delete(core.owner);
   }
 
   /** Release every lease still held, so a clean stop leaves no key behind. */
   async beforeApplicationShutdown(): Promise<void> {
     this.shuttingDown = true;
-    const cores = [...this.held];
+    const cores = [...this.held.values()];
     await Promise.all(
       cores.map(async (core) => {
         core.lose('shutdown', 'the application is shutting down');

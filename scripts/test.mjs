@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { RedisServer, ensureBinary } from '../test/harness/servers.mjs';
+import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
@@ -29,10 +29,12 @@ try {
     jestArgs.push('--testPathPatterns', '^.*/lib/.*\\.spec\\.ts$');
   } else {
     ensureBinary('redis-server');
-    const redis = await RedisServer.start();
-    servers.push(redis);
+    ensureBinary('etcd');
+    const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
+    servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;
-    console.log(`[test] redis-server ${redis.url} (pid ${redis.pid})`);
+    env.TEST_ETCD_HOSTS = etcd.hosts.join(',');
+    console.log(`[test] redis-server ${redis.url} (pid ${redis.pid}), etcd ${etcd.hosts} (pid ${etcd.members[0].pid})`);
   }
   const jest = spawn(bin('jest'), jestArgs, {
     cwd: root,

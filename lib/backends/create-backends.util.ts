@@ -1,7 +1,9 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { LockBackend } from '../interfaces/lock-backend.interface.js';
+import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
 import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
-import type { ResolvedModuleOptions, ResolvedRedisOptions } from '../options/module-options.util.js';
+import type { ResolvedEtcdOptions, ResolvedModuleOptions, ResolvedRedisOptions } from '../options/module-options.util.js';
+import { EtcdBackend } from './etcd/etcd.backend.js';
 import { MemoryBackend } from './memory/memory.backend.js';
 import { RedisBackend } from './redis/redis.backend.js';
 
@@ -19,6 +21,16 @@ async function createRedisClient(o: ResolvedRedisOptions): Promise<RedisClientLi
   return client;
 }
 
+async function createEtcdClient(o: ResolvedEtcdOptions): Promise<EtcdClientLike> {
+  let etcd3: { Etcd3: new (options: Record<string, unknown>) => EtcdClientLike };
+  try {
+    etcd3 = (await import('etcd3')) as unknown as typeof etcd3;
+  } catch (error) {
+    throw new InvalidLockOptionsError('etcd', `needs the etcd3 package (npm install etcd3): ${(error as Error).message}`, 'DistributedLockModule options');
+  }
+  return new etcd3.Etcd3({ ...o.options, hosts: o.hosts });
+}
+
 /** Build every configured backend. Only clients created here are owned (closed) by the module. */
 export async function createBackends(options: ResolvedModuleOptions): Promise<Map<string, LockBackend>> {
   const backends = new Map<string, LockBackend>();
@@ -32,6 +44,19 @@ export async function createBackends(options: ResolvedModuleOptions): Promise<Ma
         keyPrefix: options.redis.keyPrefix,
         connectTimeoutMs: options.redis.connectTimeoutMs,
         commandTimeoutMs: options.redis.commandTimeoutMs,
+      }),
+    );
+  }
+  if (options.etcd) {
+    backends.set(
+      'etcd',
+      new EtcdBackend({
+        client: options.etcd.client ?? (await createEtcdClient(options.etcd)),
+        ownsClient: options.etcd.client === undefined,
+        prefix: options.etcd.prefix,
+        sessionTtlSeconds: options.etcd.sessionTtlSeconds,
+        commandTimeoutMs: options.etcd.commandTimeoutMs,
+        driftFactor: options.driftFactor,
       }),
     );
   }

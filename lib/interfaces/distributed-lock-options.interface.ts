@@ -1,4 +1,5 @@
 import type { LockBackend } from './lock-backend.interface.js';
+import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 
 /**
@@ -38,6 +39,28 @@ export interface RedisBackendOptions {
   commandTimeoutMs?: number;
 }
 
+/** The etcd backend (serves `correctness` locks: its revision is the fencing token). */
+export interface EtcdBackendOptions {
+  /**
+   * Endpoint(s); the module opens this client and closes it on shutdown.
+   * @example '127.0.0.1:2379' or ['10.0.0.1:2379', '10.0.0.2:2379', '10.0.0.3:2379']
+   */
+  hosts?: string | string[];
+  /** More etcd3 client options (auth, credentials for TLS, grpcOptions, dialTimeout, …). */
+  options?: Record<string, unknown>;
+  /** An `Etcd3` client the application already owns. Never closed by this module. */
+  client?: EtcdClientLike;
+  /** Prefix of every key this backend writes. @default 'lock/' */
+  prefix?: string;
+  /**
+   * TTL of the session lease all lock keys ride on, in whole seconds. A crashed or paused
+   * holder's key disappears at most this long after its last keep-alive. @default 10
+   */
+  sessionTtlSeconds?: number;
+  /** How long one request may take before failing with `LockBackendUnavailableError`. @default 2000 */
+  commandTimeoutMs?: number;
+}
+
 /** The in-memory backend: one process only, monotonic tokens. For tests, never for production. */
 export interface MemoryBackendOptions {
   /** Name under which it is registered. @default 'memory' */
@@ -56,6 +79,8 @@ export interface LockDefaults {
 export interface DistributedLockModuleOptions {
   /** Configure the Redis backend. @example { url: 'redis://127.0.0.1:6379' } */
   redis?: RedisBackendOptions;
+  /** Configure the etcd backend. @example { hosts: '127.0.0.1:2379' } */
+  etcd?: EtcdBackendOptions;
   /** Enable the in-memory backend (single process; for tests). */
   memory?: boolean | MemoryBackendOptions;
   /** Further backends by name (your own `LockBackend` implementations). */

@@ -29,6 +29,9 @@ export type AcquireResult =
       readonly holderRemainingMs?: number;
     };
 
+/** Told when the backend learns that `owner`'s lease is gone (for example its etcd session lease). */
+export type LockLossListener = (owner: string, detail: string) => void;
+
 /**
  * A lock backend supplies only the primitive operations on one server technology. Ownership
  * checks happen on the server (compare-and-act); validity, signals, waiting policy and
@@ -60,6 +63,12 @@ export interface LockBackend {
 
   /** Close what the backend opened itself; a client the application passed in stays open. */
   close(): Promise<void>;
+
+  /**
+   * Backends whose leases can die behind the engine's back (a session lease) report it here so
+   * the engine aborts the affected leases' signals at once.
+   */
+  onLeaseLost?(listener: LockLossListener): void;
 }
 
 /** Injection token of the map from backend name to `LockBackend`. */

@@ -50,6 +50,9 @@ export class LeaseCore {
     const error = new LeaseLostError(this.key, reason, detail);
     this.controller.abort(error);
     this.observer.lost(this, error);
+    // A lock must not outlive its ttl just because its process is healthy: give the key up
+    // (owner-checked, so never someone else's). Backends with a shared session lease rely on it.
+    if (reason === 'expired' || reason === 'session-lost') void this.release().catch(() => undefined);
   }
 
   async extend(ttlMs: number): Promise<void> {

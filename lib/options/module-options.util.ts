@@ -3,16 +3,19 @@ import {
   LOCK_PURPOSES,
   type DistributedLockModuleOptions,
   type LockPurpose,
+  type EtcdBackendOptions,
   type RedisBackendOptions,
 } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../interfaces/lock-backend.interface.js';
 
 const WHERE = 'DistributedLockModule options';
-const MODULE_FIELDS = ['redis', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor'];
+const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor'];
 const REDIS_FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
+const ETCD_FIELDS = ['hosts', 'options', 'client', 'prefix', 'sessionTtlSeconds', 'commandTimeoutMs'];
 const BACKEND_METHODS = ['acquire', 'waitForTurn', 'extend', 'release', 'close'] as const;
 
 export const REDIS_CAPABILITIES: LockBackendCapabilities = { fencing: false, fairQueue: true, distributed: true };
+export const ETCD_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true };
 export const MEMORY_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: false };
 
 export interface ResolvedRedisOptions {
@@ -24,9 +27,19 @@ export interface ResolvedRedisOptions {
   commandTimeoutMs: number;
 }
 
+export interface ResolvedEtcdOptions {
+  hosts?: string[];
+  options?: Record<string, unknown>;
+  client?: EtcdBackendOptions['client'];
+  prefix: string;
+  sessionTtlSeconds: number;
+  commandTimeoutMs: number;
+}
+
 /** Module options after validation, with every default filled in. */
 export interface ResolvedModuleOptions {
   redis?: ResolvedRedisOptions;
+  etcd?: ResolvedEtcdOptions;
   memory?: { name: string };
   backends: Record<string, LockBackend>;
   /** Backend name per purpose; absent when no configured backend can serve it. */
@@ -98,6 +111,44 @@ function resolveRedis(raw: unknown): ResolvedRedisOptions {
   };
 }
 
+function resolveEtcd(raw: unknown): ResolvedEtcdOptions {
+  if (!isPlainObject(raw)) fail('etcd', "must be an object such as { hosts: '127.0.0.1:2379' }");
+  rejectUnknown(raw, ETCD_FIELDS, 'etcd.');
+  const { hosts, options, client } = raw;
+  if (client !== undefined) {
+    const c = client as Record<string, unknown>;
+    for (const method of ['lease', 'watch', 'close'] as const) {
+      if (typeof c?.[method] !== 'function') fail('etcd.client', `must be an etcd3 Etcd3 instance (no ${method}())`);
+    }
+    if (typeof (c.kv as Record<string, unknown> | undefined)?.txn !== 'function') fail('etcd.client', 'must be an etcd3 Etcd3 instance (no kv.txn())');
+    if (hosts !== undefined || options !== undefined) fail('etcd.client', 'give either client or hosts/options, not both');
+  } else if (hosts === undefined) {
+    fail('etcd.hosts', "is required (or pass client): for example '127.0.0.1:2379'");
+  }
+  let list: string[] | undefined;
+  if (hosts !== undefined) {
+    list = typeof hosts === 'string' ? [hosts] : (hosts as string[]);
+    if (!Array.isArray(list) || list.length === 0 || !list.every((h) => typeof h === 'string' && h.length > 0)) {
+      fail('etcd.hosts', `must be a non-empty string or array of strings, got ${JSON.stringify(hosts)}`);
+    }
+  }
+  if (options !== undefined && !isPlainObject(options)) fail('etcd.options', 'must be an object of etcd3 client options');
+  const prefix = raw.prefix ?? 'lock/';
+  if (typeof prefix !== 'string') fail('etcd.prefix', 'must be a string');
+  const sessionTtlSeconds = raw.sessionTtlSeconds ?? 10;
+  if (typeof sessionTtlSeconds !== 'number' || !Number.isInteger(sessionTtlSeconds) || sessionTtlSeconds < 1) {
+    fail('etcd.sessionTtlSeconds', `must be a whole number of seconds ≥ 1 (etcd leases are whole seconds), got ${String(sessionTtlSeconds)}`);
+  }
+  return {
+    hosts: list,
+    options: options as Record<string, unknown> | undefined,
+    client: client as ResolvedEtcdOptions['client'],
+    prefix: prefix as string,
+    sessionTtlSeconds: sessionTtlSeconds as number,
+    commandTimeoutMs: checkPositiveMs(raw.commandTimeoutMs ?? 2000, 'etcd.commandTimeoutMs', WHERE),
+  };
+}
+
 function checkBackend(name: string, backend: unknown): LockBackend {
   const field = `backends.${name}`;
   if (!isPlainObject(backend) && typeof backend !== 'object') fail(field, 'must be a LockBackend instance');
@@ -123,6 +174,8 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
   const capabilities: Record<string, LockBackendCapabilities> = {};
   const redis = raw.redis === undefined ? undefined : resolveRedis(raw.redis);
   if (redis) capabilities.redis = REDIS_CAPABILITIES;
+  const etcd = raw.etcd === undefined ? undefined : resolveEtcd(raw.etcd);
+  if (etcd) capabilities.etcd = ETCD_CAPABILITIES;
 
   let memory: { name: string } | undefined;
   if (raw.memory !== undefined && raw.memory !== false) {
@@ -147,7 +200,7 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
   }
 
   const names = Object.keys(capabilities);
-  if (names.length === 0) fail('options', 'configure at least one backend: redis, memory or backends');
+  if (names.length === 0) fail('options', 'configure at least one backend: redis, etcd, memory or backends');
 
   const purposes: Partial<Record<LockPurpose, string>> = {};
   if (raw.purposes !== undefined) {
@@ -182,6 +235,7 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
 
   return {
     redis,
+    etcd,
     memory,
     backends,
     purposes,

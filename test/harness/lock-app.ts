@@ -9,6 +9,13 @@ export function redisUrl(): string {
   return url;
 }
 
+/** The etcd endpoints `npm test` started for this run. */
+export function etcdHosts(): string[] {
+  const hosts = process.env.TEST_ETCD_HOSTS;
+  if (!hosts) throw new Error('TEST_ETCD_HOSTS is not set: run the suite with `npm test`, which starts etcd');
+  return hosts.split(',');
+}
+
 export interface LockApp {
   app: INestApplicationContext;
   locks: DistributedLockService;

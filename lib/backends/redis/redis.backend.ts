@@ -2,6 +2,7 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import type { AcquireRequest, AcquireResult, LockBackend } from '../../interfaces/lock-backend.interface.js';
 import type { RedisClientLike } from '../../interfaces/redis-client.interface.js';
 import { REDIS_CAPABILITIES } from '../../options/module-options.util.js';
+import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
 
@@ -196,22 +197,6 @@ export class RedisBackend implements LockBackend {
       this.client.once('ready', onReady);
     });
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(onTimeout()), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }
 
 async function quit(client: RedisClientLike): Promise<void> {

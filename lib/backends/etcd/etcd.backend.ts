@@ -1,0 +1,326 @@
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import type { EtcdClientLike, EtcdWatcherLike } from '../../interfaces/etcd-client.interface.js';
+import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../../interfaces/lock-backend.interface.js';
+import { monotonicNow } from '../../lease/validity.util.js';
+import { ETCD_CAPABILITIES } from '../../options/module-options.util.js';
+import { withTimeout } from '../timeout.util.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+import { EtcdSession } from './etcd-session.js';
+
+export interface EtcdBackendConfig {
+  /** An `Etcd3` client. */
+  client: EtcdClientLike;
+  /** Close the client in `close()` (true only when the module created it). */
+  ownsClient: boolean;
+  /** Prefix of every key this backend writes. @default 'lock/' */
+  prefix?: string;
+  /** TTL of the shared session lease, in seconds (whole, ≥ 1). @default 10 */
+  sessionTtlSeconds?: number;
+  commandTimeoutMs?: number;
+  driftFactor?: number;
+  name?: string;
+}
+
+interface Queued {
+  session: EtcdSession;
+  key: string;
+  /** Create revision of our queue key: our place in line. */
+  rev: bigint;
+  predecessor?: string;
+  watcher?: EtcdWatcherLike;
+}
+
+/** Retry a clean-up this many ms after a write whose outcome is unknown (it may still land). */
+const CLEANUP_DELAYS_MS = [0, 1_000, 3_000, 10_000];
+/** A queued waiter re-reads its place this often even without a watch event. */
+const RECHECK_MS = 5_000;
+
+/**
+ * `correctness` locks on etcd, following etcd's concurrency recipe: every acquirer puts a key
+ * `<prefix><key>/<owner>` on a shared session lease; the lowest create revision holds the lock;
+ * each waiter watches only its predecessor's deletion (FIFO, no herd).
+ *
+ * The fencing token is the cluster revision at which the lock became ours: the revision of our
+ * put when the key was free, else the revision of the read that found no predecessor left. It is
+ * strictly greater than the previous holder's token (that holder's delete came between), and,
+ * being etcd's raft-replicated revision, it never goes backwards across leader failover.
+ *
+ * A lock's own ttl: the session lease is shared, so the engine deletes the key itself when the
+ * ttl runs out (and aborts the signal). If the process cannot (paused, crashed, partitioned), the
+ * session lease expires on the server and takes the key with it: a lock outlives its ttl only by
+ * at most the session ttl, and only when its holder is unhealthy.
+ */
+export class EtcdBackend implements LockBackend {
+  readonly capabilities = ETCD_CAPABILITIES;
+  readonly name: string;
+  private readonly client: EtcdClientLike;
+  private readonly prefix: string;
+  private readonly sessionTtlSeconds: number;
+  private readonly commandTimeoutMs: number;
+  private readonly driftFactor: number;
+  private readonly turns = new TurnWaiters();
+  private readonly queued = new Map<string, Queued>();
+  /** Owner → session, for every owner holding a lock. */
+  private readonly holding = new Map<string, EtcdSession>();
+  private readonly lossListeners: LockLossListener[] = [];
+  private session?: EtcdSession;
+  private creating?: Promise<EtcdSession>;
+  private closed = false;
+
+  private readonly ownsClient: boolean;
+
+  constructor(config: EtcdBackendConfig) {
+    this.client = config.client;
+    this.ownsClient = config.ownsClient;
+    this.name = config.name ?? 'etcd';
+    this.prefix = config.prefix ?? 'lock/';
+    this.sessionTtlSeconds = config.sessionTtlSeconds ?? 10;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
+    this.driftFactor = config.driftFactor ?? 0.01;
+  }
+
+  onLeaseLost(listener: LockLossListener): void {
+    this.lossListeners.push(listener);
+  }
+
+  /** `<prefix><encoded key>/`: the encoding keeps `a` and `a/b` from sharing a range. */
+  lockPrefix(key: string): string {
+    return `${this.prefix}${encodeURIComponent(key)}/`;
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const queued = this.queued.get(request.owner);
+    if (queued && !queued.session.lost) {
+      const result = await this.recheck(request, queued);
+      if (result) return result;
+    } else if (queued) {
+      this.dropQueued(request.owner);
+    }
+    return this.enqueue(request);
+  }
+
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
+  }
+
+  async extend(key: string, owner: string): Promise<boolean> {
+    const session = this.holding.get(owner);
+    if (!session || session.lost) return false;
+    const myKey = Buffer.from(this.lockPrefix(key) + owner);
+    const response = await this.call('extend', key, () => this.client.kv.range({ key: myKey, keys_only: true }));
+    // The key rides on the session lease, which keep-alives renew: existing is enough.
+    return response.kvs.length === 1 && !session.lost;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    this.dropQueued(owner);
+    const session = this.holding.get(owner);
+    this.holding.delete(owner);
+    session?.holders.delete(owner);
+    const myKey = Buffer.from(this.lockPrefix(key) + owner);
+    const response = await this.call('release', key, () => this.client.kv.deleteRange({ key: myKey }));
+    return Number(response.deleted) > 0 && session !== undefined;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const session = this.session;
+    this.session = undefined;
+    for (const owner of [...this.queued.keys()]) this.dropQueued(owner);
+    if (session) {
+      session.end();
+      await withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).catch(() => undefined);
+    }
+    if (this.ownsClient) this.client.close();
+  }
+
+  /** First attempt of an owner: one txn that takes the free key, or joins the queue when asked to. */
+  private async enqueue({ key, owner, queue }: AcquireRequest): Promise<AcquireResult> {
+    const session = await this.currentSession(key);
+    const prefix = this.lockPrefix(key);
+    const range = { key: Buffer.from(prefix), range_end: prefixEnd(prefix) };
+    const myKey = prefix + owner;
+    const put = { request_put: { key: Buffer.from(myKey), value: Buffer.alloc(0), lease: session.id } };
+    const response = await this.call(
+      'acquire',
+      key,
+      () =>
+        this.client.kv.txn({
+          // The range is empty: nobody holds or waits.
+          compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
+          success: [put],
+          // Busy: queue behind the newest key (limit 2: our own put may be among them).
+          failure: queue
+            ? [put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }]
+            : [],
+        }),
+      queue ? myKey : undefined,
+    );
+    const revision = BigInt(response.header.revision);
+    if (session.lost) {
+      this.scheduleCleanup(myKey);
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key });
+    }
+    if (response.succeeded) return this.granted(owner, session, revision);
+    if (!queue) return { acquired: false };
+    const keys: string[] = response.responses[1].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
+    const entry: Queued = { session, key: myKey, rev: revision };
+    this.queued.set(owner, entry);
+    session.waiters.add(owner);
+    this.turns.track(owner);
+    this.watchPredecessor(owner, entry, keys.find((k) => k !== myKey));
+    return { acquired: false };
+  }
+
+  /**
+   * A queued owner's next attempt: read-only (no raft write, no fsync). If no key older than ours
+   * is left, the lock is ours at this read's revision. undefined: our key is gone, start over.
+   */
+  private async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
+    const prefix = this.lockPrefix(key);
+    const response = await this.call('acquire', key, () =>
+      this.client.kv.txn({
+        compare: [{ key: Buffer.from(entry.key), target: 'Create', result: 'Equal', create_revision: entry.rev.toString() }],
+        success: [
+          {
+            request_range: {
+              key: Buffer.from(prefix),
+              range_end: prefixEnd(prefix),
+              sort_order: 'Descend',
+              sort_target: 'Create',
+              max_create_revision: (entry.rev - 1n).toString(),
+              limit: 1,
+              keys_only: true,
+            },
+          },
+        ],
+        failure: [],
+      }),
+    );
+    if (!response.succeeded || entry.session.lost) {
+      this.dropQueued(owner);
+      return undefined;
+    }
+    const predecessor: string | undefined = response.responses[0].response_range.kvs[0]?.key.toString();
+    if (predecessor === undefined) {
+      const session = entry.session;
+      this.dropQueued(owner);
+      return this.granted(owner, session, BigInt(response.header.revision));
+    }
+    if (predecessor !== entry.predecessor) this.watchPredecessor(owner, entry, predecessor);
+    return { acquired: false };
+  }
+
+  private granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
+    session.holders.add(owner);
+    this.holding.set(owner, session);
+    return { acquired: true, token };
+  }
+
+  /** Watch only the key just ahead of ours; its deletion is our cue (no thundering herd). */
+  private watchPredecessor(owner: string, entry: Queued, predecessor: string | undefined): void {
+    void entry.watcher?.cancel().catch(() => undefined);
+    entry.watcher = undefined;
+    entry.predecessor = predecessor;
+    if (predecessor === undefined) {
+      this.turns.wake(owner);
+      return;
+    }
+    // From the revision after our enqueue, so a deletion before the watch exists is replayed.
+    const watcher = this.client.watch().key(predecessor).startRevision((entry.rev + 1n).toString()).only('delete').watcher();
+    watcher.on('delete', () => this.turns.wake(owner));
+    watcher.on('error', () => undefined);
+    entry.watcher = watcher;
+  }
+
+  private dropQueued(owner: string): void {
+    const entry = this.queued.get(owner);
+    this.turns.forget(owner);
+    if (!entry) return;
+    this.queued.delete(owner);
+    entry.session.waiters.delete(owner);
+    void entry.watcher?.cancel().catch(() => undefined);
+  }
+
+  private async currentSession(key: string): Promise<EtcdSession> {
+    if (this.session && !this.session.lost) return this.session;
+    this.creating ??= this.createSession(key).finally(() => (this.creating = undefined));
+    return this.creating;
+  }
+
+  private async createSession(key: string): Promise<EtcdSession> {
+    if (this.closed) throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
+    const sentAt = monotonicNow();
+    const lease = this.client.lease(this.sessionTtlSeconds, { autoKeepAlive: true });
+    const session = new EtcdSession(lease, this.sessionTtlSeconds, this.driftFactor, sentAt, (s, detail) => this.loseSession(s, detail));
+    // etcd3 may emit 'lost' more than once (seen after a pause): loseSession acts once.
+    lease.on('lost', (error: Error) => this.loseSession(session, `the session lease was lost: ${error?.message ?? error}`));
+    try {
+      const id = await this.call('grant', key, () => lease.grant());
+      session.start(id);
+    } catch (error) {
+      session.end();
+      lease.release();
+      throw error;
+    }
+    if (session.lost) throw new LockBackendUnavailableError(this.name, 'grant', 'the new session lease was lost at once', { key });
+    this.session = session;
+    return session;
+  }
+
+  /** Every lease on this session is presumed lost; waiters re-queue under a new session. */
+  private loseSession(session: EtcdSession, detail: string): void {
+    if (session.lost) return;
+    session.end();
+    if (this.session === session) this.session = undefined;
+    // Stop keep-alives; revoking frees our keys at once if etcd is reachable.
+    void withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).catch(() => session.lease.release());
+    const holders = [...session.holders];
+    session.holders.clear();
+    for (const owner of holders) {
+      this.holding.delete(owner);
+      for (const listener of this.lossListeners) listener(owner, detail);
+    }
+    for (const owner of [...session.waiters]) this.turns.wake(owner);
+  }
+
+  /**
+   * One request, bounded by commandTimeoutMs. A write whose answer never came may still be
+   * applied later; `cleanupKey` is then deleted a few times over the next seconds so a late put
+   * cannot leave a key that blocks the queue while our session lives.
+   */
+  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string): Promise<T> {
+    if (this.closed) {
+      throw new LockBackendUnavailableError(this.name, operation, 'the backend is closed (application shutting down)', { key });
+    }
+    try {
+      return await withTimeout(send(), this.commandTimeoutMs, () =>
+        new LockBackendUnavailableError(this.name, operation, `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`, { key }),
+      );
+    } catch (error) {
+      if (cleanupKey !== undefined) this.scheduleCleanup(cleanupKey);
+      if (error instanceof LockBackendUnavailableError) throw error;
+      throw new LockBackendUnavailableError(this.name, operation, (error as Error)?.message ?? String(error), { key, cause: error });
+    }
+  }
+
+  private scheduleCleanup(myKey: string): void {
+    for (const delay of CLEANUP_DELAYS_MS) {
+      setTimeout(() => {
+        void this.client.kv.deleteRange({ key: Buffer.from(myKey) }).catch(() => undefined);
+      }, delay).unref();
+    }
+  }
+}
+
+/** The end of the range of keys starting with `prefix` (etcd's "prefix + 1"). */
+function prefixEnd(prefix: string): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i] < 0xff) {
+      end[i] += 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}

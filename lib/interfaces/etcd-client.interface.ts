@@ -1,0 +1,33 @@
+/**
+ * The part of an `etcd3` client (`Etcd3`) this module uses. Structural, so a user of the Redis
+ * backend alone never needs etcd3 (or its gRPC stack) installed.
+ */
+export interface EtcdClientLike {
+  readonly kv: {
+    txn(request: unknown, options?: unknown): Promise<any>;
+    range(request: unknown, options?: unknown): Promise<any>;
+    deleteRange(request: unknown, options?: unknown): Promise<any>;
+  };
+  lease(ttlSeconds: number, options?: { autoKeepAlive?: boolean }): EtcdLeaseLike;
+  watch(): EtcdWatchBuilderLike;
+  close(): void;
+}
+
+export interface EtcdLeaseLike {
+  grant(): Promise<string>;
+  revoke(): Promise<void>;
+  release(): void;
+  on(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+export interface EtcdWatchBuilderLike {
+  key(key: string | Buffer): EtcdWatchBuilderLike;
+  startRevision(revision: string): EtcdWatchBuilderLike;
+  only(...operations: Array<'put' | 'delete'>): EtcdWatchBuilderLike;
+  watcher(): EtcdWatcherLike;
+}
+
+export interface EtcdWatcherLike {
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  cancel(): Promise<void>;
+}

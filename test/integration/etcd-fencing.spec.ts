@@ -1,0 +1,135 @@
+import { Etcd3 } from 'etcd3';
+import { LeaseLostError, LockBusyError, type Lease } from '../../lib/index.js';
+import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+describe('etcd backend: fencing tokens and FIFO queueing', () => {
+  let a: LockApp;
+  let b: LockApp;
+  let raw: Etcd3;
+
+  beforeAll(async () => {
+    a = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    b = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    raw = new Etcd3({ hosts: etcdHosts() });
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    raw.close();
+  });
+
+  const revision = async (): Promise<bigint> => BigInt((await raw.kv.range({ key: Buffer.from('\0'), limit: 1 })).header.revision);
+
+  it('gives successive holders across two applications strictly increasing bigint tokens', async () => {
+    const key = uniqueKey('tokens');
+    const tokens: bigint[] = [];
+    for (let i = 0; i < 6; i++) {
+      const app = i % 2 === 0 ? a : b;
+      await app.locks.using(key, { purpose: 'correctness', ttl: 5_000 }, (lease) => {
+        expect(typeof lease.token).toBe('bigint');
+        tokens.push(lease.token!);
+      });
+    }
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]);
+  });
+
+  it('tokens also increase across keys of one backend', async () => {
+    const first = await a.locks.acquire(uniqueKey('k1'), { purpose: 'correctness' });
+    await first.release();
+    const second = await b.locks.acquire(uniqueKey('k2'), { purpose: 'correctness' });
+    expect(second.token!).toBeGreaterThan(first.token!);
+    await second.release();
+  });
+
+  it('a reentrant acquire in the same async context returns the same token', async () => {
+    const key = uniqueKey('reentrant');
+    await a.locks.using(key, { purpose: 'correctness' }, async (outer) => {
+      const inner = await a.locks.acquire(key, { purpose: 'correctness', wait: 0 });
+      expect(inner.reentrant).toBe(true);
+      expect(inner.token).toBe(outer.token);
+      await inner.release();
+      expect(await b.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    });
+  });
+
+  it('excludes a second holder: tryAcquire null, acquire waits for the release', async () => {
+    const key = uniqueKey('exclusive');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+    expect(await b.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    await expect(b.locks.acquire(key, { purpose: 'correctness', wait: 200 })).rejects.toBeInstanceOf(LockBusyError);
+    const waiting = b.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
+    await sleep(100);
+    const releasedAt = performance.now();
+    await holder.release();
+    const next = await waiting;
+    expect(performance.now() - releasedAt).toBeLessThan(1_000); // woken by the watch, not the 5 s recheck
+    expect(next.token!).toBeGreaterThan(holder.token!);
+    await next.release();
+  });
+
+  it('serves 8 waiters in arrival order, and waiting writes nothing beyond one enqueue each', async () => {
+    const key = uniqueKey('fifo');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
+    const order: number[] = [];
+    const tokens: bigint[] = [];
+    const waiters: Promise<void>[] = [];
+    const before = await revision();
+    for (let i = 0; i < 8; i++) {
+      const app = i % 2 === 0 ? b : a;
+      waiters.push(
+        app.locks.using(key, { purpose: 'correctness', wait: 20_000 }, (lease) => {
+          order.push(i);
+          tokens.push(lease.token!);
+        }),
+      );
+      await sleep(40);
+    }
+    await sleep(600);
+    // One put per waiter; nothing else while they wait (watch, not polling writes).
+    expect(await revision()).toBe(before + 8n);
+    await holder.release();
+    await Promise.all(waiters);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]);
+  });
+
+  it('a waiter that times out or is aborted leaves the queue and the next one proceeds', async () => {
+    const key = uniqueKey('cancel');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
+    const controller = new AbortController();
+    const aborted = b.locks.acquire(key, { purpose: 'correctness', wait: 20_000, signal: controller.signal });
+    await sleep(50);
+    const timedOut = a.locks.acquire(key, { purpose: 'correctness', wait: 300 });
+    await sleep(50);
+    const patient = b.locks.acquire(key, { purpose: 'correctness', wait: 20_000 });
+    await sleep(50);
+    controller.abort(new Error('caller gave up'));
+    await expect(aborted).rejects.toThrow('caller gave up');
+    await expect(timedOut).rejects.toBeInstanceOf(LockBusyError);
+    const queueKeys = await raw.getAll().prefix(`lock/${encodeURIComponent(key)}/`).keys();
+    expect(queueKeys).toHaveLength(2); // the holder and the patient waiter only
+    await holder.release();
+    const lease = await patient;
+    expect(lease.token!).toBeGreaterThan(holder.token!);
+    await lease.release();
+    expect(await raw.getAll().prefix(`lock/${encodeURIComponent(key)}/`).keys()).toHaveLength(0);
+  });
+
+  it('honours the lock ttl although the session lease is shared: key deleted and signal aborted at expiry', async () => {
+    const key = uniqueKey('ttl');
+    const lease: Lease = await a.locks.acquire(key, { purpose: 'correctness', ttl: 400 });
+    const reason = await new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect((reason as LeaseLostError).reason).toBe('expired');
+    const next = await b.locks.acquire(key, { purpose: 'correctness', wait: 2_000 });
+    expect(next.token!).toBeGreaterThan(lease.token!);
+    await next.release();
+  });
+
+  it('keys that contain slashes do not share a queue with their prefixes', async () => {
+    const parent = uniqueKey('tenant');
+    const l1 = await a.locks.acquire(parent, { purpose: 'correctness' });
+    const l2 = await b.locks.acquire(`${parent}/child`, { purpose: 'correctness', wait: 0 });
+    await Promise.all([l1.release(), l2.release()]);
+  });
+});
