@@ -44,10 +44,27 @@ describe('resolveModuleOptions', () => {
     [{ memory: true, backends: { mine: { acquire() {} } } }, 'backends.mine'],
     [{ memory: true, driftFactor: 2 }, 'driftFactor'],
     [{ memory: true, etcdd: {} }, 'etcdd'],
+    [{ etcd: {} }, 'etcd.hosts'],
+    [{ etcd: { hosts: [] } }, 'etcd.hosts'],
+    [{ etcd: { hosts: '127.0.0.1:2379', sessionTtlSeconds: 0.5 } }, 'etcd.sessionTtlSeconds'],
+    [{ etcd: { hosts: '127.0.0.1:2379', client: {} } }, 'etcd.client'],
+    [{ etcd: { hosts: '127.0.0.1:2379', ttl: 5 } }, 'etcd.ttl'],
   ])('refuses %j naming the field %s', (options, field) => {
     const error = errorOf(options);
     expect(error.field).toBe(field);
     expect(error.message).toContain(`"${field}"`);
+  });
+
+  it('routes efficiency to redis and correctness to etcd when both are configured', () => {
+    const resolved = resolveModuleOptions({ redis: { url: 'redis://h:1' }, etcd: { hosts: '127.0.0.1:2379' }, memory: true });
+    expect(resolved.purposes).toEqual({ efficiency: 'redis', correctness: 'etcd' });
+    expect(resolved.etcd).toMatchObject({ hosts: ['127.0.0.1:2379'], prefix: 'lock/', sessionTtlSeconds: 10, commandTimeoutMs: 2000 });
+  });
+
+  it('lets routing be configured, but never correctness onto a backend without fencing', () => {
+    const both = { redis: { url: 'redis://h:1' }, etcd: { hosts: 'h:2379' } };
+    expect(resolveModuleOptions({ ...both, purposes: { efficiency: 'etcd' } }).purposes.efficiency).toBe('etcd');
+    expect(() => resolveModuleOptions({ ...both, purposes: { correctness: 'redis' } })).toThrow(/"purposes.correctness".*no fencing tokens/);
   });
 
   it('accepts a custom backend and reads its capabilities', () => {

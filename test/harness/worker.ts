@@ -16,8 +16,12 @@ export class LockWorker {
     });
   }
 
-  static async start(redisUrl: string): Promise<LockWorker> {
-    const child = fork(compiled, [], { env: { ...process.env, WORKER_REDIS_URL: redisUrl }, stdio: 'inherit' });
+  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl (correctness). */
+  static async start(backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number }): Promise<LockWorker> {
+    const b = typeof backends === 'string' ? { redisUrl: backends } : backends;
+    const env: NodeJS.ProcessEnv = { ...process.env, WORKER_REDIS_URL: b.redisUrl ?? '', WORKER_ETCD_HOSTS: b.etcdHosts?.join(',') ?? '' };
+    if (b.sessionTtlSeconds !== undefined) env.WORKER_SESSION_TTL = String(b.sessionTtlSeconds);
+    const child = fork(compiled, [], { env, stdio: 'inherit' });
     const worker = new LockWorker(child);
     await worker.next('ready', 20_000);
     return worker;
@@ -48,9 +52,19 @@ export class LockWorker {
     });
   }
 
+  /** SIGSTOP: the whole process freezes, as in a long GC pause. */
+  pause(): void {
+    this.child.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child.kill('SIGCONT');
+  }
+
   kill9(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
     const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    this.child.kill('SIGCONT');
     this.child.kill('SIGKILL');
     return exited;
   }

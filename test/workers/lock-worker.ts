@@ -5,21 +5,31 @@ import { NestFactory } from '@nestjs/core';
 import { DistributedLockModule, DistributedLockService, type Lease } from '../../lib/index.js';
 
 export type WorkerCommand =
-  | { op: 'acquire'; key: string; ttl: number; wait: number }
+  | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness' }
   | { op: 'release' }
   | { op: 'exit' };
 
 export type WorkerEvent =
   | { event: 'ready' }
   | { event: 'waiting'; key: string }
-  | { event: 'acquired'; key: string }
+  | { event: 'acquired'; key: string; token?: string }
+  | { event: 'lost'; reason: string; at: number }
   | { event: 'released' }
   | { event: 'error'; name: string; message: string };
 
 const send = (message: WorkerEvent): void => void process.send?.(message);
 
 async function main(): Promise<void> {
-  @Module({ imports: [DistributedLockModule.forRoot({ redis: { url: process.env.WORKER_REDIS_URL! } })] })
+  const redisUrl = process.env.WORKER_REDIS_URL;
+  const etcdHosts = process.env.WORKER_ETCD_HOSTS;
+  @Module({
+    imports: [
+      DistributedLockModule.forRoot({
+        ...(redisUrl ? { redis: { url: redisUrl } } : {}),
+        ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
+      }),
+    ],
+  })
   class WorkerModule {}
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
   const locks = app.get(DistributedLockService);
@@ -28,10 +38,15 @@ async function main(): Promise<void> {
     void (async () => {
       try {
         if (command.op === 'acquire') {
-          const pending = locks.acquire(command.key, { purpose: 'efficiency', ttl: command.ttl, wait: command.wait });
+          const purpose = command.purpose ?? 'efficiency';
+          const pending = locks.acquire(command.key, { purpose, ttl: command.ttl, wait: command.wait });
           send({ event: 'waiting', key: command.key });
-          lease = await pending;
-          send({ event: 'acquired', key: command.key });
+          const held = await pending;
+          lease = held;
+          held.signal.addEventListener('abort', () => {
+            send({ event: 'lost', reason: (held.signal.reason as { reason?: string }).reason ?? 'unknown', at: Date.now() });
+          });
+          send({ event: 'acquired', key: command.key, token: held.token?.toString() });
         } else if (command.op === 'release') {
           await lease?.release();
           send({ event: 'released' });

@@ -107,7 +107,7 @@ export class EtcdBackend implements LockBackend {
     const session = this.holding.get(owner);
     if (!session || session.lost) return false;
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
-    const response = await this.call('extend', key, () => this.client.kv.range({ key: myKey, keys_only: true }));
+    const response = await this.call('extend', key, () => this.client.kv.range({ key: myKey, keys_only: true }, this.deadline()));
     // The key rides on the session lease, which keep-alives renew: existing is enough.
     return response.kvs.length === 1 && !session.lost;
   }
@@ -118,7 +118,9 @@ export class EtcdBackend implements LockBackend {
     this.holding.delete(owner);
     session?.holders.delete(owner);
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
-    const response = await this.call('release', key, () => this.client.kv.deleteRange({ key: myKey }));
+    // If the delete's answer is lost (a leader election can hold a request for seconds), keep
+    // trying in the background: the healthy session would otherwise keep the key alive.
+    const response = await this.call('release', key, () => this.client.kv.deleteRange({ key: myKey }, this.deadline()), myKey.toString());
     return Number(response.deleted) > 0 && session !== undefined;
   }
 
@@ -145,7 +147,8 @@ export class EtcdBackend implements LockBackend {
       'acquire',
       key,
       () =>
-        this.client.kv.txn({
+        this.client.kv.txn(
+          {
           // The range is empty: nobody holds or waits.
           compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
           success: [put],
@@ -153,7 +156,9 @@ export class EtcdBackend implements LockBackend {
           failure: queue
             ? [put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }]
             : [],
-        }),
+          },
+          this.deadline(),
+        ),
       queue ? myKey : undefined,
     );
     const revision = BigInt(response.header.revision);
@@ -195,7 +200,7 @@ export class EtcdBackend implements LockBackend {
           },
         ],
         failure: [],
-      }),
+      }, this.deadline()),
     );
     if (!response.succeeded || entry.session.lost) {
       this.dropQueued(owner);
@@ -302,6 +307,11 @@ export class EtcdBackend implements LockBackend {
       if (error instanceof LockBackendUnavailableError) throw error;
       throw new LockBackendUnavailableError(this.name, operation, (error as Error)?.message ?? String(error), { key, cause: error });
     }
+  }
+
+  /** gRPC call options: the server-side request is cancelled with our timeout, not left to hang. */
+  private deadline(): { deadline: Date } {
+    return { deadline: new Date(Date.now() + this.commandTimeoutMs) };
   }
 
   private scheduleCleanup(myKey: string): void {
