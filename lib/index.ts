@@ -5,6 +5,7 @@ export { Lease } from './lease/lease.js';
 export * from './errors/index.js';
 export type {
   DistributedLockModuleOptions,
+  EtcdBackendOptions,
   LockDefaults,
   LockPurpose,
   MemoryBackendOptions,
@@ -20,3 +21,6 @@ export type {
 } from './interfaces/lock-backend.interface.js';
 export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
+export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
+export { RedisFence, type RedisFenceOptions, type LeaseSource } from './fencing/redis-fence.js';
+export type { EtcdClientLike } from './interfaces/etcd-client.interface.js';

@@ -1,0 +1,32 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Tokens travel as canonical decimal strings (BigInt#toString) and are compared as strings —
+ * first by length, then lexically — so they stay exact beyond 2^53, where Lua numbers
+ * (doubles) would round two different tokens to the same value.
+ *
+ * The resource key is a hash: `v` the value, `f` the fence (highest token seen on any fenced
+ * read or write). Lower token: refused, nothing changes. Equal: the same holder. Higher: raises it.
+ */
+const OLDER = `
+local function older(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local fence = redis.call('HGET', KEYS[1], 'f')
+if fence and older(ARGV[1], fence) then return {0, fence} end
+`;
+
+const script = (lua: string): { lua: string; sha: string } => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
+
+/** ARGV: token, value. Returns {1} when written, {0, fence} when the token is stale. */
+export const FENCED_WRITE = script(`${OLDER}
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', ARGV[1])
+return {1}
+`);
+
+/** ARGV: token. Raises the fence to the token and returns {1, value}; {0, fence} when stale. */
+export const FENCED_READ = script(`${OLDER}
+if fence ~= ARGV[1] then redis.call('HSET', KEYS[1], 'f', ARGV[1]) end
+return {1, redis.call('HGET', KEYS[1], 'v')}
+`);

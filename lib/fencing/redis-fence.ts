@@ -1,0 +1,123 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
+import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
+import type { Lease } from '../lease/lease.js';
+import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
+
+/** Where fencing helpers find the lease of the current async context (`DistributedLockService`). */
+export interface LeaseSource {
+  current(): Lease | undefined;
+}
+
+export interface RedisFenceOptions {
+  /** Prefix of the resource keys. @default 'fence:' */
+  keyPrefix?: string;
+  /** Supplies the token when a call passes none: the service's `current()` lease. */
+  leases?: LeaseSource;
+}
+
+/**
+ * A fenced store on a Redis the application owns — the resource side of a `correctness` lock
+ * (Kleppmann's fencing). Every key keeps a fence: the highest token any fenced read or write
+ * has shown it. An operation with a lower token throws `StaleFencingTokenError` and changes
+ * nothing, so a holder that was paused past its lease cannot overwrite its successor's work.
+ *
+ * Read-modify-write must read through the fence too: `read(key, token)` raises the fence, so a
+ * superseded holder's later write is refused instead of silently erasing the newer holder's update.
+ *
+ * @example
+ * const fence = new RedisFence(redis, { leases: locks });
+ * await locks.using(`account:${id}`, { purpose: 'correctness' }, async () => {
+ *   const balance = Number(await fence.read(`account:${id}`)); // token from the current lease
+ *   await fence.write(`account:${id}`, String(balance - amount));
+ * });
+ */
+export class RedisFence {
+  private readonly prefix: string;
+
+  constructor(
+    private readonly client: RedisClientLike,
+    private readonly options: RedisFenceOptions = {},
+  ) {
+    this.prefix = options.keyPrefix ?? 'fence:';
+  }
+
+  /** Store `value` if `token` (default: the current lease's) is not older than the key's fence. */
+  async write(key: string, value: string, token?: bigint | number): Promise<void> {
+    const where = `RedisFence.write(${JSON.stringify(key)})`;
+    checkResourceKey(key, where);
+    if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
+    const fenced = this.tokenFor(token, where);
+    const reply = (await this.eval(FENCED_WRITE, key, [fenced.toString(), value])) as [number, string?];
+    if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
+  }
+
+  /**
+   * Read the value. With a token (given, or from the current lease) the read is fenced: a stale
+   * token throws, a newer one raises the fence. With neither, a plain unfenced read.
+   */
+  async read(key: string, token?: bigint | number): Promise<string | null> {
+    const where = `RedisFence.read(${JSON.stringify(key)})`;
+    checkResourceKey(key, where);
+    const lease = token === undefined ? this.options.leases?.current() : undefined;
+    if (token === undefined && lease?.token === undefined) {
+      return (await this.client.eval("return redis.call('HGET', KEYS[1], 'v')", 1, this.prefix + key)) as string | null;
+    }
+    const fenced = this.tokenFor(token, where);
+    const reply = (await this.eval(FENCED_READ, key, [fenced.toString()])) as [number, string | null];
+    if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
+    return reply[1] ?? null;
+  }
+
+  /** The key's fence (highest token seen), or undefined if no fenced operation touched it. */
+  async fence(key: string): Promise<bigint | undefined> {
+    checkResourceKey(key, `RedisFence.fence(${JSON.stringify(key)})`);
+    const fence = (await this.client.eval("return redis.call('HGET', KEYS[1], 'f')", 1, this.prefix + key)) as string | null;
+    return fence === null ? undefined : BigInt(fence);
+  }
+
+  private tokenFor(token: bigint | number | undefined, where: string): bigint {
+    if (token !== undefined) {
+      if (typeof token === 'number' && !Number.isSafeInteger(token)) {
+        throw new InvalidLockOptionsError('token', `must be a bigint or a safe integer, got ${token}`, where);
+      }
+      if ((typeof token !== 'bigint' && typeof token !== 'number') || BigInt(token) < 0n) {
+        throw new InvalidLockOptionsError('token', `must be a non-negative bigint, got ${String(token)}`, where);
+      }
+      return BigInt(token);
+    }
+    const lease = this.options.leases?.current();
+    if (!lease) {
+      throw new InvalidLockOptionsError(
+        'token',
+        'none given and no lease in this async context: call inside using() / @DistributedLock, or pass lease.token',
+        where,
+      );
+    }
+    if (lease.token === undefined) {
+      throw new InvalidLockOptionsError(
+        'token',
+        `the current lease on "${lease.key}" (${lease.purpose}, backend "${lease.backend}") has no fencing token; use purpose 'correctness'`,
+        where,
+      );
+    }
+    // A lease known to be lost must not write at all; the fence stops the ones not yet known.
+    if (lease.signal.aborted) throw lease.signal.reason;
+    return lease.token;
+  }
+
+  private async eval(s: { lua: string; sha: string }, key: string, args: string[]): Promise<unknown> {
+    try {
+      return await this.client.evalsha(s.sha, 1, this.prefix + key, ...args);
+    } catch (error) {
+      if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
+      return this.client.eval(s.lua, 1, this.prefix + key, ...args);
+    }
+  }
+}
+
+function checkResourceKey(key: unknown, where: string): void {
+  if (typeof key !== 'string' || key.length === 0) {
+    throw new InvalidLockOptionsError('key', 'must be a non-empty string', where);
+  }
+}
