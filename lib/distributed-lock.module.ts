@@ -1,7 +1,9 @@
 import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
 import { createBackends } from './backends/create-backends.util.js';
 import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { ConfigurableDistributedLockModule, DISTRIBUTED_LOCK_MODULE_OPTIONS } from './distributed-lock.module-definition.js';
+import { DistributedLockExplorer } from './distributed-lock.explorer.js';
 import { DistributedLockService } from './distributed-lock.service.js';
 import type { DistributedLockModuleOptions } from './interfaces/distributed-lock-options.interface.js';
 import { LOCK_BACKENDS } from './interfaces/lock-backend.interface.js';
@@ -16,6 +18,7 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './options/modu
  * })
  */
 @Module({
+  imports: [DiscoveryModule],
   providers: [
     {
       provide: RESOLVED_LOCK_OPTIONS,
@@ -28,6 +31,7 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './options/modu
       useFactory: (options: ResolvedModuleOptions) => createBackends(options),
     },
     DistributedLockService,
+    DistributedLockExplorer,
   ],
   exports: [DistributedLockService],
 })

@@ -3,6 +3,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { LockEvents } from './distributed-lock.events.js';
+import type { DecoratedCallRunner, ResolvedMethodLock } from './decorators/decorated-method.registry.js';
 import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from './errors/lock-busy.error.js';
 import type { LeaseLostError } from './errors/lease-lost.error.js';
@@ -27,7 +28,9 @@ const newOwnerId = (): string => randomBytes(16).toString('base64url');
  * release on shutdown. Backends only supply the server-side primitives.
  */
 @Injectable()
-export class DistributedLockService implements LeaseObserver, BeforeApplicationShutdown, OnApplicationShutdown {
+export class DistributedLockService
+  implements LeaseObserver, DecoratedCallRunner, BeforeApplicationShutdown, OnApplicationShutdown
+{
   /** Lifecycle events: acquired, busy, released, release-failed, lost. */
   readonly events = new LockEvents();
   private readonly logger = new Logger(LOGGER_CONTEXT);
@@ -92,12 +95,34 @@ export class DistributedLockService implements LeaseObserver, BeforeApplicationS
    * @internal
    */
   async runHolding<T>(lease: Lease, fn: () => T | Promise<T>): Promise<T> {
-    const parent = this.context.getStore()?.leases ?? [];
     try {
-      return await this.context.run({ leases: [...parent, lease] }, fn);
+      return await this.runInLease(lease, fn);
     } finally {
       await this.releaseQuietly(lease);
     }
+  }
+
+  /**
+   * Run `fn` with `lease` as the current lease of its async context, without releasing it.
+   * @internal
+   */
+  runInLease<T>(lease: Lease, fn: () => T): T {
+    const parent = this.context.getStore()?.leases ?? [];
+    return this.context.run({ leases: [...parent, lease] }, fn);
+  }
+
+  /**
+   * The decorator's acquisition: `onBusy` decides between waiting, throwing and skipping (null).
+   * @internal
+   */
+  acquireForMethod(lock: ResolvedMethodLock, key: string): Promise<Lease | null> {
+    const wait = lock.onBusy === 'wait' ? lock.wait : 0;
+    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend }, lock.onBusy !== 'skip');
+  }
+
+  /** @internal */
+  skipped(lock: ResolvedMethodLock, key: string): void {
+    this.logger.debug(`Skipped ${lock.where}: lock "${key}" (${lock.purpose}) is held by another owner`);
   }
 
   /** Release and report instead of throwing: the caller's own result or error comes first. */

@@ -1,5 +1,8 @@
 export { DistributedLockModule } from './distributed-lock.module.js';
 export { DistributedLockService } from './distributed-lock.service.js';
+export { DistributedLock } from './decorators/distributed-lock.decorator.js';
+export { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
+export type { DistributedLockOptions, OnBusy } from './interfaces/distributed-lock-decorator-options.interface.js';
 export { LockEvents, type LockEventMap, type LockEventName } from './distributed-lock.events.js';
 export { Lease } from './lease/lease.js';
 export * from './errors/index.js';

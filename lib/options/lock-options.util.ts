@@ -74,6 +74,38 @@ export function routeBackend(
   return name;
 }
 
+interface CommonLockSettings {
+  purpose: LockPurpose;
+  ttl: number;
+  wait: number;
+  backend: string;
+}
+
+/** Fields every kind of lock options shares: refuses unknown fields, fills module defaults, routes. */
+export function resolveCommon(
+  opts: object | undefined,
+  known: readonly string[],
+  module: ResolvedModuleOptions,
+  where: string,
+): CommonLockSettings {
+  if (typeof opts !== 'object' || opts === null) {
+    throw new InvalidLockOptionsError('options', "must be an object with at least { purpose: 'efficiency' | 'correctness' }", where);
+  }
+  for (const field of Object.keys(opts)) {
+    if (!known.includes(field)) {
+      throw new InvalidLockOptionsError(field, `unknown option (known: ${known.join(', ')})`, where);
+    }
+  }
+  const o = opts as Partial<LockOptions>;
+  const purpose = checkPurpose(o.purpose, where);
+  return {
+    purpose,
+    ttl: checkPositiveMs(o.ttl ?? module.defaults.ttl, 'ttl', where),
+    wait: checkNonNegativeMs(o.wait ?? module.defaults.wait, 'wait', where),
+    backend: routeBackend(purpose, o.backend, module, where),
+  };
+}
+
 /** Validate one acquisition's options before any backend call; every error names the field. */
 export function resolveLockOptions(
   key: unknown,
@@ -81,25 +113,10 @@ export function resolveLockOptions(
   module: ResolvedModuleOptions,
   where: string,
 ): ResolvedLockOptions {
-  if (typeof opts !== 'object' || opts === null) {
-    throw new InvalidLockOptionsError('options', "must be an object with at least { purpose: 'efficiency' | 'correctness' }", where);
-  }
-  for (const field of Object.keys(opts)) {
-    if (!LOCK_FIELDS.includes(field)) {
-      throw new InvalidLockOptionsError(field, `unknown option (known: ${LOCK_FIELDS.join(', ')})`, where);
-    }
-  }
-  const purpose = checkPurpose(opts.purpose, where);
-  const signal = opts.signal;
+  const common = resolveCommon(opts, LOCK_FIELDS, module, where);
+  const signal = opts!.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidLockOptionsError('signal', 'must be an AbortSignal', where);
   }
-  return {
-    key: checkKey(key, where),
-    purpose,
-    ttl: checkPositiveMs(opts.ttl ?? module.defaults.ttl, 'ttl', where),
-    wait: checkNonNegativeMs(opts.wait ?? module.defaults.wait, 'wait', where),
-    signal,
-    backend: routeBackend(purpose, opts.backend, module, where),
-  };
+  return { key: checkKey(key, where), ...common, signal };
 }

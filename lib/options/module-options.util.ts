@@ -65,9 +65,12 @@ function rejectUnknown(obj: Record<string, unknown>, known: string[], path: stri
   }
 }
 
-/** A positive number of milliseconds (finite, integer). */
+/** Longest time a timer can wait (2^31 − 1 ms, about 24.8 days). */
+const MAX_MS = 2_147_483_647;
+
+/** A positive number of milliseconds (finite, integer, at most about 24.8 days). */
 export function checkPositiveMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0 || value > MAX_MS) {
     throw new InvalidLockOptionsError(field, `must be a positive integer number of milliseconds, got ${String(value)}`, where);
   }
   return value;
@@ -75,7 +78,7 @@ export function checkPositiveMs(value: unknown, field: string, where?: string): 
 
 /** Zero or a positive number of milliseconds (finite, integer). */
 export function checkNonNegativeMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_MS) {
     throw new InvalidLockOptionsError(field, `must be 0 or a positive integer number of milliseconds, got ${String(value)}`, where);
   }
   return value;

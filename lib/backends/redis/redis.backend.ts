@@ -69,7 +69,11 @@ export class RedisBackend implements LockBackend {
     if (!queue || !this.headWait.has(owner)) {
       const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
       if (reply === 'OK') return { acquired: true };
-      if (!queue) return { acquired: false };
+      if (!queue) {
+        // Busy without queueing (the rare path): say when the holder's lease ends, for Retry-After.
+        const pttl = Number(await this.call('acquire', key, () => this.client.pttl(keys[0])));
+        return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
+      }
     }
     this.turns.track(owner);
     this.headWait.set(owner, -1);

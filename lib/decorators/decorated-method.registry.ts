@@ -1,0 +1,65 @@
+import type { OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
+import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
+import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { Lease } from '../lease/lease.js';
+
+/** Metadata key under which `@DistributedLock` records its raw options on the method. */
+export const DISTRIBUTED_LOCK_METADATA = Symbol('nest-distributed-lock:options');
+
+/** What the decorator recorded: the raw options and where they sit. */
+export interface DecoratedMethod {
+  options: DistributedLockOptions;
+  className: string;
+  methodName: string;
+}
+
+/** A decorated method's options after bootstrap validation against the module's backends. */
+export interface ResolvedMethodLock {
+  /** `Class.method`, for messages. */
+  where: string;
+  purpose: LockPurpose;
+  key: string | ((...args: unknown[]) => string);
+  ttl: number;
+  wait: number;
+  onBusy: OnBusy;
+  backend: string;
+}
+
+/** What a decorated call needs from the lock engine (implemented by DistributedLockService). */
+export interface DecoratedCallRunner {
+  /** The lease, or null when busy and `onBusy` is `'skip'`; throws `LockBusyError` otherwise. */
+  acquireForMethod(lock: ResolvedMethodLock, key: string): Promise<Lease | null>;
+  /** Run `fn` with `lease` as the current lease of its async context (no release). */
+  runInLease<T>(lease: Lease, fn: () => T): T;
+  releaseQuietly(lease: Lease): Promise<void>;
+  skipped(lock: ResolvedMethodLock, key: string): void;
+}
+
+interface InstanceBinding {
+  runner: DecoratedCallRunner;
+  methods: Map<string | symbol, ResolvedMethodLock>;
+}
+
+/**
+ * Which application's lock engine serves a provider instance, filled at bootstrap. Keyed by
+ * instance because one class can live in several applications in one process.
+ */
+const bindings = new WeakMap<object, InstanceBinding>();
+
+export function bindInstance(instance: object, runner: DecoratedCallRunner, method: string | symbol, lock: ResolvedMethodLock): void {
+  let binding = bindings.get(instance);
+  if (!binding) {
+    binding = { runner, methods: new Map() };
+    bindings.set(instance, binding);
+  }
+  binding.runner = runner;
+  binding.methods.set(method, lock);
+}
+
+export function unbindInstance(instance: object, runner: DecoratedCallRunner): void {
+  if (bindings.get(instance)?.runner === runner) bindings.delete(instance);
+}
+
+export function bindingOf(instance: unknown): InstanceBinding | undefined {
+  return typeof instance === 'object' && instance !== null ? bindings.get(instance) : undefined;
+}

@@ -1,0 +1,100 @@
+import { finalize, from, isObservable, Observable, type Subscription } from 'rxjs';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import type { Lease } from '../lease/lease.js';
+import { checkKey } from '../options/lock-options.util.js';
+import type { DecoratedCallRunner, ResolvedMethodLock } from './decorated-method.registry.js';
+
+/** The key of one call: evaluated before any backend call; a bad key fails naming the method. */
+export function keyOf(lock: ResolvedMethodLock, args: unknown[]): string {
+  if (typeof lock.key === 'string') return lock.key;
+  let key: unknown;
+  try {
+    key = lock.key(...args);
+  } catch (error) {
+    const invalid = new InvalidLockOptionsError('key', `the key function threw: ${(error as Error)?.message ?? error}`, lock.where);
+    (invalid as { cause?: unknown }).cause = error;
+    throw invalid;
+  }
+  return checkKey(key, lock.where);
+}
+
+/**
+ * Acquire, run the method inside the lease's async context, release when its Promise settles.
+ * A method returning an Observable (without declaring it) keeps the lock until the Observable
+ * finishes. The method's own error is rethrown as is; a release failure is only reported.
+ */
+export async function invokeLocked(
+  runner: DecoratedCallRunner,
+  lock: ResolvedMethodLock,
+  thisArg: unknown,
+  method: Function,
+  args: unknown[],
+): Promise<unknown> {
+  const key = keyOf(lock, args);
+  const lease = await runner.acquireForMethod(lock, key);
+  if (!lease) {
+    runner.skipped(lock, key);
+    return undefined;
+  }
+  let result: unknown;
+  try {
+    result = await runner.runInLease(lease, () => method.apply(thisArg, args));
+  } catch (error) {
+    await runner.releaseQuietly(lease);
+    throw error;
+  }
+  if (isObservable(result)) return holdUntilDone(runner, lease, result);
+  await runner.releaseQuietly(lease);
+  return result;
+}
+
+/**
+ * For methods declared to return an Observable: stay cold. Each subscription acquires, runs the
+ * method, and releases when the Observable completes, errors or is unsubscribed.
+ */
+export function invokeLockedObservable(
+  runner: DecoratedCallRunner,
+  lock: ResolvedMethodLock,
+  thisArg: unknown,
+  method: Function,
+  args: unknown[],
+): Observable<unknown> {
+  return new Observable<unknown>((subscriber) => {
+    let inner: Subscription | undefined;
+    let unsubscribed = false;
+    void (async () => {
+      const key = keyOf(lock, args);
+      const lease = await runner.acquireForMethod(lock, key);
+      if (!lease) {
+        runner.skipped(lock, key);
+        subscriber.complete();
+        return;
+      }
+      if (unsubscribed) {
+        await runner.releaseQuietly(lease);
+        return;
+      }
+      let source: unknown;
+      try {
+        source = runner.runInLease(lease, () => method.apply(thisArg, args));
+      } catch (error) {
+        await runner.releaseQuietly(lease);
+        throw error;
+      }
+      const observable = isObservable(source) ? source : from(Promise.resolve(source));
+      inner = runner.runInLease(lease, () =>
+        observable.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber),
+      );
+    })().catch((error: unknown) => subscriber.error(error));
+    return () => {
+      unsubscribed = true;
+      inner?.unsubscribe();
+    };
+  });
+}
+
+function holdUntilDone(runner: DecoratedCallRunner, lease: Lease, result: Observable<unknown>): Observable<unknown> {
+  return new Observable<unknown>((subscriber) =>
+    runner.runInLease(lease, () => result.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber)),
+  );
+}
