@@ -26,7 +26,18 @@ export class DistributedLockExplorer implements OnModuleInit {
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
+    try {
+      this.bindDecoratedMethods();
+    } catch (error) {
+      // Nest runs no shutdown hooks when init fails: close the clients we opened ourselves, or
+      // their sockets would keep the process alive.
+      await this.service.onApplicationShutdown();
+      throw error;
+    }
+  }
+
+  private bindDecoratedMethods(): void {
     const scanner = new MetadataScanner();
     const controllers = this.discovery.getControllers();
     const wrappers = [...this.discovery.getProviders().map((w) => ({ w, controller: false })), ...controllers.map((w) => ({ w, controller: true }))];

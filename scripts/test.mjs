@@ -41,6 +41,12 @@ try {
     env,
     stdio: 'inherit',
   });
+  // A leaked socket must fail the run, not hang it: stop jest after 15 minutes.
+  const guard = setTimeout(() => {
+    console.error('[test] jest still running after 15 minutes: stopping it (a test leaked an open handle?)');
+    jest.kill('SIGKILL');
+  }, 15 * 60_000);
+  guard.unref();
   const forward = (sig) => jest.kill(sig);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
