@@ -1,15 +1,23 @@
 #!/usr/bin/env node
-// `npm run demo`: builds the package and the sample app, starts redis-server itself unless
-// REDIS_URL is set, runs two instances of the sample app, drives concurrent requests at both,
-// prints who held the lock when, and exits by itself (non-zero if two runs ever overlapped).
+// `npm run demo`: builds the package and the sample app, starts redis-server and etcd itself
+// unless REDIS_URL / ETCD_HOSTS are set, runs two instances of the sample app, drives concurrent
+// requests at them, freezes one (SIGSTOP, a "GC pause") past its lease, and prints who held
+// which lock when, which token each write carried, and that the paused instance's late write was
+// rejected. Exits 0 when every check holds, 1 otherwise.
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RedisServer, ensureBinary } from '../test/harness/servers.mjs';
+import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const tsc = path.join(root, 'node_modules', '.bin', 'tsc');
 const log = (line = '') => console.log(line);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const failures = [];
+const check = (ok, what) => {
+  if (!ok) failures.push(what);
+  return ok;
+};
 
 for (const project of ['tsconfig.build.json', 'tsconfig.sample.json']) {
   const built = spawnSync(tsc, ['-p', project], { cwd: root, stdio: 'inherit' });
@@ -18,85 +26,119 @@ for (const project of ['tsconfig.build.json', 'tsconfig.sample.json']) {
 
 const cleanup = [];
 const instances = [];
-let exitCode = 0;
 try {
   let redisUrl = process.env.REDIS_URL;
+  let etcdHosts = process.env.ETCD_HOSTS;
   if (!redisUrl) {
     ensureBinary('redis-server');
     const redis = await RedisServer.start();
     cleanup.push(() => redis.stop());
     redisUrl = redis.url;
-    log(`Started redis-server on ${redisUrl} (pid ${redis.pid}); set REDIS_URL to use your own.`);
-  } else {
-    log(`Using REDIS_URL=${redisUrl}`);
   }
+  if (!etcdHosts) {
+    ensureBinary('etcd');
+    const etcd = await EtcdCluster.start({ size: 1 });
+    cleanup.push(() => etcd.stop());
+    etcdHosts = etcd.hosts.join(',');
+  }
+  log(`Redis ${redisUrl} (efficiency locks, fenced store) · etcd ${etcdHosts} (correctness locks)`);
+  log(process.env.REDIS_URL || process.env.ETCD_HOSTS ? '' : '(started by the demo; set REDIS_URL / ETCD_HOSTS to use your own)');
 
-  for (const name of ['A', 'B']) instances.push(await startInstance(name, redisUrl));
+  for (const name of ['A', 'B']) instances.push(await startInstance(name, redisUrl, etcdHosts));
+  const [a, b] = instances;
   log(`Two replicas of the sample app: ${instances.map((i) => `${i.name} on :${i.port}`).join(', ')}`);
   log();
 
-  const runs = [];
-  log('1. Both replicas are asked to build the "daily" report at the same moment, 4 times.');
-  log('   wait=0: the replica that finds the lock taken answers 409 and does not run it.');
-  for (let round = 1; round <= 4; round++) {
-    const answers = await Promise.all(instances.map((i) => post(i, '/reports/daily?wait=0')));
-    const line = answers.map((a, n) => `${instances[n].name}: ${a.status === 201 ? 'ran it' : `${a.status} busy`}`);
-    log(`   round ${round}: ${line.join(', ')}`);
-    for (const a of answers) if (a.status === 201) runs.push(a.body);
+  // 1. efficiency ------------------------------------------------------------------------
+  log('1. efficiency lock (Redis): both replicas are asked to build the "daily" report at once.');
+  for (let round = 1; round <= 3; round++) {
+    const answers = await Promise.all(instances.map((i) => call(i, 'POST', '/reports/daily?wait=0')));
+    log(`   round ${round}: ${answers.map((r, n) => `${instances[n].name} ${r.status === 201 ? 'built it' : `got ${r.status} (busy, skipped)`}`).join(', ')}`);
+    check(answers.filter((r) => r.status === 201).length >= 1, 'a report round where nobody built the report');
   }
-  log();
-  log('2. Six requests for the "weekly" report (three per replica), wait=5000: they queue in');
-  log('   arrival order and each run starts only after the previous one released the lock.');
-  const queued = [];
-  for (let n = 0; n < 6; n++) {
-    queued.push(post(instances[n % 2], '/reports/weekly?wait=5000'));
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  const weekly = (await Promise.all(queued)).map((a) => a.body);
-  const t0 = Math.min(...weekly.map((r) => r.startedAt));
-  for (const run of [...weekly].sort((x, y) => x.startedAt - y.startedAt)) {
-    log(`   ${run.instance} held "report:weekly" from +${run.startedAt - t0} ms to +${run.finishedAt - t0} ms`);
-  }
-  runs.push(...weekly);
   log();
 
-  const overlaps = countOverlaps(runs);
-  log(`Summary: ${runs.length} runs, ${overlaps} overlapping runs of the same report.`);
-  if (overlaps > 0) exitCode = 1;
+  // 2. correctness -----------------------------------------------------------------------
+  const account = `acct-${Date.now().toString(36)}`;
+  log(`2. correctness lock (etcd): six deposits of 10 into ${account}, three through each replica, at once.`);
+  const deposits = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => call(instances[n % 2], 'POST', `/accounts/${account}/deposit?amount=10`)));
+  const accepted = deposits.filter((d) => d.status === 201).map((d) => d.body).sort((x, y) => (BigInt(x.token) < BigInt(y.token) ? -1 : 1));
+  for (const d of accepted) log(`   ${d.instance} held account:${account} with token ${d.token} → balance ${d.balance}`);
+  const afterDeposits = (await call(a, 'GET', `/accounts/${account}`)).body;
+  log(`   balance ${afterDeposits.balance} (expected 60): no deposit lost, each holder saw the previous one's write`);
+  check(accepted.length === 6 && afterDeposits.balance === 60, 'concurrent deposits lost an update');
+  log();
+
+  // 3. a GC pause ------------------------------------------------------------------------
+  log(`3. A "GC pause": A takes the lock for a deposit of 100, reads the balance, and is frozen`);
+  log('   (SIGSTOP) for 5 s before it writes — past its 1.5 s lease and its 2 s etcd session.');
+  const paused = call(a, 'POST', `/accounts/${account}/deposit?amount=100`);
+  await sleep(300);
+  a.child.kill('SIGSTOP');
+  const frozenAt = Date.now();
+  log('   A frozen. B deposits 1 meanwhile:');
+  const byB = await call(b, 'POST', `/accounts/${account}/deposit?amount=1`);
+  log(`   B got the lock ${((Date.now() - frozenAt) / 1000).toFixed(1)} s into the pause (A's session lease expired), token ${byB.body.token} → balance ${byB.body.balance}`);
+  check(byB.status === 201, "B's deposit during A's pause failed");
+  await sleep(Math.max(0, 5_000 - (Date.now() - frozenAt)));
+  a.child.kill('SIGCONT');
+  log('   A resumes and, unaware, writes its stale result:');
+  const late = await paused;
+  if (late.status === 409) {
+    log(`   A's write with token ${late.body.token} was REJECTED (${late.body.rejected}): ${late.body.message}`);
+  } else {
+    log(`   A's write was accepted (status ${late.status}) — that would be a lost update!`);
+  }
+  check(late.status === 409 && late.body.rejected === 'stale-token', "the paused instance's late write was not rejected by the fence");
+  const final = (await call(b, 'GET', `/accounts/${account}`)).body;
+  log(`   balance ${final.balance} (expected 61: A's deposit never happened, B's survived), fence ${final.fence}`);
+  check(final.balance === 61, 'the final balance is wrong');
+  log();
+
+  // 4. cron ----------------------------------------------------------------------------
+  log('4. @Cron every 2 s with an efficiency lock, in both replicas:');
+  const statuses = await Promise.all(instances.map((i) => call(i, 'GET', '/status')));
+  const runs = statuses
+    .flatMap((s) => s.body.digestRuns.map((r) => ({ ...r, by: s.body.instance })))
+    .sort((x, y) => x.startedAt - y.startedAt);
+  for (const [i, run] of runs.entries()) {
+    const overlaps = i > 0 && run.startedAt < runs[i - 1].finishedAt;
+    log(`   ${new Date(run.startedAt).toISOString().slice(11, 23)} ran on ${run.by}${overlaps ? '  ← OVERLAPS the previous run!' : ''}`);
+    check(!overlaps, `two digest runs overlapped at ${run.startedAt}`);
+  }
+  log(`   skipped (lock busy): ${statuses.map((s) => `${s.body.instance} ${s.body.digestSkips.length}×`).join(', ')}`);
+  log('   (A frozen replica fires its missed ticks late when it resumes; those runs do not overlap');
+  log('   anyone else\'s, but may repeat a tick: lockAtLeastFor, coming next, keeps the lock for that.)');
+  log();
 } catch (error) {
   console.error(`demo failed: ${error.stack ?? error}`);
-  exitCode = 1;
+  failures.push(String(error));
 } finally {
   await Promise.all(instances.map((i) => i.stop()));
   for (const step of cleanup) await step();
 }
-process.exit(exitCode);
-
-function countOverlaps(runs) {
-  let overlaps = 0;
-  const byReport = new Map();
-  for (const run of runs) byReport.set(run.report, [...(byReport.get(run.report) ?? []), run]);
-  for (const list of byReport.values()) {
-    list.sort((a, b) => a.startedAt - b.startedAt);
-    for (let i = 1; i < list.length; i++) if (list[i].startedAt < list[i - 1].finishedAt) overlaps += 1;
-  }
-  return overlaps;
+if (failures.length) {
+  log(`FAILED: ${failures.join('; ')}`);
+  process.exit(1);
 }
+log('All checks passed: one holder at a time, no lost update, and the stale write was refused by the resource.');
+process.exit(0);
 
-async function post(instance, url) {
-  const response = await fetch(`http://127.0.0.1:${instance.port}${url}`, { method: 'POST' });
+async function call(instance, method, url) {
+  const response = await fetch(`http://127.0.0.1:${instance.port}${url}`, { method });
   return { status: response.status, body: await response.json() };
 }
 
-function startInstance(name, redisUrl) {
+function startInstance(name, redisUrl, etcdHosts) {
   const child = spawn(process.execPath, [path.join(root, '.tmp/sample/sample-app/main.js')], {
     cwd: root,
-    env: { ...process.env, REDIS_URL: redisUrl, PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150' },
+    env: { ...process.env, REDIS_URL: redisUrl, ETCD_HOSTS: etcdHosts, ETCD_SESSION_TTL: '2', PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150', DEPOSIT_WORK_MS: '800' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
     await exited;
@@ -110,7 +152,7 @@ function startInstance(name, redisUrl) {
       const match = /LISTENING (\d+)/.exec(out);
       if (match) {
         clearTimeout(timer);
-        resolve({ name, port: Number(match[1]), stop });
+        resolve({ name, port: Number(match[1]), child, stop });
       }
     });
     child.once('exit', (code) => reject(new Error(`instance ${name} exited with code ${code}: ${out}`)));

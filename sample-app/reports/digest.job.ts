@@ -1,0 +1,28 @@
+import { Injectable } from '@nestjs/common';
+import { Cron } from '@nestjs/schedule';
+import { DistributedLock, DistributedLockService } from 'nest-distributed-lock';
+
+/**
+ * A scheduled job that every replica fires: the `efficiency` lock lets one run it per tick and
+ * the others skip (a busy scheduled job is skipped by default, and logged at debug level).
+ */
+@Injectable()
+export class DigestJob {
+  /** Start and end (epoch ms) of every run on this replica. */
+  readonly runs: Array<{ startedAt: number; finishedAt: number }> = [];
+  readonly skips: number[] = [];
+
+  constructor(locks: DistributedLockService) {
+    locks.events.on('busy', (event) => {
+      if (event.key === 'digest') this.skips.push(Math.floor(Date.now() / 1000));
+    });
+  }
+
+  @Cron('*/2 * * * * *')
+  @DistributedLock({ purpose: 'efficiency', key: 'digest', ttl: 5_000 })
+  async send(): Promise<void> {
+    const startedAt = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    this.runs.push({ startedAt, finishedAt: Date.now() });
+  }
+}
