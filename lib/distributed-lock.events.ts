@@ -14,6 +14,10 @@ export interface LockEventMap {
   /** `wasOwner: false`: the key had already expired or passed to someone else. */
   released: [LockEventBase & { heldMs: number; wasOwner: boolean }];
   'release-failed': [LockEventBase & { error: unknown }];
+  /** The watchdog renewed the lease. */
+  renewed: [LockEventBase & { remainingMs: number }];
+  /** A watchdog renewal failed; the lease is still valid for a while and will be retried. */
+  'renewal-failed': [LockEventBase & { error: unknown }];
   lost: [LockEventBase & { error: Error }];
 }
 

@@ -5,12 +5,14 @@ import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from './distributed-lock.consta
 import { LockEvents } from './distributed-lock.events.js';
 import type { DecoratedCallRunner, ResolvedMethodLock } from './decorators/decorated-method.registry.js';
 import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import { LockBusyError } from './errors/lock-busy.error.js';
 import type { LeaseLostError } from './errors/lease-lost.error.js';
 import { LOCK_BACKENDS, type LockBackend } from './interfaces/lock-backend.interface.js';
 import type { LockOptions } from './interfaces/lock-options.interface.js';
 import { Lease } from './lease/lease.js';
 import { LeaseCore, type LeaseObserver } from './lease/lease-core.js';
+import { untilLost } from './lease/until-lost.util.js';
 import { monotonicNow, validUntil } from './lease/validity.util.js';
 import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
@@ -18,6 +20,14 @@ import type { ResolvedModuleOptions } from './options/module-options.util.js';
 interface LockContext {
   /** Leases taken by `using()` / `@DistributedLock` in this async context, innermost last. */
   readonly leases: readonly Lease[];
+}
+
+/** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
+function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptions {
+  if (o.policy.rejectOnLoss) {
+    throw new InvalidLockOptionsError('rejectOnLoss', 'applies to using() and @DistributedLock, which wrap a call', where);
+  }
+  return o;
 }
 
 /** A fresh id per acquisition: ownership must never be shared by a whole process. */
@@ -57,13 +67,14 @@ export class DistributedLockService
    * await using lease = await locks.acquire(`invoice:${id}`, { purpose: 'efficiency', ttl: 5000 });
    */
   async acquire(key: string, opts: LockOptions): Promise<Lease> {
-    return (await this.take(resolveLockOptions(key, opts, this.options, `acquire(${JSON.stringify(key)})`), true))!;
+    const where = `acquire(${JSON.stringify(key)})`;
+    return (await this.take(noWrappedCall(resolveLockOptions(key, opts, this.options, where), where), true))!;
   }
 
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
   async tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
-    const resolved = resolveLockOptions(key, { ...opts, wait: 0 }, this.options, `tryAcquire(${JSON.stringify(key)})`);
-    return this.take(resolved, false);
+    const where = `tryAcquire(${JSON.stringify(key)})`;
+    return this.take(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.options, where), where), false);
   }
 
   /**
@@ -72,8 +83,9 @@ export class DistributedLockService
    * event) and never replaces `fn`'s result or error.
    */
   async using<T>(key: string, opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
-    const lease = await this.acquire(key, opts);
-    return this.runHolding(lease, () => fn(lease));
+    const o = resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`);
+    const lease = (await this.take(o, true))!;
+    return this.runHolding(lease, () => fn(lease), o.policy.rejectOnLoss);
   }
 
   /**
@@ -94,9 +106,10 @@ export class DistributedLockService
    * release failure mask `fn`'s outcome. Used by `using()` and the decorator.
    * @internal
    */
-  async runHolding<T>(lease: Lease, fn: () => T | Promise<T>): Promise<T> {
+  async runHolding<T>(lease: Lease, fn: () => T | Promise<T>, rejectOnLoss = false): Promise<T> {
     try {
-      return await this.runInLease(lease, fn);
+      const running = this.runInLease(lease, fn);
+      return await (rejectOnLoss ? untilLost(lease, running) : running);
     } finally {
       await this.releaseQuietly(lease);
     }
@@ -117,7 +130,7 @@ export class DistributedLockService
    */
   acquireForMethod(lock: ResolvedMethodLock, key: string): Promise<Lease | null> {
     const wait = lock.onBusy === 'wait' ? lock.wait : 0;
-    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend }, lock.onBusy !== 'skip');
+    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy }, lock.onBusy !== 'skip');
   }
 
   /** @internal */
@@ -151,7 +164,8 @@ export class DistributedLockService
     try {
       for (;;) {
         const sentAt = monotonicNow();
-        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl, queue });
+        // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
+        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue });
         if (result.acquired) {
           const until = validUntil(sentAt, o.ttl, this.options.driftFactor);
           if (until > monotonicNow()) return this.grant(o, backend, owner, result.token, until, sentAt - started);
@@ -180,7 +194,7 @@ export class DistributedLockService
   }
 
   private grant(o: ResolvedLockOptions, backend: LockBackend, owner: string, token: bigint | undefined, until: number, waitedMs: number): Lease {
-    const core = new LeaseCore(o.key, o.purpose, token, backend, owner, o.ttl, until, this.options.driftFactor, this);
+    const core = new LeaseCore(o.key, o.purpose, token, backend, owner, o.ttl, until, this.options.driftFactor, o.policy, this);
     this.held.set(owner, core);
     this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token, waitedMs, reentrant: false });
     return new Lease(core, true, (lease, error) => this.reportReleaseFailure(lease, error));
@@ -218,6 +232,19 @@ export class DistributedLockService
       heldMs: monotonicNow() - core.acquiredAt,
       wasOwner,
     });
+  }
+
+  /** @internal LeaseObserver */
+  renewed(core: LeaseCore): void {
+    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backend.name, remainingMs: core.remainingMs() });
+  }
+
+  /** @internal LeaseObserver */
+  renewalFailed(core: LeaseCore, error: unknown): void {
+    this.logger.warn(
+      `Renewal of "${core.key}" (${core.purpose}, ${core.backend.name}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
+    );
+    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backend.name, error });
   }
 
   /** @internal LeaseObserver */

@@ -1,6 +1,6 @@
 import type { OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { CommonLockSettings } from '../options/lock-options.util.js';
 import type { Lease } from '../lease/lease.js';
 
 /** Metadata key under which `@DistributedLock` records its raw options on the method. */
@@ -14,15 +14,11 @@ export interface DecoratedMethod {
 }
 
 /** A decorated method's options after bootstrap validation against the module's backends. */
-export interface ResolvedMethodLock {
+export interface ResolvedMethodLock extends CommonLockSettings {
   /** `Class.method`, for messages. */
   where: string;
-  purpose: LockPurpose;
   key: string | ((...args: unknown[]) => string);
-  ttl: number;
-  wait: number;
   onBusy: OnBusy;
-  backend: string;
 }
 
 /** What a decorated call needs from the lock engine (implemented by DistributedLockService). */

@@ -2,6 +2,7 @@ import { finalize, from, isObservable, Observable, type Subscription } from 'rxj
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { Lease } from '../lease/lease.js';
 import { checkKey } from '../options/lock-options.util.js';
+import { untilLost } from '../lease/until-lost.util.js';
 import type { DecoratedCallRunner, ResolvedMethodLock } from './decorated-method.registry.js';
 
 /** The key of one call: evaluated before any backend call; a bad key fails naming the method. */
@@ -38,7 +39,8 @@ export async function invokeLocked(
   }
   let result: unknown;
   try {
-    result = await runner.runInLease(lease, () => method.apply(thisArg, args));
+    const running = runner.runInLease(lease, () => method.apply(thisArg, args));
+    result = await (lock.policy.rejectOnLoss ? untilLost(lease, running) : running);
   } catch (error) {
     await runner.releaseQuietly(lease);
     throw error;

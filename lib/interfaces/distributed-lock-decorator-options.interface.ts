@@ -1,4 +1,5 @@
 import type { LockPurpose } from './distributed-lock-options.interface.js';
+import type { LeaseLifetimeOptions } from './lock-options.interface.js';
 
 /** What a decorated method does when another owner holds its lock. */
 export type OnBusy = 'throw' | 'skip' | 'wait';
@@ -7,7 +8,7 @@ export type OnBusy = 'throw' | 'skip' | 'wait';
  * Options of `@DistributedLock`. `A` is the method's leading parameters, so a key function is
  * checked against them.
  */
-export interface DistributedLockOptions<A extends unknown[] = any[]> {
+export interface DistributedLockOptions<A extends unknown[] = any[]> extends LeaseLifetimeOptions {
   /** What the lock protects: `'efficiency'` or `'correctness'`. Required. */
   purpose: LockPurpose;
   /**
@@ -29,8 +30,11 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> {
    * - `'wait'`: queue up to `wait` ms, then `LockBusyError`.
    */
   onBusy?: OnBusy;
-  /** Automatic renewal. Not available yet: `true` is refused at bootstrap. @default false */
-  watchdog?: boolean;
+  /**
+   * Reject the call with `LeaseLostError` as soon as the lease's signal aborts, without waiting
+   * for the method (which should stop cooperatively via `current().signal`). @default false
+   */
+  rejectOnLoss?: boolean;
   /** Use this backend instead of the one the purpose routes to. */
   backend?: string;
 }

@@ -73,6 +73,12 @@ export interface LockDefaults {
   ttl?: number;
   /** How long `acquire()` waits for a busy lock, in milliseconds. @default 10000 */
   wait?: number;
+  /** Renew leases automatically (each lock must then have a `maxHold`). @default false */
+  watchdog?: boolean;
+  /** Default cap on the total hold time of watchdog-renewed leases, ms. */
+  maxHold?: number;
+  /** Lock-delay after an involuntary loss, ms. @default 0 */
+  lockDelay?: number;
 }
 
 /** Options of `DistributedLockModule.forRoot()` / the factory of `forRootAsync()`. */

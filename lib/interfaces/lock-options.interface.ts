@@ -1,7 +1,30 @@
 import type { LockPurpose } from './distributed-lock-options.interface.js';
 
+/** How a lease lives once granted: renewal, scheduler semantics, lock-delay. */
+export interface LeaseLifetimeOptions {
+  /**
+   * Renew the lease automatically (every ttl/3, owner-checked) while it is held, up to `maxHold`.
+   * A failed or late renewal aborts `lease.signal`; a lost lease is never revived.
+   * @default module `defaults.watchdog` (false)
+   */
+  watchdog?: boolean;
+  /** Cap on the total hold time when the watchdog is on, ms. Required with the watchdog. */
+  maxHold?: number;
+  /**
+   * Keep the lock at least this long after acquiring it, even if released sooner (ShedLock's
+   * lockAtLeastFor): another replica with a skewed clock cannot rerun the same scheduled tick.
+   * At most `ttl` (the ttl is the lockAtMostFor). @default 0
+   */
+  lockAtLeastFor?: number;
+  /**
+   * After the lease is lost without a release (expired, holder crashed), keep the key unavailable
+   * to others this much longer (Chubby's lock-delay). @default module `defaults.lockDelay` (0)
+   */
+  lockDelay?: number;
+}
+
 /** Options of one acquisition through `DistributedLockService`. */
-export interface LockOptions {
+export interface LockOptions extends LeaseLifetimeOptions {
   /** What the lock protects; decides the backend. Required. */
   purpose: LockPurpose;
   /** Lease time to live in milliseconds. @default module `defaults.ttl` (30000) */
@@ -15,4 +38,9 @@ export interface LockOptions {
   signal?: AbortSignal;
   /** Use this backend instead of the one the purpose routes to. */
   backend?: string;
+  /**
+   * `using()` only: reject with `LeaseLostError` as soon as the lease's signal aborts, without
+   * waiting for `fn` (which should stop cooperatively via `lease.signal`). @default false
+   */
+  rejectOnLoss?: boolean;
 }

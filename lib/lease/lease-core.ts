@@ -1,6 +1,7 @@
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend } from '../interfaces/lock-backend.interface.js';
+import type { LeasePolicy } from '../options/lock-options.util.js';
 import { monotonicNow, validUntil } from './validity.util.js';
 
 /** How a lease tells its engine what happened to it. */
@@ -9,19 +10,27 @@ export interface LeaseObserver {
   /** The lease is over (released or lost and cleaned up); forget it. */
   ended(core: LeaseCore): void;
   released(core: LeaseCore, wasOwner: boolean): void;
+  renewed(core: LeaseCore): void;
+  renewalFailed(core: LeaseCore, error: unknown): void;
 }
 
 export type LeaseState = 'held' | 'released' | 'lost';
 
 /**
  * The one real lease behind every `Lease` handle (reentrant handles share it). Owns the
- * validity deadline, the abort controller and the expiry timer.
+ * validity deadline, the abort controller, the expiry timer and the watchdog.
+ *
+ * Server-side, a key lives `ttl + lockDelay`; the holder trusts it for `ttl` minus drift. A
+ * release deletes it at once (or after `lockAtLeastFor`); an involuntary loss leaves it for the
+ * lock-delay, so the next holder cannot start while the lost one may still be acting.
  */
 export class LeaseCore {
   readonly controller = new AbortController();
   readonly acquiredAt = monotonicNow();
   state: LeaseState = 'held';
-  private timer?: NodeJS.Timeout;
+  private expiryTimer?: NodeJS.Timeout;
+  private renewTimer?: NodeJS.Timeout;
+  private releasing?: Promise<void>;
 
   constructor(
     readonly key: string,
@@ -32,9 +41,11 @@ export class LeaseCore {
     readonly ttlMs: number,
     private validUntilMs: number,
     private readonly driftFactor: number,
+    readonly policy: LeasePolicy,
     private readonly observer: LeaseObserver,
   ) {
-    this.schedule();
+    this.scheduleExpiry();
+    if (policy.watchdog) this.scheduleRenewal();
   }
 
   remainingMs(): number {
@@ -46,19 +57,24 @@ export class LeaseCore {
   lose(reason: LeaseLossReason, detail?: string): void {
     if (this.state !== 'held') return;
     this.state = 'lost';
-    clearTimeout(this.timer);
+    this.stopTimers();
     const error = new LeaseLostError(this.key, reason, detail);
     this.controller.abort(error);
     this.observer.lost(this, error);
     // A lock must not outlive its ttl just because its process is healthy: give the key up
-    // (owner-checked, so never someone else's). Backends with a shared session lease rely on it.
-    if (reason === 'expired' || reason === 'session-lost') void this.release().catch(() => undefined);
+    // (owner-checked, so never someone else's), after the lock-delay. Backends with a shared
+    // session lease rely on it.
+    if (reason === 'expired' || reason === 'session-lost') {
+      const giveUp = (): void => void this.release().catch(() => undefined);
+      if (this.policy.lockDelay > 0) setTimeout(giveUp, this.policy.lockDelay).unref();
+      else giveUp();
+    }
   }
 
   async extend(ttlMs: number): Promise<void> {
     this.assertHeld();
     const sentAt = monotonicNow();
-    const owned = await this.backend.extend(this.key, this.owner, ttlMs);
+    const owned = await this.backend.extend(this.key, this.owner, ttlMs + this.policy.lockDelay);
     if (!owned) {
       this.lose('not-owner', 'the backend no longer has this owner on the key');
       this.assertHeld();
@@ -70,20 +86,31 @@ export class LeaseCore {
       this.assertHeld();
     }
     this.validUntilMs = validUntil(sentAt, ttlMs, this.driftFactor);
-    this.schedule();
+    this.scheduleExpiry();
   }
 
-  /** Give the key back. Resolves once the backend answered; rejects only if it could not be reached. */
-  async release(): Promise<void> {
-    if (this.state === 'released') return;
-    this.state = 'released';
-    clearTimeout(this.timer);
-    try {
-      const wasOwner = await this.backend.release(this.key, this.owner);
+  /**
+   * Give the key back — at once, or when `lockAtLeastFor` has passed since acquiring. Resolves
+   * once the backend answered; rejects only if it could not be reached. Idempotent.
+   */
+  release(): Promise<void> {
+    if (this.state === 'held') this.state = 'released';
+    this.stopTimers();
+    this.releasing ??= this.giveBack().finally(() => this.observer.ended(this));
+    return this.releasing;
+  }
+
+  private async giveBack(): Promise<void> {
+    const keepFor = this.policy.lockAtLeastFor - (monotonicNow() - this.acquiredAt);
+    if (keepFor > 0 && this.controller.signal.aborted === false) {
+      // Keep the key until the at-least time: shorten its life to exactly that, then delete it.
+      const wasOwner = await this.backend.extend(this.key, this.owner, Math.ceil(keepFor));
       this.observer.released(this, wasOwner);
-    } finally {
-      this.observer.ended(this);
+      if (wasOwner) setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), Math.ceil(keepFor)).unref();
+      return;
     }
+    const wasOwner = await this.backend.release(this.key, this.owner);
+    this.observer.released(this, wasOwner);
   }
 
   private assertHeld(): void {
@@ -92,14 +119,42 @@ export class LeaseCore {
     throw reason instanceof LeaseLostError ? reason : new LeaseLostError(this.key, 'not-owner', `the lease was ${this.state}`);
   }
 
-  private schedule(): void {
-    clearTimeout(this.timer);
+  private stopTimers(): void {
+    clearTimeout(this.expiryTimer);
+    clearTimeout(this.renewTimer);
+  }
+
+  private scheduleExpiry(): void {
+    clearTimeout(this.expiryTimer);
     const remaining = this.validUntilMs - monotonicNow();
+    const expire = (): void => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`);
     if (remaining <= 0) {
-      this.lose('expired', `its ${this.ttlMs} ms ttl ran out`);
+      expire();
       return;
     }
-    this.timer = setTimeout(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`), Math.ceil(remaining));
-    this.timer.unref();
+    this.expiryTimer = setTimeout(expire, Math.ceil(remaining));
+    this.expiryTimer.unref();
+  }
+
+  /** The watchdog: renew every ttl/3 until released, lost, or `maxHold` is reached. */
+  private scheduleRenewal(): void {
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.ttlMs / 3)));
+    this.renewTimer.unref();
+  }
+
+  private async renew(): Promise<void> {
+    if (this.state !== 'held' || !this.policy.watchdog) return;
+    const holdLeft = this.policy.watchdog.maxHold - (monotonicNow() - this.acquiredAt);
+    // Never renew past maxHold: the last renewal ends the lease exactly there.
+    const ttl = Math.min(this.ttlMs, Math.floor(holdLeft));
+    if (ttl <= 0) return;
+    try {
+      await this.extend(ttl);
+      this.observer.renewed(this);
+    } catch (error) {
+      if (this.state === 'held') this.observer.renewalFailed(this, error);
+    }
+    if (this.state === 'held' && ttl === this.ttlMs) this.scheduleRenewal();
   }
 }

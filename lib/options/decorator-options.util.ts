@@ -1,10 +1,9 @@
 import type { ResolvedMethodLock } from '../decorators/decorated-method.registry.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockOptions, OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { checkKey, resolveCommon } from './lock-options.util.js';
+import { checkKey, DECORATOR_FIELDS, resolveCommon } from './lock-options.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 
-const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'watchdog', 'backend'];
 const ON_BUSY: readonly OnBusy[] = ['throw', 'skip', 'wait'];
 
 /** How a method is invoked, which decides what a user expects when its lock is busy. */
@@ -36,13 +35,7 @@ export function resolveMethodLock(
   if (o.wait !== undefined && o.onBusy !== undefined && o.onBusy !== 'wait') {
     throw new InvalidLockOptionsError('wait', `waiting contradicts onBusy: '${o.onBusy}'; use onBusy: 'wait' or drop wait`, where);
   }
-  if (o.watchdog !== undefined && typeof o.watchdog !== 'boolean') {
-    throw new InvalidLockOptionsError('watchdog', 'must be a boolean', where);
-  }
-  if (o.watchdog === true) {
-    throw new InvalidLockOptionsError('watchdog', 'automatic renewal is not available in this version; extend the lease yourself', where);
-  }
   const onBusy: OnBusy =
     o.onBusy ?? (o.wait !== undefined ? 'wait' : kind === 'scheduled' || kind === 'event' ? 'skip' : 'throw');
-  return { where: `${className}.${methodName}`, purpose: common.purpose, key, ttl: common.ttl, wait: common.wait, onBusy, backend: common.backend };
+  return { where: `${className}.${methodName}`, key, onBusy, ...common };
 }

@@ -36,8 +36,26 @@ describe('resolveLockOptions', () => {
     ['k', { purpose: 'efficiency', signal: {} }, 'signal'],
     ['k', { purpose: 'efficiency', tll: 5 }, 'tll'],
     ['k', { purpose: 'correctness', backend: 'redis' }, 'backend'],
+    ['k', { purpose: 'efficiency', watchdog: true }, 'maxHold'],
+    ['k', { purpose: 'efficiency', watchdog: 'yes' }, 'watchdog'],
+    ['k', { purpose: 'efficiency', watchdog: true, ttl: 1_000, maxHold: 500 }, 'maxHold'],
+    ['k', { purpose: 'efficiency', maxHold: 5_000 }, 'maxHold'],
+    ['k', { purpose: 'efficiency', ttl: 1_000, lockAtLeastFor: 1_001 }, 'lockAtLeastFor'],
+    ['k', { purpose: 'efficiency', lockDelay: -1 }, 'lockDelay'],
+    ['k', { purpose: 'efficiency', rejectOnLoss: 1 }, 'rejectOnLoss'],
   ])('refuses key %j with %j naming %s', (key, opts, field) => {
     expect(fieldOf(key, opts)).toBe(field);
+  });
+
+  it('resolves the lease policy: watchdog capped by maxHold (or the module default), at-least, lock-delay', () => {
+    const withDefaults = resolveModuleOptions({ memory: true, defaults: { ttl: 1_000, watchdog: true, maxHold: 9_000, lockDelay: 50 } });
+    expect(resolveLockOptions('k', { purpose: 'efficiency', lockAtLeastFor: 300 }, withDefaults, 'x').policy).toEqual({
+      watchdog: { maxHold: 9_000 },
+      lockAtLeastFor: 300,
+      lockDelay: 50,
+      rejectOnLoss: false,
+    });
+    expect(resolveLockOptions('k', { purpose: 'efficiency', watchdog: false }, withDefaults, 'x').policy.watchdog).toBeUndefined();
   });
 
   it('refuses correctness when no backend issues fencing tokens, and says what to configure', () => {

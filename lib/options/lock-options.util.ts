@@ -1,20 +1,27 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
-import type { LockOptions } from '../interfaces/lock-options.interface.js';
+import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, type ResolvedModuleOptions } from './module-options.util.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
 export const MAX_KEY_LENGTH = 1024;
 
-const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend'];
+const LIFETIME_FIELDS = ['watchdog', 'maxHold', 'lockAtLeastFor', 'lockDelay', 'rejectOnLoss'];
+const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend', ...LIFETIME_FIELDS];
+export const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'backend', ...LIFETIME_FIELDS];
 
-export interface ResolvedLockOptions {
+/** How a granted lease lives (see `LeaseLifetimeOptions`), after validation. */
+export interface LeasePolicy {
+  /** Watchdog renewal, capped at `maxHold` ms of total hold time; undefined when off. */
+  watchdog?: { maxHold: number };
+  lockAtLeastFor: number;
+  lockDelay: number;
+  rejectOnLoss: boolean;
+}
+
+export interface ResolvedLockOptions extends CommonLockSettings {
   key: string;
-  purpose: LockPurpose;
-  ttl: number;
-  wait: number;
   signal?: AbortSignal;
-  backend: string;
 }
 
 export function checkKey(key: unknown, where: string): string {
@@ -74,11 +81,42 @@ export function routeBackend(
   return name;
 }
 
-interface CommonLockSettings {
+export interface CommonLockSettings {
   purpose: LockPurpose;
   ttl: number;
   wait: number;
   backend: string;
+  policy: LeasePolicy;
+}
+
+function checkBoolean(value: unknown, field: string, where: string): boolean | undefined {
+  if (value !== undefined && typeof value !== 'boolean') throw new InvalidLockOptionsError(field, 'must be a boolean', where);
+  return value as boolean | undefined;
+}
+
+function resolvePolicy(o: LeaseLifetimeOptions & { rejectOnLoss?: boolean }, ttl: number, module: ResolvedModuleOptions, where: string): LeasePolicy {
+  const watchdog = checkBoolean(o.watchdog, 'watchdog', where) ?? module.defaults.watchdog;
+  let maxHold: number | undefined;
+  if (o.maxHold !== undefined) maxHold = checkPositiveMs(o.maxHold, 'maxHold', where);
+  if (watchdog) {
+    maxHold ??= module.defaults.maxHold;
+    if (maxHold === undefined) {
+      throw new InvalidLockOptionsError('maxHold', 'is required when the watchdog is on: a lease must not be renewed forever', where);
+    }
+    if (maxHold < ttl) throw new InvalidLockOptionsError('maxHold', `must be at least the ttl (${ttl} ms), got ${maxHold}`, where);
+  } else if (o.maxHold !== undefined) {
+    throw new InvalidLockOptionsError('maxHold', 'only applies with watchdog: true', where);
+  }
+  const lockAtLeastFor = checkNonNegativeMs(o.lockAtLeastFor ?? 0, 'lockAtLeastFor', where);
+  if (lockAtLeastFor > ttl) {
+    throw new InvalidLockOptionsError('lockAtLeastFor', `must not exceed the ttl (${ttl} ms, the lockAtMostFor), got ${lockAtLeastFor}`, where);
+  }
+  return {
+    watchdog: watchdog ? { maxHold: maxHold! } : undefined,
+    lockAtLeastFor,
+    lockDelay: checkNonNegativeMs(o.lockDelay ?? module.defaults.lockDelay, 'lockDelay', where),
+    rejectOnLoss: checkBoolean(o.rejectOnLoss, 'rejectOnLoss', where) ?? false,
+  };
 }
 
 /** Fields every kind of lock options shares: refuses unknown fields, fills module defaults, routes. */
@@ -98,11 +136,13 @@ export function resolveCommon(
   }
   const o = opts as Partial<LockOptions>;
   const purpose = checkPurpose(o.purpose, where);
+  const ttl = checkPositiveMs(o.ttl ?? module.defaults.ttl, 'ttl', where);
   return {
     purpose,
-    ttl: checkPositiveMs(o.ttl ?? module.defaults.ttl, 'ttl', where),
+    ttl,
     wait: checkNonNegativeMs(o.wait ?? module.defaults.wait, 'wait', where),
     backend: routeBackend(purpose, o.backend, module, where),
+    policy: resolvePolicy(o, ttl, module, where),
   };
 }
 

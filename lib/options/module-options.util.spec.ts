@@ -16,7 +16,7 @@ function errorOf(options: unknown): InvalidLockOptionsError {
 describe('resolveModuleOptions', () => {
   it('fills defaults and routes efficiency to redis', () => {
     const resolved = resolveModuleOptions({ redis: { url: 'redis://127.0.0.1:6379' } });
-    expect(resolved.defaults).toEqual({ ttl: 30_000, wait: 10_000 });
+    expect(resolved.defaults).toEqual({ ttl: 30_000, wait: 10_000, watchdog: false, maxHold: undefined, lockDelay: 0 });
     expect(resolved.redis).toMatchObject({ keyPrefix: 'lock:', connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
     expect(resolved.purposes).toEqual({ efficiency: 'redis' });
     expect(resolved.driftFactor).toBe(0.01);

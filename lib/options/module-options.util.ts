@@ -46,7 +46,7 @@ export interface ResolvedModuleOptions {
   purposes: Partial<Record<LockPurpose, string>>;
   /** Capabilities of every configured backend, by name. */
   capabilities: Record<string, LockBackendCapabilities>;
-  defaults: { ttl: number; wait: number };
+  defaults: { ttl: number; wait: number; watchdog: boolean; maxHold?: number; lockDelay: number };
   driftFactor: number;
 }
 
@@ -228,8 +228,9 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
   if (purposes.correctness === undefined) delete purposes.correctness;
 
   const defaults = raw.defaults ?? {};
-  if (!isPlainObject(defaults)) fail('defaults', 'must be an object { ttl?, wait? }');
-  rejectUnknown(defaults, ['ttl', 'wait'], 'defaults.');
+  if (!isPlainObject(defaults)) fail('defaults', 'must be an object { ttl?, wait?, watchdog?, maxHold?, lockDelay? }');
+  rejectUnknown(defaults, ['ttl', 'wait', 'watchdog', 'maxHold', 'lockDelay'], 'defaults.');
+  if (defaults.watchdog !== undefined && typeof defaults.watchdog !== 'boolean') fail('defaults.watchdog', 'must be a boolean');
 
   const driftFactor = raw.driftFactor ?? 0.01;
   if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
@@ -246,6 +247,9 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
     defaults: {
       ttl: checkPositiveMs(defaults.ttl ?? 30_000, 'defaults.ttl', WHERE),
       wait: checkNonNegativeMs(defaults.wait ?? 10_000, 'defaults.wait', WHERE),
+      watchdog: (defaults.watchdog as boolean | undefined) ?? false,
+      maxHold: defaults.maxHold === undefined ? undefined : checkPositiveMs(defaults.maxHold, 'defaults.maxHold', WHERE),
+      lockDelay: checkNonNegativeMs(defaults.lockDelay ?? 0, 'defaults.lockDelay', WHERE),
     },
     driftFactor,
   };

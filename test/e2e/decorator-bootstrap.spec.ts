@@ -52,7 +52,9 @@ describe('@DistributedLock: bootstrap validation', () => {
     ['wait with onBusy skip', { purpose: 'efficiency', wait: 100, onBusy: 'skip' }, 'wait'],
     ['an unknown backend', { purpose: 'efficiency', backend: 'zookeeper' }, 'backend'],
     ['an unknown option', { purpose: 'efficiency', timeout: 5 }, 'timeout'],
-    ['the watchdog (not available yet)', { purpose: 'efficiency', watchdog: true }, 'watchdog'],
+    ['the watchdog without maxHold', { purpose: 'efficiency', watchdog: true }, 'maxHold'],
+    ['lockAtLeastFor above the ttl', { purpose: 'efficiency', ttl: 1_000, lockAtLeastFor: 2_000 }, 'lockAtLeastFor'],
+    ['maxHold without the watchdog', { purpose: 'efficiency', maxHold: 60_000 }, 'maxHold'],
   ])('fails app init on %s, naming the method and the field', async (_case, options, field) => {
     const error = await boot(options as unknown as DistributedLockOptions, redisOnly());
     expect(error).toBeInstanceOf(InvalidLockOptionsError);
