@@ -96,7 +96,7 @@ try {
   log();
 
   // 4. cron ----------------------------------------------------------------------------
-  log('4. @Cron every 2 s with an efficiency lock, in both replicas:');
+  log('4. @Cron every 2 s with an efficiency lock (ttl 5 s = lockAtMostFor, lockAtLeastFor 1.5 s), in both replicas:');
   const statuses = await Promise.all(instances.map((i) => call(i, 'GET', '/status')));
   const runs = statuses
     .flatMap((s) => s.body.digestRuns.map((r) => ({ ...r, by: s.body.instance })))
@@ -107,8 +107,8 @@ try {
     check(!overlaps, `two digest runs overlapped at ${run.startedAt}`);
   }
   log(`   skipped (lock busy): ${statuses.map((s) => `${s.body.instance} ${s.body.digestSkips.length}×`).join(', ')}`);
-  log('   (A frozen replica fires its missed ticks late when it resumes; those runs do not overlap');
-  log('   anyone else\'s, but may repeat a tick: lockAtLeastFor, coming next, keeps the lock for that.)');
+  log('   (lockAtLeastFor keeps the lock 1.5 s after each run: a replica that fires a tick late —');
+  log('   like A when it resumed from its pause — finds the lock taken instead of repeating the run.)');
   log();
 } catch (error) {
   console.error(`demo failed: ${error.stack ?? error}`);

@@ -18,8 +18,10 @@ export class DigestJob {
     });
   }
 
+  // ttl is the lockAtMostFor (a crashed replica frees the job after 5 s); lockAtLeastFor keeps
+  // the lock 1.5 s after even a fast run, so a replica whose clock or timer is late cannot rerun the tick.
   @Cron('*/2 * * * * *')
-  @DistributedLock({ purpose: 'efficiency', key: 'digest', ttl: 5_000 })
+  @DistributedLock({ purpose: 'efficiency', key: 'digest', ttl: 5_000, lockAtLeastFor: 1_500 })
   async send(): Promise<void> {
     const startedAt = Date.now();
     await new Promise((resolve) => setTimeout(resolve, 300));
