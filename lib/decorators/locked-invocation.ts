@@ -45,7 +45,7 @@ export async function invokeLocked(
     await runner.releaseQuietly(lease);
     throw error;
   }
-  if (isObservable(result)) return holdUntilDone(runner, lease, result);
+  if (isObservable(result)) return holdUntilDone(runner, lease, lock.policy.rejectOnLoss ? failOnLoss(lease, result) : result);
   await runner.releaseQuietly(lease);
   return result;
 }
@@ -83,7 +83,8 @@ export function invokeLockedObservable(
         await runner.releaseQuietly(lease);
         throw error;
       }
-      const observable = isObservable(source) ? source : from(Promise.resolve(source));
+      let observable = isObservable(source) ? source : from(Promise.resolve(source));
+      if (lock.policy.rejectOnLoss) observable = failOnLoss(lease, observable);
       inner = runner.runInLease(lease, () =>
         observable.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber),
       );
@@ -99,4 +100,22 @@ function holdUntilDone(runner: DecoratedCallRunner, lease: Lease, result: Observ
   return new Observable<unknown>((subscriber) =>
     runner.runInLease(lease, () => result.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber)),
   );
+}
+
+/** Error with the lease's `LeaseLostError` the moment it is lost (rejectOnLoss for Observables). */
+function failOnLoss<T>(lease: Lease, source: Observable<T>): Observable<T> {
+  return new Observable<T>((subscriber) => {
+    const signal = lease.signal;
+    const onAbort = (): void => subscriber.error(signal.reason);
+    if (signal.aborted) {
+      onAbort();
+      return undefined;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    const inner = source.subscribe(subscriber);
+    return () => {
+      signal.removeEventListener('abort', onAbort);
+      inner.unsubscribe();
+    };
+  });
 }

@@ -1,10 +1,13 @@
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+// A value import: the decorator reads design:returntype to keep an Observable method cold.
+import { interval, Observable, take } from 'rxjs';
 import {
   DistributedLock,
   DistributedLockModule,
   DistributedLockService,
   InvalidLockOptionsError,
+  LeaseLostError,
   LockBusyError,
   type DistributedLockOptions,
 } from '../../lib/index.js';
@@ -126,5 +129,52 @@ describe('@DistributedLock on a plain provider method', () => {
 
   it('a synchronous method becomes async and returns its value', async () => {
     await expect(accounts.syncWork('x') as unknown as Promise<string>).resolves.toBe('done x');
+  });
+});
+
+describe('@DistributedLock with rejectOnLoss', () => {
+  @Injectable()
+  class Slow {
+    finished = 0;
+
+    @DistributedLock({ purpose: 'efficiency', key: (id: string) => `slow:${id}`, ttl: 300, rejectOnLoss: true })
+    async work(_id: string): Promise<string> {
+      await sleep(1_500);
+      this.finished += 1;
+      return 'done';
+    }
+
+    @DistributedLock({ purpose: 'efficiency', key: (id: string) => `slow-stream:${id}`, ttl: 300, rejectOnLoss: true })
+    stream(_id: string): Observable<number> {
+      return interval(100).pipe(take(30));
+    }
+  }
+
+  let slow: Slow;
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    @Module({ imports: [DistributedLockModule.forRoot({ redis: { url: redisUrl() } })], providers: [Slow] })
+    class AppModule {}
+    const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+    slow = app.get(Slow);
+    close = () => app.close();
+  });
+  afterAll(() => close());
+
+  it('rejects the call with LeaseLostError at the loss, not when the method finishes', async () => {
+    const started = performance.now();
+    const error = await slow.work(uniqueKey('w')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect(performance.now() - started).toBeLessThan(1_200);
+  });
+
+  it('errors an Observable method\'s stream at the loss', async () => {
+    const values: number[] = [];
+    const error = await new Promise<unknown>((resolve) => {
+      slow.stream(uniqueKey('s')).subscribe({ next: (v) => values.push(v), error: resolve, complete: () => resolve('completed') });
+    });
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect(values.length).toBeGreaterThan(0);
+    expect(values.length).toBeLessThan(30);
   });
 });
