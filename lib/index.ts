@@ -25,5 +25,8 @@ export type {
 export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
 export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
-export { RedisFence, type RedisFenceOptions, type LeaseSource } from './fencing/redis-fence.js';
+export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
+export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
+export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';
+export type { LeaseSource } from './fencing/fence-token.util.js';
 export type { EtcdClientLike } from './interfaces/etcd-client.interface.js';

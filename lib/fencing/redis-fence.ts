@@ -1,13 +1,8 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
-import type { Lease } from '../lease/lease.js';
+import { fenceToken, type LeaseSource } from './fence-token.util.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
-
-/** Where fencing helpers find the lease of the current async context (`DistributedLockService`). */
-export interface LeaseSource {
-  current(): Lease | undefined;
-}
 
 export interface RedisFenceOptions {
   /** Prefix of the resource keys. @default 'fence:' */
@@ -77,33 +72,7 @@ export class RedisFence {
   }
 
   private tokenFor(token: bigint | number | undefined, where: string): bigint {
-    if (token !== undefined) {
-      if (typeof token === 'number' && !Number.isSafeInteger(token)) {
-        throw new InvalidLockOptionsError('token', `must be a bigint or a safe integer, got ${token}`, where);
-      }
-      if ((typeof token !== 'bigint' && typeof token !== 'number') || BigInt(token) < 0n) {
-        throw new InvalidLockOptionsError('token', `must be a non-negative bigint, got ${String(token)}`, where);
-      }
-      return BigInt(token);
-    }
-    const lease = this.options.leases?.current();
-    if (!lease) {
-      throw new InvalidLockOptionsError(
-        'token',
-        'none given and no lease in this async context: call inside using() / @DistributedLock, or pass lease.token',
-        where,
-      );
-    }
-    if (lease.token === undefined) {
-      throw new InvalidLockOptionsError(
-        'token',
-        `the current lease on "${lease.key}" (${lease.purpose}, backend "${lease.backend}") has no fencing token; use purpose 'correctness'`,
-        where,
-      );
-    }
-    // A lease known to be lost must not write at all; the fence stops the ones not yet known.
-    if (lease.signal.aborted) throw lease.signal.reason;
-    return lease.token;
+    return fenceToken(token, this.options.leases, where);
   }
 
   private async eval(s: { lua: string; sha: string }, key: string, args: string[]): Promise<unknown> {

@@ -1,0 +1,112 @@
+// A PostgreSQL server the test run owns: initdb in a temp dir, started on a free loopback port,
+// stopped (and its directory removed) afterwards. PostgreSQL refuses to run as root, so when
+// the run is root the server runs as the `postgres` user. Killed by PID only.
+import { spawn, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from './servers.mjs';
+
+function findPgBin(name) {
+  const onPath = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
+  if (onPath.status === 0) return onPath.stdout.trim();
+  const root = '/usr/lib/postgresql';
+  if (existsSync(root)) {
+    for (const version of readdirSync(root).sort().reverse()) {
+      const candidate = path.join(root, version, 'bin', name);
+      if (existsSync(candidate)) return candidate;
+    }
+  }
+  return undefined;
+}
+
+function ensurePg() {
+  let initdb = findPgBin('initdb');
+  const isRoot = process.getuid?.() === 0;
+  if (!initdb && isRoot && spawnSync('sh', ['-c', 'command -v apt-get']).status === 0) {
+    console.error('[harness] PostgreSQL not found: installing Debian package postgresql with apt-get');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    let r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql'], { stdio: 'inherit', env });
+    if (r.status !== 0) {
+      spawnSync('apt-get', ['update'], { stdio: 'inherit', env });
+      r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql'], { stdio: 'inherit', env });
+    }
+    initdb = findPgBin('initdb');
+  }
+  if (!initdb) {
+    throw new Error('PostgreSQL (initdb, postgres) is needed by the tests. Install it: Debian/Ubuntu "sudo apt-get install postgresql", macOS "brew install postgresql", or set PGHOST/PGPORT/PGUSER/PGDATABASE to a server to use.');
+  }
+  return { initdb, postgres: path.join(path.dirname(initdb), 'postgres') };
+}
+
+function runAs() {
+  if (process.getuid?.() !== 0) return {};
+  const uid = Number(spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).stdout.trim());
+  const gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
+  if (!Number.isInteger(uid) || Number.isNaN(uid)) throw new Error('running as root, but there is no "postgres" user to run PostgreSQL as');
+  return { uid, gid };
+}
+
+export class PostgresServer {
+  /** Connection settings for `pg`: the servers' own unless PG* variables point at one. */
+  static fromEnv() {
+    if (!process.env.PGHOST) return undefined;
+    return {
+      host: process.env.PGHOST,
+      port: Number(process.env.PGPORT ?? 5432),
+      user: process.env.PGUSER ?? 'postgres',
+      database: process.env.PGDATABASE ?? 'postgres',
+      password: process.env.PGPASSWORD,
+      stop: async () => undefined,
+    };
+  }
+
+  static async start() {
+    const bins = ensurePg();
+    const owner = runAs();
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-pg-'));
+    if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
+    const data = path.join(dir, 'data');
+    const init = spawnSync(bins.initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...owner, encoding: 'utf8' });
+    if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
+    const port = await freePort();
+    const child = spawn(
+      bins.postgres,
+      ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'max_connections=50'],
+      { ...owner, stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
+    process.on('exit', () => child.kill('SIGKILL'));
+    const server = new PostgresServer(child, dir, port);
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`postgres exited with code ${child.exitCode}: ${stderr}`);
+      const ready = stderr.includes('ready to accept connections');
+      if (ready) break;
+      if (Date.now() > deadline) throw new Error(`postgres not ready within 20 s: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return server;
+  }
+
+  constructor(child, dir, port) {
+    this.child = child;
+    this.dir = dir;
+    this.host = '127.0.0.1';
+    this.port = port;
+    this.user = 'postgres';
+    this.database = 'postgres';
+  }
+
+  async stop() {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      const exited = new Promise((resolve) => this.child.once('exit', resolve));
+      this.child.kill('SIGINT'); // fast shutdown
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
