@@ -34,6 +34,7 @@ export function freePort() {
 const PACKAGES = {
   'redis-server': { debian: 'redis-server', brew: 'redis' },
   etcd: { debian: 'etcd-server etcd-client', brew: 'etcd' },
+  faketime: { debian: 'faketime', brew: 'libfaketime' },
 };
 
 function which(binary) {

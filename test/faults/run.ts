@@ -1,0 +1,50 @@
+// `npm run test:faults [-- --long]`: the fault suite outside jest, for longer runs. Starts its
+// own servers, runs every scenario (`--long`: 5× longer, twice), writes the report, and exits 1
+// if a fenced scenario accepted a stale write, lost an update or regressed a token, or if a
+// negative control showed no overlap.
+import path from 'node:path';
+import { writeReport, summaryTable } from './report.js';
+import { runScenario, startFaultServers, type ScenarioResult } from './scenarios.js';
+import { scenarios } from './suite.js';
+
+async function main(): Promise<void> {
+  const long = process.argv.includes('--long');
+  const scale = long ? 5 : 1;
+  const rounds = long ? 2 : 1;
+  const servers = await startFaultServers();
+  const results: ScenarioResult[] = [];
+  const problems: string[] = [];
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      for (const spec of scenarios(scale)) {
+        const started = Date.now();
+        const run = await runScenario(spec, servers);
+        run.spec.name = rounds > 1 ? `${spec.name}#${round}` : spec.name;
+        results.push(run);
+        const r = run.result;
+        console.log(`${run.spec.name}: ${r.acquisitions} acquisitions, ${r.staleRejected} stale refused, ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.overlaps} overlaps (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+        if (spec.negativeControl && r.overlaps === 0) problems.push(`${run.spec.name}: the negative control showed no overlap`);
+        if (!spec.negativeControl && (r.staleAccepted > 0 || r.lostUpdates > 0 || r.tokenRegressions > 0)) {
+          problems.push(`${run.spec.name}: ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.tokenRegressions} token regressions`);
+        }
+      }
+    }
+  } finally {
+    await servers.stop();
+  }
+  const dir = writeReport(results, path.resolve('.tmp/fault-report'));
+  const totals = results.filter((r) => !r.spec.negativeControl).reduce(
+    (t, { result: r }) => ({ acq: t.acq + r.acquisitions, acked: t.acked + r.acknowledgedWrites, refused: t.refused + r.staleRejected, accepted: t.accepted + r.staleAccepted, lost: t.lost + r.lostUpdates }),
+    { acq: 0, acked: 0, refused: 0, accepted: 0, lost: 0 },
+  );
+  console.log(`\n${summaryTable(results)}\n`);
+  console.log(`fenced scenarios: ${totals.acq} acquisitions, ${totals.acked} acknowledged writes, ${totals.refused} stale refused, ${totals.accepted} stale accepted, ${totals.lost} lost`);
+  console.log(`report: ${path.join(dir, 'report.html')} (histories: ${dir}/history-*.json)`);
+  if (problems.length) {
+    console.log(`FAILED:\n  ${problems.join('\n  ')}`);
+    process.exit(1);
+  }
+  process.exit(0);
+}
+
+void main();

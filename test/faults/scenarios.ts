@@ -1,0 +1,227 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
+import { TcpProxy } from '../harness/tcp-proxy.js';
+import { check, type CheckResult, type FaultEvent, type HistoryEvent, type Register } from './checker.js';
+import type { FaultWorkerConfig } from './fault-worker.js';
+
+const WORKER = path.resolve('.tmp/compiled/test/faults/fault-worker.js');
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * libfaketime preloaded into the worker's own node process (not the `faketime` wrapper, which
+ * forks: SIGSTOP would then freeze the wrapper, not the worker).
+ */
+function faketimeLibrary(): string {
+  ensureBinary('faketime');
+  for (const base of ['/usr/lib', '/usr/local/lib', '/opt/homebrew/lib']) {
+    if (!existsSync(base)) continue;
+    for (const dir of [base, ...readdirSync(base).map((d) => path.join(base, d))]) {
+      for (const name of ['faketime/libfaketimeMT.so.1', 'faketime/libfaketimeMT.1.dylib']) {
+        const candidate = path.join(dir, name);
+        if (existsSync(candidate)) return candidate;
+      }
+    }
+  }
+  throw new Error('libfaketimeMT not found after installing faketime (Debian: apt-get install faketime)');
+}
+
+export interface FaultServers {
+  etcd: EtcdCluster;
+  lockRedis: RedisServer;
+  registerRedis: RedisServer;
+  stop(): Promise<void>;
+}
+
+/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis. */
+export async function startFaultServers(): Promise<FaultServers> {
+  const [etcd, lockRedis, registerRedis] = await Promise.all([EtcdCluster.start({ size: 3 }), RedisServer.start(), RedisServer.start()]);
+  return {
+    etcd,
+    lockRedis,
+    registerRedis,
+    stop: async () => {
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop()]);
+    },
+  };
+}
+
+export interface WorkerHandle {
+  index: number;
+  child: ChildProcess;
+  paused: boolean;
+}
+
+export interface FaultContext {
+  servers: FaultServers;
+  workers: WorkerHandle[];
+  /** Proxies in front of the proxied worker's etcd members and register Redis. */
+  proxies: TcpProxy[];
+  spec: ScenarioSpec;
+  deadline: number;
+  now(): number;
+  record(fault: FaultEvent): FaultEvent;
+  /** Resolves with a worker that has just read the register (it holds the lock and is about to write). */
+  nextReader(worker?: number): Promise<number>;
+  /** SIGSTOP a worker for `ms`, as a GC pause would. */
+  pause(worker: number, ms: number, kind?: string): Promise<void>;
+}
+
+export interface ScenarioSpec {
+  name: string;
+  description: string;
+  backend: 'etcd' | 'redis';
+  fenced: boolean;
+  /** A negative control: the faults must visibly bite (overlaps and lost updates). */
+  negativeControl?: boolean;
+  workers: number;
+  durationMs: number;
+  ttl: number;
+  workMs: number;
+  /** Worker 0 runs under faketime with this spec (e.g. '+0 x0.5': its clock runs at half speed). */
+  skew?: string;
+  /** Worker 0 reaches etcd and the register through TCP proxies. */
+  proxied?: boolean;
+  faults(ctx: FaultContext): Promise<void>;
+}
+
+export interface ScenarioResult {
+  spec: Pick<ScenarioSpec, 'name' | 'description' | 'backend' | 'fenced' | 'negativeControl' | 'workers' | 'ttl' | 'workMs' | 'durationMs'>;
+  result: CheckResult;
+  faults: FaultEvent[];
+  history: HistoryEvent[];
+  register: Register;
+  elapsedMs: number;
+}
+
+/** Run one scenario against the servers: workers, faults, then the checker over the history. */
+export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Promise<ScenarioResult> {
+  const t0 = performance.now();
+  const now = (): number => performance.now() - t0;
+  const history: HistoryEvent[] = [];
+  const faults: FaultEvent[] = [];
+  const registerName = `${spec.name}-${Date.now().toString(36)}`;
+  const key = `faults-${registerName}`;
+  const listeners = new Set<(ev: HistoryEvent) => void>();
+
+  const proxies: TcpProxy[] = [];
+  if (spec.proxied) {
+    for (const host of [...servers.etcd.hosts, `127.0.0.1:${servers.registerRedis.port}`]) {
+      proxies.push(await TcpProxy.start(Number(host.split(':')[1])));
+    }
+  }
+  const workers: WorkerHandle[] = [];
+  for (let index = 0; index < spec.workers; index++) {
+    const viaProxy = spec.proxied && index === 0;
+    const config: FaultWorkerConfig = {
+      id: index,
+      backend: spec.backend,
+      fenced: spec.fenced,
+      etcdHosts: viaProxy ? proxies.slice(0, -1).map((p) => p.endpoint) : servers.etcd.hosts,
+      sessionTtlSeconds: 1,
+      lockRedisUrl: servers.lockRedis.url,
+      registerRedisUrl: viaProxy ? `redis://${proxies[proxies.length - 1].endpoint}` : servers.registerRedis.url,
+      key,
+      register: registerName,
+      ttl: spec.ttl,
+      workMs: spec.workMs,
+    };
+    const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '', FAULT_WORKER: JSON.stringify(config) };
+    if (spec.skew && index === 0) Object.assign(env, { LD_PRELOAD: faketimeLibrary(), FAKETIME: spec.skew, DYLD_INSERT_LIBRARIES: faketimeLibrary() });
+    const child = spawn(process.execPath, [WORKER], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const handle: WorkerHandle = { index, child, paused: false };
+    workers.push(handle);
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`fault worker ${index} did not start`)), 20_000);
+      child.on('message', (message: Omit<HistoryEvent, 't' | 'worker'> | { e: 'ready' }) => {
+        if (message.e === 'ready') {
+          clearTimeout(timer);
+          resolve();
+          return;
+        }
+        const ev = { ...(message as Omit<HistoryEvent, 't' | 'worker'>), t: now(), worker: index };
+        history.push(ev);
+        for (const listener of listeners) listener(ev);
+      });
+      child.once('exit', (code) => reject(new Error(`fault worker ${index} exited (${code}) before starting`)));
+    });
+  }
+
+  const ctx: FaultContext = {
+    servers,
+    workers,
+    proxies,
+    spec,
+    deadline: spec.durationMs,
+    now,
+    record: (fault) => {
+      faults.push(fault);
+      return fault;
+    },
+    nextReader: (worker) =>
+      new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          listeners.delete(listener);
+          reject(new Error('no worker read the register within 15 s'));
+        }, 15_000);
+        const listener = (ev: HistoryEvent): void => {
+          if (ev.e === 'read' && (worker === undefined || ev.worker === worker) && !workers[ev.worker].paused) {
+            listeners.delete(listener);
+            clearTimeout(timer);
+            resolve(ev.worker);
+          }
+        };
+        listeners.add(listener);
+      }),
+    pause: async (worker, ms, kind = 'pause') => {
+      const handle = workers[worker];
+      handle.child.kill('SIGSTOP');
+      handle.paused = true;
+      const fault = ctx.record({ t: now(), kind, worker, detail: `SIGSTOP ${ms} ms` });
+      await sleep(ms);
+      handle.child.kill('SIGCONT');
+      handle.paused = false;
+      fault.end = now();
+    },
+  };
+
+  try {
+    const injecting = spec.faults(ctx);
+    const remaining = spec.durationMs - now();
+    await Promise.all([injecting, sleep(Math.max(0, remaining))]);
+  } finally {
+    for (const w of workers) {
+      w.child.kill('SIGCONT');
+      w.child.send?.({ op: 'stop' });
+    }
+    for (const proxy of proxies) proxy.heal();
+    await Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (w.child.exitCode !== null || w.child.signalCode !== null) return resolve();
+            const timer = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
+            w.child.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+          }),
+      ),
+    );
+    await Promise.all(proxies.map((p) => p.close()));
+  }
+
+  const raw = new Redis(servers.registerRedis.url);
+  let register: Register;
+  try {
+    const value = spec.fenced ? await raw.hget(`faults:${registerName}`, 'v') : await raw.get(`faults:plain:${registerName}`);
+    register = JSON.parse(value ?? '[]') as Register;
+  } finally {
+    raw.disconnect();
+  }
+  const { faults: specFaults, ...specRest } = spec;
+  void specFaults;
+  return { spec: specRest, result: check(history, register, spec.ttl), faults, history, register, elapsedMs: now() };
+}
