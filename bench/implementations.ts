@@ -1,0 +1,126 @@
+import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import { DistributedLock, DistributedLockModule, DistributedLockService } from '../lib/index.js';
+
+/** Release function of a held lock. */
+export type Unlock = () => Promise<void>;
+
+/** One lock implementation under test, with its own connection(s). */
+export interface Implementation {
+  name: string;
+  backend: 'redis' | 'etcd';
+  /** The raw floor of its backend: ratios are against it. */
+  floor?: boolean;
+  /** Acquire `key`, waiting while it is held (by polling or by the implementation's own means). */
+  lock(key: string): Promise<Unlock>;
+  close(): Promise<void>;
+}
+
+const TTL = 10_000;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const owner = (): string => Math.random().toString(36).slice(2) + Date.now().toString(36);
+
+const COMPARE_AND_DELETE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+
+/** Raw Redis: SET NX PX + compare-and-delete, polling every 1 ms while busy. */
+export async function redisFloor(url: string): Promise<Implementation> {
+  const client = new Redis(url);
+  const sha = (await client.script('LOAD', COMPARE_AND_DELETE)) as string;
+  return {
+    name: 'redis floor (SET NX + Lua del)',
+    backend: 'redis',
+    floor: true,
+    async lock(key) {
+      const id = owner();
+      while ((await client.set(key, id, 'PX', TTL, 'NX')) !== 'OK') await sleep(1);
+      return async () => void (await client.evalsha(sha, 1, key, id));
+    },
+    close: async () => void client.disconnect(),
+  };
+}
+
+/** Raw etcd: one txn put-if-absent on a shared lease + one delete, polling every 1 ms while busy. */
+export async function etcdFloor(hosts: string[]): Promise<Implementation> {
+  const client = new Etcd3({ hosts });
+  const lease = client.lease(30);
+  const id = await lease.grant();
+  return {
+    name: 'etcd floor (txn put + delete)',
+    backend: 'etcd',
+    floor: true,
+    async lock(key) {
+      const k = Buffer.from(`floor/${key}`);
+      for (;;) {
+        const r = await client.kv.txn({
+          compare: [{ key: k, target: 'Create', result: 'Equal', create_revision: 0 }],
+          success: [{ request_put: { key: k, value: Buffer.alloc(0), lease: id } }],
+          failure: [],
+        });
+        if (r.succeeded) break;
+        await sleep(1);
+      }
+      return async () => void (await client.kv.deleteRange({ key: k }));
+    },
+    close: async () => {
+      lease.release();
+      client.close();
+    },
+  };
+}
+
+async function lockApp(options: Parameters<typeof DistributedLockModule.forRoot>[0], providers: Function[] = []): Promise<INestApplicationContext> {
+  @Module({ imports: [DistributedLockModule.forRoot(options)], providers: providers as never[] })
+  class BenchModule {}
+  return NestFactory.createApplicationContext(BenchModule, { logger: false });
+}
+
+/** Ours, through DistributedLockService.acquire (waiting by the backend's queue, not polling). */
+export async function ours(backend: 'redis' | 'etcd', target: string | string[]): Promise<Implementation> {
+  const app = await lockApp(backend === 'redis' ? { redis: { url: target as string } } : { etcd: { hosts: target as string[] } });
+  const locks = app.get(DistributedLockService);
+  const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
+  return {
+    name: `ours: service (${backend})`,
+    backend,
+    async lock(key) {
+      const lease = await locks.acquire(key, { purpose, ttl: TTL, wait: 60_000 });
+      return () => lease.release();
+    },
+    close: () => app.close(),
+  };
+}
+
+/** Ours, through a @DistributedLock-decorated method: the critical section runs inside the call. */
+export async function oursDecorator(backend: 'redis' | 'etcd', target: string | string[]): Promise<Implementation> {
+  const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
+  @Injectable()
+  class Guarded {
+    @DistributedLock({ purpose, key: (key: string) => key, ttl: TTL, wait: 60_000 })
+    async run(_key: string, section: () => Promise<void>): Promise<void> {
+      await section();
+    }
+  }
+  const app = await lockApp(backend === 'redis' ? { redis: { url: target as string } } : { etcd: { hosts: target as string[] } }, [Guarded]);
+  const guarded = app.get(Guarded);
+  return {
+    name: `ours: decorator (${backend})`,
+    backend,
+    // The decorator holds the lock for the duration of the call: bridge to lock()/unlock().
+    lock: (key) =>
+      new Promise<Unlock>((resolveLock, rejectLock) => {
+        let finishSection!: () => void;
+        const sectionDone = new Promise<void>((resolve) => (finishSection = resolve));
+        const call = guarded.run(key, async () => {
+          resolveLock(async () => {
+            finishSection();
+            await call;
+          });
+          await sectionDone;
+        });
+        call.catch(rejectLock);
+      }),
+    close: () => app.close(),
+  };
+}

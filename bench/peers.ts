@@ -1,0 +1,66 @@
+import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import Redlock from 'redlock';
+import { Mutex } from 'redis-semaphore';
+import type { Implementation, Unlock } from './implementations.js';
+
+const TTL = 10_000;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The peers, each configured to wait (retry) rather than fail while the key is held. */
+export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Implementation[]> {
+  const r1 = new Redis(redisUrl);
+  const redlock = new Redlock([r1 as never], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
+  const r2 = new Redis(redisUrl);
+  const sesame = new SesameRedlock([r2], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
+  const r3 = new Redis(redisUrl);
+  const etcd = new Etcd3({ hosts: etcdHosts });
+  return [
+    {
+      name: 'redlock 4',
+      backend: 'redis',
+      async lock(key): Promise<Unlock> {
+        const lock = await redlock.lock(`redlock:${key}`, TTL);
+        return async () => void (await lock.unlock());
+      },
+      close: async () => void r1.disconnect(),
+    },
+    {
+      name: '@sesamecare-oss/redlock',
+      backend: 'redis',
+      async lock(key): Promise<Unlock> {
+        const lock = await sesame.acquire([`sesame:${key}`], TTL);
+        return async () => void (await lock.release());
+      },
+      close: async () => void r2.disconnect(),
+    },
+    {
+      name: 'redis-semaphore Mutex',
+      backend: 'redis',
+      async lock(key): Promise<Unlock> {
+        const mutex = new Mutex(r3, `sem:${key}`, { lockTimeout: TTL, acquireTimeout: 60_000, retryInterval: 2, refreshInterval: 0 });
+        await mutex.acquire();
+        return () => mutex.release();
+      },
+      close: async () => void r3.disconnect(),
+    },
+    {
+      name: 'etcd3 Lock (retried)',
+      backend: 'etcd',
+      async lock(key): Promise<Unlock> {
+        // etcd3's Lock fails at once when held (no queue): retry, as its users must.
+        for (;;) {
+          const lock = etcd.lock(`etcd3lock/${key}`).ttl(TTL / 1000);
+          try {
+            await lock.acquire();
+            return async () => void (await lock.release());
+          } catch {
+            await sleep(1);
+          }
+        }
+      },
+      close: async () => etcd.close(),
+    },
+  ];
+}

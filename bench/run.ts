@@ -1,0 +1,322 @@
+// `npm run bench`: our lock and its peers against the raw floors, interleaved in one process.
+// Every implementation has its own connection; rounds rotate the order; the first round is a
+// warm-up and is not recorded; results are ratios to the floor measured in the same round, and
+// the medians over runs. Not part of `npm test`: speed is measured, not asserted.
+//   npm run bench                     3 runs
+//   npm run bench -- --runs 1 --quick a short run (smoke)
+//   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
+import { writeFileSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
+import { etcdFloor, ours, oursDecorator, redisFloor, type Implementation } from './implementations.js';
+import { peers } from './peers.js';
+
+type Phase = 'sequential' | 'hot' | 'spread';
+interface Sample {
+  impl: string;
+  backend: 'redis' | 'etcd';
+  floor: boolean;
+  phase: Phase;
+  ops: number;
+  ms: number;
+  latencies: number[];
+  perWorker: number[];
+  maxOverlap: number;
+  cpuUs: number;
+  redisCalls: number;
+  fsyncs: number;
+}
+
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: number): number => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const quick = args.includes('--quick');
+const RUNS = arg('runs', 3);
+const ROUNDS = arg('rounds', quick ? 2 : 3);
+const PHASE_MS = arg('ms', quick ? 600 : 1_500);
+const WORKERS = 16;
+const KEYS = 1_000;
+
+const pct = (values: number[], p: number): number => {
+  if (!values.length) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+};
+const median = (values: number[]): number => pct(values, 50);
+
+async function redisCalls(raw: Redis): Promise<number> {
+  const info = (await raw.info('commandstats')) as string;
+  let total = 0;
+  for (const line of info.split('\n')) {
+    const m = /^cmdstat_(\w+):calls=(\d+)/.exec(line);
+    if (m && m[1] !== 'info') total += Number(m[2]);
+  }
+  return total;
+}
+
+async function runPhase(impl: Implementation, phase: Phase, tag: string, counters: { raw: Redis; etcd: EtcdCluster }): Promise<Sample> {
+  const latencies: number[] = [];
+  const workers = phase === 'sequential' ? 1 : WORKERS;
+  const perWorker = new Array<number>(workers).fill(0);
+  const inside = new Map<string, number>();
+  let maxOverlap = 0;
+  let seq = 0;
+  const [calls0, fsync0] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count')];
+  const cpu0 = process.cpuUsage();
+  const started = performance.now();
+  const deadline = started + PHASE_MS;
+  await Promise.all(
+    perWorker.map(async (_, w) => {
+      while (performance.now() < deadline) {
+        const key = phase === 'sequential' ? `seq:${tag}:${seq++}` : phase === 'hot' ? `hot:${tag}` : `spread:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const asked = performance.now();
+        const unlock = await impl.lock(key);
+        latencies.push(performance.now() - asked);
+        const n = (inside.get(key) ?? 0) + 1;
+        inside.set(key, n);
+        maxOverlap = Math.max(maxOverlap, n);
+        await null; // the (empty) critical section yields once: another holder would show up here
+        inside.set(key, (inside.get(key) ?? 1) - 1);
+        perWorker[w] += 1;
+        await unlock();
+      }
+    }),
+  );
+  const ms = performance.now() - started;
+  const cpu = process.cpuUsage(cpu0);
+  const [calls1, fsync1] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count')];
+  return {
+    impl: impl.name,
+    backend: impl.backend,
+    floor: impl.floor ?? false,
+    phase,
+    ops: perWorker.reduce((a, b) => a + b, 0),
+    ms,
+    latencies,
+    perWorker,
+    maxOverlap,
+    cpuUs: cpu.user + cpu.system,
+    redisCalls: calls1 - calls0,
+    fsyncs: fsync1 - fsync0,
+  };
+}
+
+interface Row {
+  impl: string;
+  backend: string;
+  phase: Phase;
+  opsPerSec: number;
+  ratio: number;
+  p50: number;
+  p99: number;
+  max: number;
+  fairness: number;
+  maxOverlap: number;
+  cpuUsPerOp: number;
+  redisPerOp: number;
+  fsyncPerOp: number;
+}
+
+function summarize(samples: Sample[]): Row[] {
+  const rows: Row[] = [];
+  const byKey = new Map<string, Sample[]>();
+  for (const s of samples) byKey.set(`${s.impl}|${s.phase}`, [...(byKey.get(`${s.impl}|${s.phase}`) ?? []), s]);
+  for (const list of byKey.values()) {
+    const { impl, backend, phase } = list[0];
+    const ops = list.reduce((a, s) => a + s.ops, 0);
+    const ms = list.reduce((a, s) => a + s.ms, 0);
+    // Ratio per round against the floor of the same backend and phase in that round, then the median.
+    const ratios = list.map((s, i) => {
+      const floor = samples.filter((f) => f.floor && f.backend === backend && f.phase === phase)[i];
+      return floor ? s.ops / s.ms / (floor.ops / floor.ms) : NaN;
+    });
+    const latencies = list.flatMap((s) => s.latencies);
+    const perWorker = list.map((s) => (s.perWorker.length > 1 ? Math.min(...s.perWorker) / Math.max(...s.perWorker) : 1));
+    rows.push({
+      impl,
+      backend,
+      phase,
+      opsPerSec: (ops / ms) * 1000,
+      ratio: median(ratios),
+      p50: pct(latencies, 50),
+      p99: pct(latencies, 99),
+      max: Math.max(...latencies),
+      fairness: median(perWorker),
+      maxOverlap: Math.max(...list.map((s) => s.maxOverlap)),
+      cpuUsPerOp: list.reduce((a, s) => a + s.cpuUs, 0) / ops,
+      redisPerOp: list.reduce((a, s) => a + s.redisCalls, 0) / ops,
+      fsyncPerOp: list.reduce((a, s) => a + s.fsyncs, 0) / ops,
+    });
+  }
+  return rows;
+}
+
+/** 16 workers × 1,000 keys on our Redis service for `SOAK_S` seconds; heap after GC at start and end. */
+async function soak(): Promise<void> {
+  const seconds = arg('seconds', 60);
+  const redis = await RedisServer.start();
+  const impl = await ours('redis', redis.url);
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const heap = (): number => {
+    gc?.();
+    return process.memoryUsage().heapUsed;
+  };
+  try {
+    // Warm up first so lazily created structures (subscriber, scripts) count as the baseline.
+    await runPhaseFor(impl, 2_000);
+    const before = heap();
+    const ops = await runPhaseFor(impl, seconds * 1_000);
+    const after = heap();
+    const line = `soak: ${ops} critical sections in ${seconds} s (${Math.round(ops / seconds)}/s), heap ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB (${(((after - before) / before) * 100).toFixed(1)} %)`;
+    console.log(line);
+    mkdirSync(path.resolve('docs'), { recursive: true });
+    writeFileSync(path.resolve('docs/soak.txt'), `${new Date().toISOString()} ${line}\n`);
+  } finally {
+    await impl.close();
+    await redis.stop();
+  }
+}
+
+async function runPhaseFor(impl: Implementation, ms: number): Promise<number> {
+  let ops = 0;
+  const deadline = performance.now() + ms;
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      while (performance.now() < deadline) {
+        const unlock = await impl.lock(`soak:${Math.floor(Math.random() * KEYS)}`);
+        ops += 1;
+        await unlock();
+      }
+    }),
+  );
+  return ops;
+}
+
+async function main(): Promise<void> {
+  if (args.includes('--soak')) return soak();
+  const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
+  const raw = new Redis(redis.url);
+  const allRuns: Row[][] = [];
+  try {
+    for (let run = 1; run <= RUNS; run++) {
+      const impls: Implementation[] = [
+        await redisFloor(redis.url),
+        await ours('redis', redis.url),
+        await oursDecorator('redis', redis.url),
+        ...(await peers(redis.url, etcd.hosts)),
+        await etcdFloor(etcd.hosts),
+        await ours('etcd', etcd.hosts),
+        await oursDecorator('etcd', etcd.hosts),
+      ];
+      const samples: Sample[] = [];
+      for (let round = 0; round <= ROUNDS; round++) {
+        for (const phase of ['sequential', 'hot', 'spread'] as const) {
+          const order = impls.map((_, i) => impls[(i + round + run) % impls.length]);
+          for (const impl of order) {
+            const sample = await runPhase(impl, phase, `${run}.${round}.${impl.name}`, { raw, etcd });
+            if (round > 0) samples.push(sample); // round 0 warms up
+          }
+        }
+        process.stdout.write(`run ${run}/${RUNS} round ${round}/${ROUNDS} done\n`);
+      }
+      for (const impl of impls) await impl.close();
+      allRuns.push(summarize(samples));
+    }
+  } finally {
+    raw.disconnect();
+    await Promise.all([redis.stop(), etcd.stop()]);
+  }
+  // Median over runs of every figure.
+  const final: Row[] = allRuns[0].map((row) => {
+    const same = allRuns.map((rows) => rows.find((r) => r.impl === row.impl && r.phase === row.phase)!);
+    const m = (f: (r: Row) => number): number => median(same.map(f));
+    return { ...row, opsPerSec: m((r) => r.opsPerSec), ratio: m((r) => r.ratio), p50: m((r) => r.p50), p99: m((r) => r.p99), max: m((r) => r.max), fairness: m((r) => r.fairness), maxOverlap: Math.max(...same.map((r) => r.maxOverlap)), cpuUsPerOp: m((r) => r.cpuUsPerOp), redisPerOp: m((r) => r.redisPerOp), fsyncPerOp: m((r) => r.fsyncPerOp) };
+  });
+  const table = render(final);
+  console.log(`\n${table}`);
+  if (!quick) writeDocs(final, table);
+}
+
+function render(rows: Row[]): string {
+  const f = (n: number, d = 0): string => (Number.isFinite(n) ? n.toFixed(d) : '–');
+  const out: string[] = [];
+  for (const phase of ['sequential', 'hot', 'spread'] as const) {
+    const title = { sequential: 'Sequential acquire+release pairs (distinct keys)', hot: `${WORKERS} workers, one key (critical sections)`, spread: `${WORKERS} workers, ${KEYS} keys (critical sections)` }[phase];
+    out.push(`### ${title}\n`);
+    out.push('| implementation | ops/s | × floor | acquire/wait p50 ms | p99 ms | max ms | fairness | max overlap | client CPU µs/op | Redis cmds/op | etcd fsyncs/op |');
+    out.push('|---|---|---|---|---|---|---|---|---|---|---|');
+    for (const r of rows.filter((x) => x.phase === phase)) {
+      out.push(`| ${r.impl} | ${f(r.opsPerSec)} | ${f(r.ratio, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.max, 1)} | ${phase === 'sequential' ? '–' : f(r.fairness, 2)} | ${r.maxOverlap} | ${f(r.cpuUsPerOp)} | ${r.backend === 'redis' ? f(r.redisPerOp, 2) : '–'} | ${r.backend === 'etcd' ? f(r.fsyncPerOp, 2) : '–'} |`);
+    }
+    out.push('');
+  }
+  return out.join('\n');
+}
+
+function chart(rows: Row[]): string {
+  const phases = ['sequential', 'hot', 'spread'] as const;
+  const impls = [...new Set(rows.map((r) => r.impl))];
+  const barH = 14;
+  const groupH = impls.length * barH + 30;
+  const width = 900;
+  const left = 260;
+  const scale = (width - left - 60) / 2; // 0..2× floor
+  const parts: string[] = [];
+  phases.forEach((phase, p) => {
+    const y0 = 20 + p * groupH;
+    parts.push(`<text x="4" y="${y0}" font-size="13" font-weight="bold">${phase}</text>`);
+    impls.forEach((impl, i) => {
+      const r = rows.find((x) => x.impl === impl && x.phase === phase);
+      if (!r || !Number.isFinite(r.ratio)) return;
+      const y = y0 + 8 + i * barH;
+      const color = r.backend === 'redis' ? (impl.startsWith('ours') ? '#c0392b' : '#e8a39b') : impl.startsWith('ours') ? '#2c6fbb' : '#9dbde0';
+      parts.push(`<text x="${left - 6}" y="${y + 10}" font-size="11" text-anchor="end">${impl}</text>`);
+      parts.push(`<rect x="${left}" y="${y}" width="${Math.min(2, r.ratio) * scale}" height="${barH - 3}" fill="${color}"/>`);
+      parts.push(`<text x="${left + Math.min(2, r.ratio) * scale + 4}" y="${y + 10}" font-size="10">${r.ratio.toFixed(2)}×</text>`);
+    });
+    parts.push(`<line x1="${left + scale}" x2="${left + scale}" y1="${y0 + 4}" y2="${y0 + 8 + impls.length * barH}" stroke="#333" stroke-dasharray="3 3"/>`);
+  });
+  const height = 20 + phases.length * groupH;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><title>Throughput as a ratio of the raw floor of the same backend (dashed line = 1×)</title>${parts.join('')}</svg>\n`;
+}
+
+function writeDocs(rows: Row[], table: string): void {
+  const dir = path.resolve('docs');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(path.join(dir, 'benchmarks.svg'), chart(rows));
+  const cpus = os.cpus();
+  const md = `# Benchmarks
+
+Measured by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: ${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version},
+redis-server and a 1-member etcd started by the script on loopback.
+
+## Method
+
+One process. Every implementation opens its own connection(s). Each run does ${ROUNDS} recorded rounds after one
+warm-up round; in a round every implementation runs each phase for ${PHASE_MS} ms, in an order that rotates from
+round to round. Ratios (× floor) compare an implementation with the raw floor of the same backend **in the same
+round**; the table shows medians over ${RUNS} runs. Floors: Redis \`SET key id NX PX\` + compare-and-delete Lua,
+polling every 1 ms while busy; etcd one txn put-if-absent on a shared lease + one delete, polling likewise.
+Waits are measured from the request to the grant. Fairness = least-served ÷ most-served worker. Redis commands and
+etcd fsyncs (\`etcd_disk_wal_fsync_duration_seconds_count\`) are counted on the servers per operation; client CPU
+from \`process.cpuUsage()\`. "Max overlap" is the most holders of one key seen at once in-process (must be 1).
+
+![ratios](benchmarks.svg)
+
+${table}
+`;
+  writeFileSync(path.join(dir, 'benchmarks.md'), md);
+  console.log(`wrote docs/benchmarks.md and docs/benchmarks.svg`);
+}
+
+void main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

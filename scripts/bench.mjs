@@ -1,0 +1,18 @@
+#!/usr/bin/env node
+// `npm run bench [-- --runs N] [-- --quick] [-- --soak]`: compile, then run bench/run.ts (see its header).
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureBinary } from '../test/harness/servers.mjs';
+
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+ensureBinary('redis-server');
+ensureBinary('etcd');
+const tsc = spawnSync(path.join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json', '--outDir', '.tmp/compiled'], { cwd: root, stdio: 'inherit' });
+if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+for (const file of readdirSync(path.join(root, 'test/harness')).filter((f) => f.endsWith('.mjs'))) {
+  copyFileSync(path.join(root, 'test/harness', file), path.join(root, '.tmp/compiled/test/harness', file));
+}
+const run = spawnSync(process.execPath, ['--expose-gc', path.join(root, '.tmp/compiled/bench/run.js'), ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+process.exit(run.status ?? 1);
