@@ -96,11 +96,19 @@ export class LeaseCore {
   release(): Promise<void> {
     if (this.state === 'held') this.state = 'released';
     this.stopTimers();
-    this.releasing ??= this.giveBack().finally(() => this.observer.ended(this));
+    this.releasing ??= this.giveBack();
     return this.releasing;
   }
 
   private async giveBack(): Promise<void> {
+    try {
+      await this.giveBackNow();
+    } finally {
+      this.observer.ended(this);
+    }
+  }
+
+  private async giveBackNow(): Promise<void> {
     const keepFor = this.policy.lockAtLeastFor - (monotonicNow() - this.acquiredAt);
     if (keepFor > 0 && this.controller.signal.aborted === false) {
       // Keep the key until the at-least time: shorten its life to exactly that, then delete it.

@@ -75,15 +75,19 @@ return {0, -1}
  */
 export const RELEASE = script(`
 local owner = ARGV[1]
+local holder = redis.call('GET', KEYS[1])
+-- The common case first: we hold it and nobody waits. Three commands, like a plain compare-and-delete.
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if holder == owner then
+    redis.call('DEL', KEYS[1])
+    return 1
+  end
+  return 0
+end
 redis.call('ZREM', KEYS[2], owner)
 redis.call('ZREM', KEYS[3], owner)
-local holder = redis.call('GET', KEYS[1])
 local held = 0
 if holder == owner then held = 1 elseif holder then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  if held == 1 then redis.call('DEL', KEYS[1]) end
-  return held
-end
 ${PURGE}
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if head then
