@@ -42,6 +42,7 @@ export class RedisBackend implements LockBackend {
   private readonly headWait = new Map<string, number>();
   private subscriber?: RedisClientLike;
   private subscribing?: Promise<void>;
+  private connected?: Promise<void>;
   private closed = false;
 
   constructor(private readonly config: RedisBackendConfig) {
@@ -189,17 +190,16 @@ export class RedisBackend implements LockBackend {
     const status = this.client.status;
     if (status === 'ready' || status === 'wait') return Promise.resolve();
     if (status === 'end') return Promise.reject(unavailable('the client was closed'));
-    return new Promise<void>((resolve, reject) => {
-      const onReady = (): void => {
-        clearTimeout(timer);
+    // One 'ready' listener however many calls wait for the connection (a burst, or an outage).
+    this.connected ??= new Promise<void>((resolve) => {
+      this.client.once('ready', () => {
+        this.connected = undefined;
         resolve();
-      };
-      const timer = setTimeout(() => {
-        this.client.removeListener('ready', onReady);
-        reject(unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`));
-      }, this.connectTimeoutMs);
-      this.client.once('ready', onReady);
+      });
     });
+    return withTimeout(this.connected, this.connectTimeoutMs, () =>
+      unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`),
+    );
   }
 }
 
