@@ -40,6 +40,8 @@ export class RedisBackend implements LockBackend {
   private readonly turns = new TurnWaiters();
   /** Per queued owner: ms until the holder's expiry, when we are next in line. */
   private readonly headWait = new Map<string, number>();
+  /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
+  private readonly busyAt = new Map<string, number>();
   private subscriber?: RedisClientLike;
   private subscribing?: Promise<void>;
   private connected?: Promise<void>;
@@ -67,7 +69,10 @@ export class RedisBackend implements LockBackend {
 
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
     const keys = this.keysOf(key);
-    if (!queue || !this.headWait.has(owner)) {
+    // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
+    // instead of a SET NX that fails first. The queue script takes the key itself when free.
+    const recentlyBusy = queue && this.busyAt.get(key) !== undefined && performance.now() - this.busyAt.get(key)! < 1_000;
+    if (!recentlyBusy && (!queue || !this.headWait.has(owner))) {
       const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
       if (reply === 'OK') return { acquired: true };
       if (!queue) {
@@ -96,6 +101,7 @@ export class RedisBackend implements LockBackend {
     }
     const holderMs = reply[1] ?? -1;
     this.headWait.set(owner, holderMs);
+    this.noteBusy(key);
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
   }
 
@@ -125,6 +131,13 @@ export class RedisBackend implements LockBackend {
     this.subscriber = undefined;
     if (subscriber) await quit(subscriber);
     if (this.config.ownsClient) await quit(this.client);
+  }
+
+  /** Remember (boundedly) which keys were contended recently. */
+  private noteBusy(key: string): void {
+    this.busyAt.delete(key);
+    this.busyAt.set(key, performance.now());
+    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
   }
 
   private forget(owner: string): void {

@@ -37,15 +37,17 @@ end
  * hand-off reserved for us. ARGV: owner, ttl ms, entry lifetime ms, wake channel.
  * Returns {1} when acquired, else {0, ms until the holder's expiry if we are next, or -1}.
  */
-export const ENQUEUE = script(`${PURGE}
+export const ENQUEUE = script(`
 local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local holder = redis.call('GET', KEYS[1])
 if holder == owner then
+  -- A hand-off reserved for us: claim it with our own ttl (no purge needed on this path).
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('ZREM', KEYS[2], owner)
   redis.call('ZREM', KEYS[3], owner)
   return {1}
 end
+${PURGE}
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if not holder then
   if (not head) or head == owner then
@@ -57,10 +59,7 @@ if not holder then
   redis.call('SET', KEYS[1], head, 'PX', life)
   redis.call('PUBLISH', ARGV[4], head)
 end
-if not redis.call('ZSCORE', KEYS[2], owner) then
-  redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000000 + tonumber(t[2]), owner)
-  if not head then head = owner end
-end
+if redis.call('ZADD', KEYS[2], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), owner) == 1 and not head then head = owner end
 redis.call('ZADD', KEYS[3], nowMs + life, owner)
 redis.call('PEXPIRE', KEYS[2], life)
 redis.call('PEXPIRE', KEYS[3], life)
