@@ -5,7 +5,7 @@
 //   npm run bench                     3 runs
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -39,6 +39,8 @@ const RUNS = arg('runs', 3);
 const ROUNDS = arg('rounds', quick ? 2 : 3);
 const PHASE_MS = arg('ms', quick ? 600 : 1_500);
 const WORKERS = 16;
+/** Where the hand-written part of docs/benchmarks.md starts; the script keeps it. */
+const ANALYSIS_MARKER = '<!-- analysis: kept by npm run bench -->';
 const KEYS = 1_000;
 
 const pct = (values: number[], p: number): number => {
@@ -309,7 +311,11 @@ from \`process.cpuUsage()\`. "Max overlap" is the most holders of one key seen a
 
 ${table}
 `;
-  writeFileSync(path.join(dir, 'benchmarks.md'), md);
+  // Keep the hand-written analysis (everything from the marker on) across regenerations.
+  const file = path.join(dir, 'benchmarks.md');
+  const previous = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const marker = previous.indexOf(ANALYSIS_MARKER);
+  writeFileSync(file, marker >= 0 ? `${md}\n${previous.slice(marker)}` : md);
   console.log(`wrote docs/benchmarks.md and docs/benchmarks.svg`);
 }
 
