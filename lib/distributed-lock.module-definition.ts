@@ -4,8 +4,6 @@ import type { DistributedLockModuleOptions } from './interfaces/distributed-lock
 export const {
   ConfigurableModuleClass: ConfigurableDistributedLockModule,
   MODULE_OPTIONS_TOKEN: DISTRIBUTED_LOCK_MODULE_OPTIONS,
-  OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE,
 } = new ConfigurableModuleBuilder<DistributedLockModuleOptions>({ moduleName: 'DistributedLock' })
   .setClassMethodName('forRoot')
   .setExtras({ isGlobal: false }, (definition, extras) => ({ ...definition, global: extras.isGlobal }))

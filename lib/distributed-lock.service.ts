@@ -168,7 +168,7 @@ export class DistributedLockService
       for (;;) {
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
-        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue });
+        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue, reportHolder: throwWhenBusy });
         if (result.acquired) {
           const until = validUntil(sentAt, o.ttl, this.options.driftFactor);
           if (until > monotonicNow()) return this.grant(o, backend, owner, result.token, until, sentAt - started);

@@ -52,10 +52,6 @@ export function bindInstance(instance: object, runner: DecoratedCallRunner, meth
   binding.methods.set(method, lock);
 }
 
-export function unbindInstance(instance: object, runner: DecoratedCallRunner): void {
-  if (bindings.get(instance)?.runner === runner) bindings.delete(instance);
-}
-
 export function bindingOf(instance: unknown): InstanceBinding | undefined {
   return typeof instance === 'object' && instance !== null ? bindings.get(instance) : undefined;
 }

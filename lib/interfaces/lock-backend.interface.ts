@@ -19,6 +19,8 @@ export interface AcquireRequest {
    * false: a single try that leaves no trace when busy.
    */
   readonly queue: boolean;
+  /** When busy and not queueing, say how long the holder's lease has left (may cost a round trip). */
+  readonly reportHolder?: boolean;
 }
 
 export type AcquireResult =

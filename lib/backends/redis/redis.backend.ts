@@ -67,16 +67,19 @@ export class RedisBackend implements LockBackend {
     return [lock, `${lock}:q`, `${lock}:qa`];
   }
 
-  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+  async acquire({ key, owner, ttlMs, queue, reportHolder }: AcquireRequest): Promise<AcquireResult> {
     const keys = this.keysOf(key);
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
     // instead of a SET NX that fails first. The queue script takes the key itself when free.
-    const recentlyBusy = queue && this.busyAt.get(key) !== undefined && performance.now() - this.busyAt.get(key)! < 1_000;
+    const busyAt = queue ? this.busyAt.get(key) : undefined;
+    const recentlyBusy = busyAt !== undefined && performance.now() - busyAt < 1_000;
     if (!recentlyBusy && (!queue || !this.headWait.has(owner))) {
       const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
       if (reply === 'OK') return { acquired: true };
       if (!queue) {
-        // Busy without queueing (the rare path): say when the holder's lease ends, for Retry-After.
+        // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
+        // that will report it — a skipped @Cron tick must not pay a second round trip.
+        if (!reportHolder) return { acquired: false };
         const pttl = Number(await this.call('acquire', key, () => this.client.pttl(keys[0])));
         return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
       }
