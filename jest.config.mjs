@@ -7,6 +7,7 @@ export default {
   moduleFileExtensions: ['ts', 'js', 'mjs', 'json'],
   moduleNameMapper: {
     '^nest-distributed-lock$': '<rootDir>/lib/index.ts',
+    '^nest-distributed-lock/testing$': '<rootDir>/lib/testing/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

@@ -57,7 +57,7 @@ export class DistributedLockService
     @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
   ) {
     for (const backend of backends.values()) {
-      backend.onLeaseLost?.((owner, detail) => this.held.get(owner)?.lose('session-lost', detail));
+      backend.onLeaseLost?.((owner, detail, reason) => this.held.get(owner)?.lose(reason ?? 'session-lost', detail));
     }
   }
 

@@ -5,6 +5,13 @@ export { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
 export type { DistributedLockOptions, OnBusy } from './interfaces/distributed-lock-decorator-options.interface.js';
 export { LockEvents, type LockEventMap, type LockEventName } from './distributed-lock.events.js';
 export { Lease } from './lease/lease.js';
+export { METER_NAME } from './metrics/lock-metrics.js';
+export {
+  DistributedLockHealthIndicator,
+  type LockHealthEntry,
+  type LockHealthResult,
+  type LockPingOptions,
+} from './health/distributed-lock.health.js';
 export * from './errors/index.js';
 export type {
   DistributedLockModuleOptions,

@@ -102,4 +102,10 @@ export interface DistributedLockModuleOptions {
    * and the server (plus 2 ms). @default 0.01
    */
   driftFactor?: number;
+  /**
+   * OpenTelemetry metrics through `@opentelemetry/api` (an optional peer; nothing is recorded
+   * without it or without an SDK). `includeKey` adds the lock key as a label — unbounded
+   * cardinality, so off by default. @default true
+   */
+  metrics?: boolean | { includeKey?: boolean };
 }

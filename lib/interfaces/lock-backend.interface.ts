@@ -31,8 +31,11 @@ export type AcquireResult =
       readonly holderRemainingMs?: number;
     };
 
-/** Told when the backend learns that `owner`'s lease is gone (for example its etcd session lease). */
-export type LockLossListener = (owner: string, detail: string) => void;
+/**
+ * Told when the backend learns that `owner`'s lease is gone (for example its etcd session lease).
+ * `reason` defaults to `'session-lost'`.
+ */
+export type LockLossListener = (owner: string, detail: string, reason?: 'expired' | 'not-owner' | 'session-lost') => void;
 
 /**
  * A lock backend supplies only the primitive operations on one server technology. Ownership
@@ -62,6 +65,12 @@ export interface LockBackend {
    * stops waiting calls this too). Never touches another owner's key. false: `owner` did not hold it.
    */
   release(key: string, owner: string): Promise<boolean>;
+
+  /**
+   * Check that the server answers (Redis `PING`, etcd status) within `timeoutMs`; reject otherwise.
+   * Used by `DistributedLockHealthIndicator`. A backend without it is reported as not checked.
+   */
+  ping?(timeoutMs: number): Promise<void>;
 
   /** Close what the backend opened itself; a client the application passed in stays open. */
   close(): Promise<void>;

@@ -6,6 +6,7 @@ export interface RedisClientLike {
   readonly status: string;
   set(...args: any[]): Promise<unknown>;
   pttl(key: string): Promise<unknown>;
+  ping(): Promise<unknown>;
   evalsha(...args: any[]): Promise<unknown>;
   eval(...args: any[]): Promise<unknown>;
   duplicate(...args: any[]): RedisClientLike;

@@ -9,7 +9,7 @@ import {
 import type { LockBackend, LockBackendCapabilities } from '../interfaces/lock-backend.interface.js';
 
 const WHERE = 'DistributedLockModule options';
-const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor'];
+const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
 const REDIS_FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
 const ETCD_FIELDS = ['hosts', 'options', 'client', 'prefix', 'sessionTtlSeconds', 'commandTimeoutMs'];
 const BACKEND_METHODS = ['acquire', 'waitForTurn', 'extend', 'release', 'close'] as const;
@@ -48,6 +48,7 @@ export interface ResolvedModuleOptions {
   capabilities: Record<string, LockBackendCapabilities>;
   defaults: { ttl: number; wait: number; watchdog: boolean; maxHold?: number; lockDelay: number };
   driftFactor: number;
+  metrics: { enabled: boolean; includeKey: boolean };
 }
 
 function fail(field: string, problem: string): never {
@@ -237,6 +238,13 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
     fail('driftFactor', `must be a number in [0, 0.5), got ${String(driftFactor)}`);
   }
 
+  const metrics = raw.metrics ?? true;
+  if (typeof metrics !== 'boolean' && !isPlainObject(metrics)) fail('metrics', 'must be a boolean or { includeKey? }');
+  if (isPlainObject(metrics)) {
+    rejectUnknown(metrics, ['includeKey'], 'metrics.');
+    if (metrics.includeKey !== undefined && typeof metrics.includeKey !== 'boolean') fail('metrics.includeKey', 'must be a boolean');
+  }
+
   return {
     redis,
     etcd,
@@ -252,5 +260,6 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
       lockDelay: checkNonNegativeMs(defaults.lockDelay ?? 0, 'defaults.lockDelay', WHERE),
     },
     driftFactor,
+    metrics: { enabled: metrics !== false, includeKey: isPlainObject(metrics) && metrics.includeKey === true },
   };
 }

@@ -290,6 +290,21 @@ export class EtcdBackend implements LockBackend {
   }
 
   /**
+   * A linearizable read (it needs a leader and a quorum, unlike a member's status) within
+   * `timeoutMs`.
+   */
+  async ping(timeoutMs: number): Promise<void> {
+    if (this.closed) throw new LockBackendUnavailableError(this.name, 'ping', 'the backend is closed (application shutting down)');
+    const read = this.client.kv.range({ key: Buffer.from(`${this.prefix}__health`), keys_only: true }, { deadline: new Date(Date.now() + timeoutMs) });
+    try {
+      await withTimeout(read, timeoutMs, () => new LockBackendUnavailableError(this.name, 'ping', `no answer within ${timeoutMs} ms`));
+    } catch (error) {
+      if (error instanceof LockBackendUnavailableError) throw error;
+      throw new LockBackendUnavailableError(this.name, 'ping', (error as Error)?.message ?? String(error), { cause: error });
+    }
+  }
+
+  /**
    * One request, bounded by commandTimeoutMs. A write whose answer never came may still be
    * applied later; `cleanupKey` is then deleted a few times over the next seconds so a late put
    * cannot leave a key that blocks the queue while our session lives.

@@ -2,7 +2,7 @@ import type { AcquireRequest, AcquireResult, LockBackend } from '../../interface
 import { MEMORY_CAPABILITIES } from '../../options/module-options.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 
-interface Holder {
+export interface MemoryLockHolder {
   owner: string;
   expiresAt: number;
 }
@@ -14,9 +14,9 @@ interface Holder {
  */
 export class MemoryBackend implements LockBackend {
   readonly capabilities = MEMORY_CAPABILITIES;
-  private readonly holders = new Map<string, Holder>();
-  private readonly queues = new Map<string, string[]>();
-  private readonly turns = new TurnWaiters();
+  protected readonly holders = new Map<string, MemoryLockHolder>();
+  protected readonly queues = new Map<string, string[]>();
+  protected readonly turns = new TurnWaiters();
   private lastToken = 0n;
 
   constructor(readonly name = 'memory') {}
@@ -65,12 +65,15 @@ export class MemoryBackend implements LockBackend {
     return wasOwner;
   }
 
+  /** Always answers: it lives in this process. */
+  async ping(): Promise<void> {}
+
   async close(): Promise<void> {
     this.holders.clear();
     this.queues.clear();
   }
 
-  private liveHolder(key: string, now: number): Holder | undefined {
+  protected liveHolder(key: string, now: number): MemoryLockHolder | undefined {
     const holder = this.holders.get(key);
     if (holder && holder.expiresAt <= now) {
       this.holders.delete(key);

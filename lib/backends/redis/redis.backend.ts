@@ -128,6 +128,21 @@ export class RedisBackend implements LockBackend {
     return reply === 1;
   }
 
+  /** `PING` within `timeoutMs`, counting the wait for a connection. */
+  async ping(timeoutMs: number): Promise<void> {
+    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
+      new LockBackendUnavailableError(this.name, 'ping', detail, { cause });
+    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
+    const reply = await withTimeout(
+      this.ready(unavailable).then(() => this.client.ping()),
+      timeoutMs,
+      () => unavailable(`no answer within ${timeoutMs} ms (client status ${this.client.status})`),
+    ).catch((error: unknown) => {
+      throw error instanceof LockBackendUnavailableError ? error : unavailable((error as Error)?.message ?? String(error), error);
+    });
+    if (reply !== 'PONG') throw unavailable(`unexpected reply to PING: ${String(reply)}`);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const subscriber = this.subscriber;
