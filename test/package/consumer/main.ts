@@ -1,0 +1,102 @@
+// A throwaway Nest project's entry point, compiled against the packed tarball (ESM for Nest 12,
+// CommonJS for Nest 11). Prints one JSON line with what happened; test/package/package.spec.ts checks it.
+import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Controller, Injectable, Module, Post } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Cron, ScheduleModule } from '@nestjs/schedule';
+import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError } from 'nest-distributed-lock';
+import { DistributedLockTestingModule, TestingLockBackend } from 'nest-distributed-lock/testing';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const runs: Array<{ instance: string; second: number }> = [];
+const prefix = `pkg-${process.pid}`;
+
+@Injectable()
+class DigestJob {
+  instance = '';
+
+  @Cron('* * * * * *')
+  @DistributedLock({ purpose: 'efficiency', key: `${prefix}-digest`, lockAtLeastFor: 900 })
+  async tick(): Promise<void> {
+    runs.push({ instance: this.instance, second: Math.floor(Date.now() / 1000) });
+  }
+}
+
+@Controller('work')
+class WorkController {
+  constructor(private readonly locks: DistributedLockService) {}
+
+  @Post()
+  @DistributedLock({ purpose: 'efficiency', key: `${prefix}-work` })
+  async work(): Promise<{ held: boolean }> {
+    await sleep(300);
+    return { held: this.locks.current() !== undefined };
+  }
+}
+
+function appModule(redisUrl: string) {
+  @Module({
+    imports: [ScheduleModule.forRoot(), DistributedLockModule.forRoot({ redis: { url: redisUrl } })],
+    controllers: [WorkController],
+    providers: [DigestJob],
+  })
+  class AppModule {}
+  return AppModule;
+}
+
+async function testingEntry(): Promise<string> {
+  @Injectable()
+  class Billing {
+    @DistributedLock({ purpose: 'efficiency', key: 'invoices' })
+    async send(): Promise<string> {
+      return 'sent';
+    }
+  }
+  @Module({ imports: [DistributedLockTestingModule.forRoot()], providers: [Billing] })
+  class TestModule {}
+  const app = await NestFactory.createApplicationContext(TestModule, { logger: false });
+  try {
+    const release = await app.get(TestingLockBackend).occupy('invoices');
+    const busy = await app.get(Billing).send().catch((e: unknown) => e);
+    await release();
+    return busy instanceof LockBusyError ? await app.get(Billing).send() : 'not busy';
+  } finally {
+    await app.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const redisUrl = process.env.REDIS_URL!;
+  const apps = await Promise.all(['a', 'b'].map(() => NestFactory.create(appModule(redisUrl), { logger: false })));
+  const urls: string[] = [];
+  for (const [i, app] of apps.entries()) {
+    app.get(DigestJob).instance = i === 0 ? 'a' : 'b';
+    await app.listen(0, '127.0.0.1');
+    urls.push(`${await app.getUrl()}/work`);
+  }
+  const statuses = (await Promise.all(urls.map((url) => fetch(url, { method: 'POST' })))).map((r) => r.status).sort();
+  await sleep(3_600);
+  await Promise.all(apps.map((app) => app.close()));
+  const perSecond = new Map<number, number>();
+  for (const run of runs) perSecond.set(run.second, (perSecond.get(run.second) ?? 0) + 1);
+  console.log(
+    JSON.stringify({
+      nest: JSON.parse(readFileSync(join(process.cwd(), 'node_modules/@nestjs/core/package.json'), 'utf8')).version,
+      statuses,
+      runs: runs.length,
+      maxRunsInOneSecond: Math.max(0, ...perSecond.values()),
+      instances: [...new Set(runs.map((r) => r.instance))].sort(),
+      testingEntry: await testingEntry(),
+    }),
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

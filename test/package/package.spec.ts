@@ -1,0 +1,167 @@
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { redisUrl } from '../harness/lock-app.js';
+
+const run = promisify(execFile);
+const root = process.cwd();
+const tsc = join(root, 'node_modules/typescript/bin/tsc');
+
+interface Consumer {
+  name: string;
+  type: 'module' | 'commonjs';
+  nest: string;
+  dependencies: Record<string, string>;
+}
+
+/** Throwaway Nest projects: the current major as ESM, the previous one as CommonJS (require(esm)). */
+const consumers: Consumer[] = [
+  {
+    name: 'Nest 12, ESM',
+    type: 'module',
+    nest: '12.',
+    dependencies: {
+      '@nestjs/common': '^12.0.0',
+      '@nestjs/core': '^12.0.0',
+      '@nestjs/platform-express': '^12.0.0',
+      '@nestjs/schedule': '^12.0.0',
+    },
+  },
+  {
+    name: 'Nest 11, CommonJS',
+    type: 'commonjs',
+    nest: '11.',
+    dependencies: {
+      '@nestjs/common': '^11.0.0',
+      '@nestjs/core': '^11.0.0',
+      '@nestjs/platform-express': '^11.0.0',
+      '@nestjs/schedule': '^6.0.0',
+    },
+  },
+];
+
+interface Outcome {
+  nest: string;
+  statuses: number[];
+  runs: number;
+  maxRunsInOneSecond: number;
+  instances: string[];
+  testingEntry: string;
+}
+
+describe('the packed tarball, installed into throwaway Nest projects', () => {
+  let work: string;
+  let tarball: string;
+  let files: string[];
+  const prepared = new Map<string, Promise<string>>();
+
+  /** npm install the tarball and Nest into a fresh directory, then compile main.ts with tsc. */
+  async function prepare(consumer: Consumer): Promise<string> {
+    const dir = join(work, consumer.type);
+    mkdirSync(join(dir, 'src'), { recursive: true });
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({
+        name: `consumer-${consumer.type}`,
+        private: true,
+        type: consumer.type,
+        dependencies: {
+          'nest-distributed-lock': `file:${tarball}`,
+          ...consumer.dependencies,
+          ioredis: '^6.0.0',
+          'reflect-metadata': '^0.2.0',
+          rxjs: '^7.8.0',
+          '@types/node': '^20.19.0',
+        },
+      }),
+    );
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          experimentalDecorators: true,
+          emitDecoratorMetadata: true,
+          strict: true,
+          skipLibCheck: true,
+          rootDir: 'src',
+          outDir: 'dist',
+          types: ['node'],
+        },
+        include: ['src'],
+      }),
+    );
+    cpSync(join(root, 'test/package/consumer/main.ts'), join(dir, 'src/main.ts'));
+    await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
+      cwd: dir,
+      timeout: 240_000,
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
+    await run(process.execPath, [tsc, '-p', '.'], { cwd: dir, timeout: 120_000 }).catch((error: { stdout?: string }) => {
+      throw new Error(`tsc failed in the ${consumer.name} project:\n${error.stdout ?? error}`);
+    });
+    return dir;
+  }
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ndl-pack-'));
+    // `npm pack` runs the prepack script (npm run build) first, as a publish would.
+    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work, '--loglevel=error'], {
+      cwd: root,
+      timeout: 120_000,
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
+    const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
+    tarball = join(work, packed.filename);
+    files = packed.files.map((f) => f.path);
+    for (const consumer of consumers) {
+      const pending = prepare(consumer);
+      pending.catch(() => undefined); // awaited by its test
+      prepared.set(consumer.name, pending);
+    }
+  }, 180_000);
+
+  afterAll(() => {
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it('holds only what a user needs: the built entries with their types, README, LICENSE and package.json', () => {
+    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'README.md', 'LICENSE', 'package.json']) {
+      expect(files).toContain(needed);
+    }
+    const strays = files.filter(
+      (f) => !['README.md', 'LICENSE', 'package.json'].includes(f) && !/^dist\/lib\/.+\.(js|d\.ts)$/.test(f),
+    );
+    expect(strays).toEqual([]);
+    expect(files.filter((f) => /\.spec\.|\/test\/|bench|sample-app/.test(f))).toEqual([]);
+    const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing']));
+    expect(manifest.exports['./testing'].types).toBe('./dist/lib/testing/index.d.ts');
+  });
+
+  it.each(consumers.map((c) => [c.name, c] as const))(
+    '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing entry works',
+    async (_name, consumer) => {
+      const dir = await prepared.get(consumer.name)!;
+      const emitted = readFileSync(join(dir, 'dist/main.js'), 'utf8');
+      // The CommonJS project really require()s the ESM package (Node ≥ 20.19 loads it synchronously).
+      expect(emitted).toMatch(consumer.type === 'commonjs' ? /require\("nest-distributed-lock"\)/ : /from 'nest-distributed-lock'/);
+      const { stdout } = await run(process.execPath, ['dist/main.js'], {
+        cwd: dir,
+        timeout: 60_000,
+        env: { ...process.env, NODE_OPTIONS: '', REDIS_URL: redisUrl() },
+      });
+      const outcome = JSON.parse(stdout.trim().split('\n').pop()!) as Outcome;
+      expect(outcome.nest.startsWith(consumer.nest)).toBe(true);
+      expect(outcome.statuses).toEqual([201, 409]); // two replicas, one lock: the second is refused
+      expect(outcome.runs).toBeGreaterThanOrEqual(2); // the job ran on its ticks …
+      expect(outcome.maxRunsInOneSecond).toBe(1); // … on one replica per tick
+      expect(outcome.testingEntry).toBe('sent'); // busy under occupy(), runs once released
+    },
+    300_000,
+  );
+});
