@@ -19,6 +19,7 @@ interface Meter {
 }
 interface OtelApi {
   metrics: { getMeter(name: string, version?: string): Meter };
+  createNoopMeter?(): Meter;
 }
 
 export const METER_NAME = 'nest-distributed-lock';
@@ -29,7 +30,8 @@ const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 /**
  * OpenTelemetry counters and histograms fed by the service's lifecycle events. The meter is taken
  * from `@opentelemetry/api` when the module initialises: register your SDK's MeterProvider before
- * creating the Nest application. Without the package, or without an SDK, it costs nothing.
+ * creating the Nest application. Without the package, or without an SDK, it does not subscribe at
+ * all and costs nothing.
  * Labels: `lock.purpose`, `lock.backend` (and `lock.key` only with `metrics: { includeKey: true }`:
  * keys are unbounded, which metric backends handle badly).
  */
@@ -52,7 +54,14 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
       this.logger.debug('@opentelemetry/api is not installed: lock metrics are off');
       return;
     }
-    this.record(api.metrics.getMeter(METER_NAME));
+    const meter = api.metrics.getMeter(METER_NAME);
+    // No SDK registered: the API hands out its shared no-op meter. Then do not even listen, so
+    // the lock path builds no event objects for nobody.
+    if (meter === api.createNoopMeter?.()) {
+      this.logger.debug('no OpenTelemetry MeterProvider is registered: lock metrics are off');
+      return;
+    }
+    this.record(meter);
   }
 
   onModuleDestroy(): void {
