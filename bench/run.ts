@@ -146,7 +146,7 @@ function summarize(samples: Sample[]): Row[] {
       ratio: median(ratios),
       p50: pct(latencies, 50),
       p99: pct(latencies, 99),
-      max: Math.max(...latencies),
+      max: latencies.reduce((m, v) => (v > m ? v : m), -Infinity), // no spread: a run can hold 10^5+ samples
       fairness: median(perWorker),
       maxOverlap: Math.max(...list.map((s) => s.maxOverlap)),
       cpuUsPerOp: list.reduce((a, s) => a + s.cpuUs, 0) / ops,
