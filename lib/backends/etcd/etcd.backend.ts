@@ -231,9 +231,14 @@ export class EtcdBackend implements LockBackend {
       this.turns.wake(owner);
       return;
     }
-    // From the revision after our enqueue, so a deletion before the watch exists is replayed.
-    const watcher = this.client.watch().key(predecessor).startRevision((entry.rev + 1n).toString()).only('delete').watcher();
+    // Watch from "now", not from our enqueue's revision: a watch that starts in the past is an
+    // *unsynced* watcher on the server, whose events wait for etcd's background sync loop (every
+    // 100 ms) — on a hot key that alone cost ~6 ms per hand-off. A deletion between our enqueue
+    // and the watch's start is covered instead by one re-check (a read) once the watch is
+    // established, and again after any reconnect.
+    const watcher = this.client.watch().key(predecessor).only('delete').watcher();
     watcher.on('delete', () => this.turns.wake(owner));
+    watcher.on('connected', () => this.turns.wake(owner));
     watcher.on('error', () => undefined);
     entry.watcher = watcher;
   }
