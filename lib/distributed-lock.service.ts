@@ -170,8 +170,15 @@ export class DistributedLockService
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
         const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue, reportHolder: throwWhenBusy });
         if (result.acquired) {
-          const until = validUntil(sentAt, o.ttl, this.options.driftFactor);
-          if (until > monotonicNow()) return this.grant(o, backend, owner, result.token, until, sentAt - started);
+          const p = result.provisional;
+          const until = p
+            ? validUntil(p.validFrom, Math.min(p.validForMs, o.ttl), this.options.driftFactor)
+            : validUntil(sentAt, o.ttl, this.options.driftFactor);
+          if (until > monotonicNow()) {
+            const lease = this.grant(o, backend, owner, result.token, until, sentAt - started);
+            if (p) lease.leaseCore.confirmWith(p.confirmed);
+            return lease;
+          }
           // The answer came after the lease would already have ended: it cannot be trusted.
           await backend.release(o.key, owner).catch(() => undefined);
           if (monotonicNow() >= deadline) {

@@ -24,7 +24,18 @@ export interface AcquireRequest {
 }
 
 export type AcquireResult =
-  | { readonly acquired: true; readonly token?: bigint }
+  | {
+      readonly acquired: true;
+      readonly token?: bigint;
+      /**
+       * A grant the backend learned of without a request of its own (a hand-off message): the
+       * lease is valid for `validForMs` from `validFrom` (a `performance.now()` time known to be
+       * no later than the grant on the server), until `confirmed` resolves with the send time of
+       * the request that set the full ttl. `confirmed` resolves `undefined` if the key turned out
+       * not to be ours (the lease is then lost).
+       */
+      readonly provisional?: { readonly validFrom: number; readonly validForMs: number; readonly confirmed: Promise<number | undefined> };
+    }
   | {
       readonly acquired: false;
       /** Milliseconds until the holder's lease ends, when the backend knows it. */

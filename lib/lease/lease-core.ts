@@ -71,6 +71,26 @@ export class LeaseCore {
     }
   }
 
+  /**
+   * A provisional grant (a hand-off the backend learned of by message): the full ttl counts from
+   * the send time `confirmed` resolves with; `undefined` means the key was not ours after all.
+   */
+  confirmWith(confirmed: Promise<number | undefined>): void {
+    confirmed.then(
+      (sentAt) => {
+        if (this.state !== 'held') return;
+        if (sentAt === undefined) {
+          this.lose('not-owner', 'the hand-off had expired before it was claimed');
+          return;
+        }
+        this.validUntilMs = Math.max(this.validUntilMs, validUntil(sentAt, this.ttlMs, this.driftFactor));
+        this.scheduleExpiry();
+      },
+      // Unreachable backend: the provisional validity stands and runs out (the signal aborts then).
+      () => undefined,
+    );
+  }
+
   async extend(ttlMs: number): Promise<void> {
     this.assertHeld();
     const sentAt = monotonicNow();

@@ -39,6 +39,27 @@ describe('Redis backend: two application instances contending', () => {
     expect(await raw.exists(`lock:{${key}}`)).toBe(0);
   });
 
+  it('a hand-off starts the waiter at once on the reservation, then its own ttl is claimed: full validity and server ttl', async () => {
+    for (const heldMs of [50, 1_200]) {
+      // A short wait takes the message path (no claim round trip before starting); a long one
+      // (more than half the 1.5 s reservation since queueing) claims first. Both end up alike.
+      const key = uniqueKey(`handoff-${heldMs}`);
+      const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
+      await sleep(heldMs);
+      await holder.release();
+      const lease = await waiting;
+      await sleep(50); // the background claim has answered
+      expect(lease.remainingMs()).toBeGreaterThan(9_000); // not the 1.5 s reservation
+      expect(await raw.pttl(`lock:{${key}}`)).toBeGreaterThan(9_000);
+      expect(await raw.get(`lock:{${key}}`)).not.toBeNull();
+      expect(lease.signal.aborted).toBe(false);
+      expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0); // taken out of the queue at hand-off
+      await lease.release();
+      expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+    }
+  });
+
   it('gives up after `wait` with LockBusyError and leaves nothing queued behind', async () => {
     const key = uniqueKey('wait-timeout');
     const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });

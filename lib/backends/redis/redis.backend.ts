@@ -40,6 +40,13 @@ export class RedisBackend implements LockBackend {
   private readonly turns = new TurnWaiters();
   /** Per queued owner: ms until the holder's expiry, when we are next in line. */
   private readonly headWait = new Map<string, number>();
+  /**
+   * Per queued owner: when its first queue request was sent (performance.now()). Every hand-off
+   * to it happens after that request reached Redis, so its validity may count from there.
+   */
+  private readonly enqueuedAt = new Map<string, number>();
+  /** Queued owners whose hand-off message arrived (the key is reserved for them). */
+  private readonly handedOff = new Set<string>();
   /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
   private readonly busyAt = new Map<string, number>();
   private subscriber?: RedisClientLike;
@@ -69,6 +76,10 @@ export class RedisBackend implements LockBackend {
 
   async acquire({ key, owner, ttlMs, queue, reportHolder }: AcquireRequest): Promise<AcquireResult> {
     const keys = this.keysOf(key);
+    if (queue && this.handedOff.has(owner)) {
+      const granted = this.takeHandOff(key, owner, ttlMs);
+      if (granted) return granted;
+    }
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
     // instead of a SET NX that fails first. The queue script takes the key itself when free.
     const busyAt = queue ? this.busyAt.get(key) : undefined;
@@ -92,6 +103,7 @@ export class RedisBackend implements LockBackend {
       this.forget(owner);
       throw error;
     }
+    if (!this.enqueuedAt.has(owner)) this.enqueuedAt.set(owner, performance.now());
     const reply = (await this.call(
       'acquire',
       key,
@@ -106,6 +118,25 @@ export class RedisBackend implements LockBackend {
     this.headWait.set(owner, holderMs);
     this.noteBusy(key);
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
+  }
+
+  /**
+   * The release that woke us reserved the key for us (for `entryLifeMs`) and took us out of the
+   * queue: start at once on that reservation, valid from our first queue request (which reached
+   * Redis before any hand-off to us), and claim the full ttl in the background — one round trip
+   * less per hand-off. Too long a wait leaves too little of the reservation: claim first then.
+   */
+  private takeHandOff(key: string, owner: string, ttlMs: number): AcquireResult | undefined {
+    const from = this.enqueuedAt.get(owner);
+    const validForMs = Math.min(ttlMs, this.entryLifeMs);
+    if (from === undefined || performance.now() - from > validForMs / 2) return undefined;
+    this.forget(owner);
+    const sentAt = performance.now();
+    const confirmed = this.call('acquire', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs])).then((reply) =>
+      reply === 1 ? sentAt : undefined,
+    );
+    confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
+    return { acquired: true, provisional: { validFrom: from, validForMs, confirmed } };
   }
 
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
@@ -160,6 +191,8 @@ export class RedisBackend implements LockBackend {
 
   private forget(owner: string): void {
     this.headWait.delete(owner);
+    this.enqueuedAt.delete(owner);
+    this.handedOff.delete(owner);
     this.turns.forget(owner);
   }
 
@@ -169,7 +202,10 @@ export class RedisBackend implements LockBackend {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
       subscriber.on('message', (channel: string, owner: string) => {
-        if (channel === this.channel) this.turns.wake(owner);
+        if (channel !== this.channel) return;
+        // The channel is shared by every process: remember only our own waiters' hand-offs.
+        if (this.headWait.has(owner)) this.handedOff.add(owner);
+        this.turns.wake(owner);
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);

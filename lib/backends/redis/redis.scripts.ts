@@ -10,9 +10,10 @@ import { createHash } from 'node:crypto';
  *   KEYS[3] alive — sorted set of the same owners by the server time their entry expires
  *
  * Fairness without polling: a release does not free a contended key, it re-assigns it to the
- * head waiter for a short reservation and publishes that waiter's id; the waiter claims it with
- * its own ttl. So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that died only
- * delays the queue by its reservation/entry lifetime.
+ * head waiter for a short reservation (taking it out of the queue) and publishes that waiter's
+ * id; the waiter starts at once on the reservation and claims the key with its own ttl in the
+ * background (EXTEND). So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that
+ * died only delays the queue by its reservation/entry lifetime.
  */
 export interface RedisScript {
   readonly lua: string;
@@ -57,7 +58,10 @@ if not holder then
     return {1}
   end
   redis.call('SET', KEYS[1], head, 'PX', life)
+  redis.call('ZREM', KEYS[2], head)
+  redis.call('ZREM', KEYS[3], head)
   redis.call('PUBLISH', ARGV[4], head)
+  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 end
 if redis.call('ZADD', KEYS[2], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), owner) == 1 and not head then head = owner end
 redis.call('ZADD', KEYS[3], nowMs + life, owner)
@@ -91,6 +95,8 @@ ${PURGE}
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if head then
   redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+  redis.call('ZREM', KEYS[2], head)
+  redis.call('ZREM', KEYS[3], head)
   redis.call('PUBLISH', ARGV[3], head)
 elseif held == 1 then
   redis.call('DEL', KEYS[1])
