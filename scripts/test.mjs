@@ -19,7 +19,12 @@ const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 // Type-check everything and emit it to .tmp/compiled: worker processes of the fault specs run from there.
 console.log('[test] type-checking and compiling (tsc -p tsconfig.json --outDir .tmp/compiled)');
 const tsc = spawnSync(bin('tsc'), ['-p', 'tsconfig.json', '--outDir', '.tmp/compiled'], { cwd: root, stdio: 'inherit' });
-if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+// TYPECHECK=warn (local work only): report type errors but run the specs anyway, so one
+// half-edited file elsewhere in the tree does not stop a focused run. CI never sets it.
+if (tsc.status !== 0) {
+  if (process.env.TYPECHECK === 'warn') console.warn('[test] type errors above (TYPECHECK=warn: running the specs anyway)');
+  else process.exit(tsc.status ?? 1);
+}
 
 const servers = [];
 const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim() };
