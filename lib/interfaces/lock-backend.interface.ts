@@ -98,6 +98,15 @@ export interface LockBackend {
    * the engine aborts the affected leases' signals at once.
    */
   onLeaseLost?(listener: LockLossListener): void;
+
+  /**
+   * The monotonic time (`performance.now()`) until which the backend itself can vouch for
+   * `owner`'s hold — for etcd, its session lease's validity (last answered keep-alive's send time
+   * + the lease TTL, minus drift), which may end before the lock's own ttl when keep-alives stop
+   * getting through. `undefined`: the backend has no bound of its own (or `owner` holds nothing).
+   * The engine trusts a lease until the earlier of its own validity and this.
+   */
+  validUntil?(owner: string): number | undefined;
 }
 
 /** Injection token of the map from backend name to `LockBackend`. */
