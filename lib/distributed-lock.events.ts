@@ -1,4 +1,6 @@
+import { Logger } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
+import { LOGGER_CONTEXT } from './distributed-lock.constants.js';
 import type { LockPurpose } from './interfaces/distributed-lock-options.interface.js';
 
 interface LockEventBase {
@@ -23,5 +25,24 @@ export interface LockEventMap {
 
 export type LockEventName = keyof LockEventMap;
 
-/** A typed EventEmitter of lock lifecycle events. Listeners must not throw. */
-export class LockEvents extends EventEmitter<LockEventMap> {}
+const logger = new Logger(LOGGER_CONTEXT);
+
+/**
+ * A typed EventEmitter of lock lifecycle events. Listeners run synchronously on the lock path, so
+ * each one is isolated: a listener that throws is logged and skipped — the other listeners still
+ * run, and the lock's outcome never changes.
+ */
+export class LockEvents extends EventEmitter<LockEventMap> {
+  override emit(eventName: LockEventName, ...args: unknown[]): boolean {
+    const listeners = this.rawListeners(eventName) as Array<(...a: unknown[]) => void>;
+    if (listeners.length === 0) return false;
+    for (const listener of listeners) {
+      try {
+        listener.apply(this, args);
+      } catch (error) {
+        logger.error(`A "${eventName}" listener threw; the lock is not affected: ${(error as Error)?.stack ?? error}`);
+      }
+    }
+    return true;
+  }
+}

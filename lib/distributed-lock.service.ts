@@ -14,6 +14,7 @@ import { Lease } from './lease/lease.js';
 import { LeaseCore, type LeaseObserver } from './lease/lease-core.js';
 import { untilLost } from './lease/until-lost.util.js';
 import { monotonicNow, validUntil } from './lease/validity.util.js';
+import { linkSignals, sleepUnlessAborted } from './lease/signals.util.js';
 import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
@@ -51,6 +52,8 @@ export class DistributedLockService
   /** Every lease this service granted and has not yet seen end, by owner id. */
   private readonly held = new Map<string, LeaseCore>();
   private shuttingDown = false;
+  /** Aborts when shutdown begins: every call still waiting for a lock stops waiting. */
+  private readonly stopping = new AbortController();
 
   constructor(
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -105,6 +108,14 @@ export class DistributedLockService
   }
 
   /**
+   * Every lease this async context holds, outermost first (nested `using()` / decorated calls).
+   * Fencing helpers use it to find the lease that protects a resource.
+   */
+  currentLeases(): readonly Lease[] {
+    return this.context.getStore()?.leases ?? [];
+  }
+
+  /**
    * Run `fn` inside `lease`'s async context and release the lease afterwards without letting a
    * release failure mask `fn`'s outcome. Used by `using()` and the decorator.
    * @internal
@@ -155,14 +166,15 @@ export class DistributedLockService
     if (reentered) return reentered;
     const backend = this.backends.get(o.backend)!;
     o.signal?.throwIfAborted();
-    if (this.shuttingDown) {
-      throw new LockBackendUnavailableError(o.backend, 'acquire', 'the application is shutting down', { key: o.key });
-    }
-    const owner = newOwnerId();
+    if (this.shuttingDown) throw this.shutdownError(o);
+    // Waiting stops at the caller's signal or when shutdown begins, whichever comes first.
+    const waiting = linkSignals(o.signal, this.stopping.signal);
+    let owner = newOwnerId();
     const started = monotonicNow();
     const deadline = started + o.wait;
     const queue = o.wait > 0;
     let queued = false;
+    let lateAnswers = 0;
     let holderRemainingMs: number | undefined;
     try {
       for (;;) {
@@ -170,6 +182,12 @@ export class DistributedLockService
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
         const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue, reportHolder: throwWhenBusy });
         if (result.acquired) {
+          if (this.shuttingDown) {
+            // Shutdown began while we asked: no work may start now. Give the key straight back.
+            await backend.release(o.key, owner).catch(() => undefined);
+            queued = false;
+            throw this.shutdownError(o);
+          }
           const p = result.provisional;
           const until = p
             ? validUntil(p.validFrom, Math.min(p.validForMs, o.ttl), this.options.driftFactor)
@@ -179,22 +197,32 @@ export class DistributedLockService
             if (p) lease.leaseCore.confirmWith(p.confirmed);
             return lease;
           }
-          // The answer came after the lease would already have ended: it cannot be trusted.
+          // The answer came after the lease would already have ended: it cannot be trusted. Give
+          // it up, and retry as a NEW owner: a clean-up of the old attempt still in flight (a
+          // timed-out delete a backend retries later) must never remove the retry's key.
           await backend.release(o.key, owner).catch(() => undefined);
-          if (monotonicNow() >= deadline) {
+          owner = newOwnerId();
+          queued = false;
+          // A backend slower than the ttl is not hammered: back off, 10 ms doubling to 1 s.
+          const pause = Math.min(1_000, 10 * 2 ** lateAnswers++);
+          if (monotonicNow() + pause >= deadline) {
             throw new LockBackendUnavailableError(o.backend, 'acquire', `the answer took longer than the ${o.ttl} ms ttl`, { key: o.key });
           }
+          await sleepUnlessAborted(pause, waiting.signal);
           continue;
         }
         queued ||= queue;
         holderRemainingMs = result.holderRemainingMs;
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) break;
-        await backend.waitForTurn(o.key, owner, remaining, o.signal);
+        await backend.waitForTurn(o.key, owner, remaining, waiting.signal);
       }
     } catch (error) {
       if (queued) await backend.release(o.key, owner).catch(() => undefined);
+      if (this.stopping.signal.aborted && error === this.stopping.signal.reason) throw this.shutdownError(o);
       throw error;
+    } finally {
+      waiting.dispose();
     }
     if (queued) await backend.release(o.key, owner).catch(() => undefined);
     const waitedMs = monotonicNow() - started;
@@ -203,8 +231,24 @@ export class DistributedLockService
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
   }
 
+  private shutdownError(o: ResolvedLockOptions): LockBackendUnavailableError {
+    return new LockBackendUnavailableError(o.backend, 'acquire', 'the application is shutting down', { key: o.key });
+  }
+
   private grant(o: ResolvedLockOptions, backend: LockBackend, owner: string, token: bigint | undefined, until: number, waitedMs: number): Lease {
-    const core = new LeaseCore(o.key, o.purpose, token, backend, owner, o.ttl, until, this.options.driftFactor, o.policy, this);
+    const core = new LeaseCore({
+      key: o.key,
+      purpose: o.purpose,
+      token,
+      backend,
+      backendName: o.backend,
+      owner,
+      ttlMs: o.ttl,
+      validUntilMs: until,
+      driftFactor: this.options.driftFactor,
+      policy: o.policy,
+      observer: this,
+    });
     this.held.set(owner, core);
     if (this.events.listenerCount('acquired') > 0) {
       this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token, waitedMs, reentrant: false });
@@ -230,9 +274,9 @@ export class DistributedLockService
   /** @internal LeaseObserver */
   lost(core: LeaseCore, error: LeaseLostError): void {
     if (error.reason !== 'shutdown') {
-      this.logger.warn(`Lease on "${core.key}" (${core.purpose}, ${core.backend.name}) lost: ${error.message}`);
+      this.logger.warn(`Lease on "${core.key}" (${core.purpose}, ${core.backendName}) lost: ${error.message}`);
     }
-    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backend.name, error });
+    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
   }
 
   /** @internal LeaseObserver */
@@ -241,7 +285,7 @@ export class DistributedLockService
     this.events.emit('released', {
       key: core.key,
       purpose: core.purpose,
-      backend: core.backend.name,
+      backend: core.backendName,
       heldMs: monotonicNow() - core.acquiredAt,
       wasOwner,
     });
@@ -249,15 +293,15 @@ export class DistributedLockService
 
   /** @internal LeaseObserver */
   renewed(core: LeaseCore): void {
-    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backend.name, remainingMs: core.remainingMs() });
+    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backendName, remainingMs: core.remainingMs() });
   }
 
   /** @internal LeaseObserver */
   renewalFailed(core: LeaseCore, error: unknown): void {
     this.logger.warn(
-      `Renewal of "${core.key}" (${core.purpose}, ${core.backend.name}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
+      `Renewal of "${core.key}" (${core.purpose}, ${core.backendName}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
     );
-    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backend.name, error });
+    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
   }
 
   /** @internal LeaseObserver */
@@ -267,7 +311,10 @@ export class DistributedLockService
 
   /** Release every lease still held, so a clean stop leaves no key behind. */
   async beforeApplicationShutdown(): Promise<void> {
+    if (this.shuttingDown) return;
     this.shuttingDown = true;
+    // Waiting calls reject now (before any release below could hand a key to one of them).
+    this.stopping.abort(new Error('the application is shutting down'));
     const cores = [...this.held.values()];
     await Promise.all(
       cores.map(async (core) => {

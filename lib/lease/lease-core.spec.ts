@@ -8,7 +8,19 @@ const observer: LeaseObserver = { lost: () => undefined, ended: () => undefined,
 
 /** A lease granted provisionally (a hand-off message): valid 200 ms until its claim answers. */
 function provisional(): LeaseCore {
-  return new LeaseCore('k', 'efficiency', undefined, new MemoryBackend(), 'owner', 10_000, performance.now() + 200, 0.01, policy, observer);
+  return new LeaseCore({
+    key: 'k',
+    purpose: 'efficiency',
+    token: undefined,
+    backend: new MemoryBackend(),
+    backendName: 'memory',
+    owner: 'owner',
+    ttlMs: 10_000,
+    validUntilMs: performance.now() + 200,
+    driftFactor: 0.01,
+    policy,
+    observer,
+  });
 }
 
 describe('LeaseCore.confirmWith (provisional hand-off grants)', () => {

@@ -24,33 +24,90 @@ export type LeaseState = 'held' | 'released' | 'lost';
  * release deletes it at once (or after `lockAtLeastFor`); an involuntary loss leaves it for the
  * lock-delay, so the next holder cannot start while the lost one may still be acting.
  */
+export interface LeaseCoreInit {
+  key: string;
+  purpose: LockPurpose;
+  token: bigint | undefined;
+  backend: LockBackend;
+  /** The name the module routes by (`backends: { name: … }`), which events and handles report. */
+  backendName: string;
+  owner: string;
+  ttlMs: number;
+  /** Monotonic time until which the grant may be trusted. */
+  validUntilMs: number;
+  driftFactor: number;
+  policy: LeasePolicy;
+  observer: LeaseObserver;
+}
+
 export class LeaseCore {
   readonly controller = new AbortController();
   readonly acquiredAt = monotonicNow();
+  readonly key: string;
+  readonly purpose: LockPurpose;
+  readonly token: bigint | undefined;
+  readonly backend: LockBackend;
+  readonly backendName: string;
+  readonly owner: string;
+  readonly ttlMs: number;
+  readonly policy: LeasePolicy;
   state: LeaseState = 'held';
+  private validUntilMs: number;
+  private readonly driftFactor: number;
+  private readonly observer: LeaseObserver;
   private expiryTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;
   private releasing?: Promise<void>;
+  /** Signals of reentrant handles still open on this lease: they abort when it ends, however it ends. */
+  private readonly handles = new Set<AbortController>();
 
-  constructor(
-    readonly key: string,
-    readonly purpose: LockPurpose,
-    readonly token: bigint | undefined,
-    readonly backend: LockBackend,
-    readonly owner: string,
-    readonly ttlMs: number,
-    private validUntilMs: number,
-    private readonly driftFactor: number,
-    readonly policy: LeasePolicy,
-    private readonly observer: LeaseObserver,
-  ) {
+  constructor(init: LeaseCoreInit) {
+    this.key = init.key;
+    this.purpose = init.purpose;
+    this.token = init.token;
+    this.backend = init.backend;
+    this.backendName = init.backendName;
+    this.owner = init.owner;
+    this.ttlMs = init.ttlMs;
+    this.validUntilMs = init.validUntilMs;
+    this.driftFactor = init.driftFactor;
+    this.policy = init.policy;
+    this.observer = init.observer;
     this.scheduleExpiry();
-    if (policy.watchdog) this.scheduleRenewal();
+    if (this.policy.watchdog) this.scheduleRenewal();
   }
 
+  /**
+   * A signal for a reentrant handle: aborts with the lease's own reason when it is lost, and when
+   * the lease is released while the handle is still open (the key may have a new holder then).
+   * `close()` detaches a handle released first.
+   */
+  openHandle(): { signal: AbortSignal; close(): void } {
+    const handle = new AbortController();
+    if (this.state !== 'held') handle.abort(this.endReason());
+    else this.handles.add(handle);
+    return { signal: handle.signal, close: () => void this.handles.delete(handle) };
+  }
+
+  private endReason(): LeaseLostError {
+    const reason = this.controller.signal.reason;
+    if (reason instanceof LeaseLostError) return reason;
+    return new LeaseLostError(this.key, 'not-owner', 'the lease this handle re-entered was released');
+  }
+
+  private endHandles(): void {
+    if (this.handles.size === 0) return;
+    const reason = this.endReason();
+    const handles = [...this.handles];
+    this.handles.clear();
+    for (const handle of handles) handle.abort(reason);
+  }
+
+  /** What is left of the lease: never more than the backend itself vouches for (a shared session). */
   remainingMs(): number {
     if (this.state !== 'held') return 0;
-    return Math.max(0, this.validUntilMs - monotonicNow());
+    const backendUntil = this.backend.validUntil?.(this.owner) ?? Number.POSITIVE_INFINITY;
+    return Math.max(0, Math.min(this.validUntilMs, backendUntil) - monotonicNow());
   }
 
   /** Abort the signal once, with the reason; a lost lease is never revived. */
@@ -60,6 +117,7 @@ export class LeaseCore {
     this.stopTimers();
     const error = new LeaseLostError(this.key, reason, detail);
     this.controller.abort(error);
+    this.endHandles();
     this.observer.lost(this, error);
     // A lock must not outlive its ttl just because its process is healthy: give the key up
     // (owner-checked, so never someone else's), after the lock-delay. Backends with a shared
@@ -68,6 +126,9 @@ export class LeaseCore {
       const giveUp = (): void => void this.release().catch(() => undefined);
       if (this.policy.lockDelay > 0) setTimeout(giveUp, this.policy.lockDelay).unref();
       else giveUp();
+    } else if (reason === 'not-owner' && !this.releasing) {
+      // Nothing of ours is left on the server: the engine forgets it even if no one releases.
+      this.observer.ended(this);
     }
   }
 
@@ -116,6 +177,7 @@ export class LeaseCore {
   release(): Promise<void> {
     if (this.state === 'held') this.state = 'released';
     this.stopTimers();
+    this.endHandles();
     this.releasing ??= this.giveBack();
     return this.releasing;
   }
@@ -130,7 +192,11 @@ export class LeaseCore {
 
   private async giveBackNow(): Promise<void> {
     const keepFor = this.policy.lockAtLeastFor - (monotonicNow() - this.acquiredAt);
-    if (keepFor > 0 && this.controller.signal.aborted === false) {
+    // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
+    // same tick); a lease lost any other way has nothing left to keep.
+    const reason = this.controller.signal.reason;
+    const keep = !this.controller.signal.aborted || (reason instanceof LeaseLostError && reason.reason === 'shutdown');
+    if (keepFor > 0 && keep) {
       // Keep the key until the at-least time: shorten its life to exactly that, then delete it.
       const wasOwner = await this.backend.extend(this.key, this.owner, Math.ceil(keepFor));
       this.observer.released(this, wasOwner);

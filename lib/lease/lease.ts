@@ -1,6 +1,10 @@
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeaseCore } from './lease-core.js';
+
+/** Longest ttl a timer can measure (2^31 − 1 ms, about 24.8 days). */
+const MAX_TTL_MS = 2_147_483_647;
 
 /**
  * A distributed lock is a lease: it holds only while it is valid. Hold work to `signal`, and with
@@ -12,6 +16,8 @@ import type { LeaseCore } from './lease-core.js';
  */
 export class Lease implements AsyncDisposable {
   private ended = false;
+  /** A reentrant handle's own signal: it also aborts when the outer lease is released first. */
+  private readonly handle?: { signal: AbortSignal; close(): void };
 
   /** @internal Leases come from `DistributedLockService`, never from `new`. */
   constructor(
@@ -19,7 +25,9 @@ export class Lease implements AsyncDisposable {
     /** false for a reentrant handle: releasing it leaves the outer lease in place. */
     private readonly owning: boolean,
     private readonly onDisposeError: (lease: Lease, error: unknown) => void,
-  ) {}
+  ) {
+    if (!owning) this.handle = core.openHandle();
+  }
 
   /** The key as the caller named it (without backend prefixes). */
   get key(): string {
@@ -30,9 +38,9 @@ export class Lease implements AsyncDisposable {
     return this.core.purpose;
   }
 
-  /** Name of the backend that granted the lease. */
+  /** Name of the backend that granted the lease (as configured in the module). */
   get backend(): string {
-    return this.core.backend.name;
+    return this.core.backendName;
   }
 
   /**
@@ -45,7 +53,7 @@ export class Lease implements AsyncDisposable {
 
   /** Aborts with a `LeaseLostError` the moment the lease is known or presumed lost. */
   get signal(): AbortSignal {
-    return this.core.controller.signal;
+    return this.handle?.signal ?? this.core.controller.signal;
   }
 
   /** true for a handle obtained by acquiring a key this async context already held. */
@@ -55,7 +63,7 @@ export class Lease implements AsyncDisposable {
 
   /** Milliseconds the lease can still be trusted (monotonic clock, drift allowance deducted); 0 once lost. */
   remainingMs(): number {
-    return this.ended ? 0 : this.core.remainingMs();
+    return this.ended || this.handle?.signal.aborted ? 0 : this.core.remainingMs();
   }
 
   /**
@@ -64,8 +72,12 @@ export class Lease implements AsyncDisposable {
    */
   extend(ttlMs: number = this.core.ttlMs): Promise<void> {
     if (this.ended) return Promise.reject(new LeaseLostError(this.key, 'not-owner', 'this handle was released'));
-    if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
-      return Promise.reject(new RangeError(`extend(ttlMs): must be a positive integer, got ${String(ttlMs)}`));
+    if (this.handle?.signal.aborted) return Promise.reject(this.handle.signal.reason);
+    // The same bounds as acquire's ttl: a timer cannot wait longer than 2^31 − 1 ms.
+    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
+      return Promise.reject(
+        new InvalidLockOptionsError('ttlMs', `must be a positive integer number of milliseconds up to ${MAX_TTL_MS}, got ${String(ttlMs)}`, `extend() of "${this.key}"`),
+      );
     }
     return this.core.extend(ttlMs);
   }
@@ -77,6 +89,7 @@ export class Lease implements AsyncDisposable {
   async release(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
+    this.handle?.close();
     if (this.owning) await this.core.release();
   }
 
@@ -91,7 +104,7 @@ export class Lease implements AsyncDisposable {
 
   /** @internal */
   get held(): boolean {
-    return !this.ended && this.core.state === 'held';
+    return !this.ended && this.core.state === 'held' && !this.handle?.signal.aborted;
   }
 
   /** @internal */

@@ -50,7 +50,9 @@ describe('DistributedLockService semantics on Redis', () => {
     await app.locks.using(key, { purpose: 'efficiency' }, async (outer) => {
       const inner = await app.locks.acquire(key, { purpose: 'efficiency', wait: 0 });
       expect(inner.reentrant).toBe(true);
-      expect(inner.signal).toBe(outer.signal);
+      // The handle has its own signal: it aborts with the outer lease (lost or released), not before.
+      expect(inner.signal.aborted).toBe(false);
+      expect(outer.signal.aborted).toBe(false);
       await inner.release();
       expect(await raw.exists(`lock:{${key}}`)).toBe(1);
       expect(await other.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();

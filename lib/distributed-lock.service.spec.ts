@@ -1,0 +1,216 @@
+import { MemoryBackend } from './backends/memory/memory.backend.js';
+import { DistributedLockService } from './distributed-lock.service.js';
+import { DistributedLockError } from './errors/distributed-lock.error.js';
+import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
+import { LeaseLostError } from './errors/lease-lost.error.js';
+import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from './interfaces/lock-backend.interface.js';
+import { resolveModuleOptions } from './options/module-options.util.js';
+
+// Engine logic against the in-process backend (shared by two services = two "instances"). The
+// backends themselves are tested on real servers; here a thin wrapper plays a slow network.
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function serviceOn(backend: LockBackend): DistributedLockService {
+  const options = resolveModuleOptions({ backends: { shared: backend }, purposes: { efficiency: 'shared', correctness: 'shared' } });
+  return new DistributedLockService(options, new Map([['shared', backend]]));
+}
+
+/** Every owner id held in the engine's books (internal state: nothing may pile up). */
+const heldCount = (service: DistributedLockService): number => (service as unknown as { held: Map<string, unknown> }).held.size;
+
+/**
+ * A backend whose first acquire answer arrives after the ttl, and whose release of that attempt
+ * "times out" but is applied later — what a slow etcd or Redis does with a delayed clean-up.
+ */
+class LateFirstAnswer extends MemoryBackend {
+  attempts: string[] = [];
+  private late = true;
+  constructor(private readonly lateByMs: number) {
+    super('late');
+  }
+  override async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    this.attempts.push(request.owner);
+    const result = await super.acquire(request);
+    if (this.late) {
+      this.late = false;
+      await sleep(this.lateByMs);
+    }
+    return result;
+  }
+  override async release(key: string, owner: string): Promise<boolean> {
+    if (owner === this.attempts[0] && this.attempts.length === 1) {
+      // The release's answer is lost; the delete itself lands 300 ms later (a clean-up retry).
+      setTimeout(() => void super.release(key, owner), 300);
+      throw new LockBackendUnavailableError('late', 'release', 'no answer within 10 ms');
+    }
+    return super.release(key, owner);
+  }
+}
+
+describe('DistributedLockService engine under composition (in-process backend)', () => {
+  it('a retry after an answer that came too late uses a new owner id: a delayed clean-up never frees the retry\'s key', async () => {
+    const backend = new LateFirstAnswer(1_050);
+    const a = serviceOn(backend);
+    const b = serviceOn(backend);
+    const lease = await a.acquire('late-key', { purpose: 'efficiency', ttl: 1_000, wait: 5_000 });
+    expect(backend.attempts.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(backend.attempts).size).toBe(backend.attempts.length);
+    await sleep(400); // the first attempt's delayed delete has landed
+    const intruder = await b.tryAcquire('late-key', { purpose: 'efficiency', ttl: 1_000 });
+    // Never two unaborted leases with time left on one key.
+    expect(intruder === null || lease.signal.aborted).toBe(true);
+    expect(intruder).toBeNull();
+    await lease.release();
+  });
+
+  it('a backend that always answers after the ttl is retried with a backoff, not in a tight loop', async () => {
+    class AlwaysLate extends MemoryBackend {
+      calls = 0;
+      override async acquire(request: AcquireRequest): Promise<AcquireResult> {
+        this.calls += 1;
+        const result = await super.acquire(request);
+        await sleep(25);
+        return result;
+      }
+    }
+    const backend = new AlwaysLate('slow');
+    const service = serviceOn(backend);
+    const error = await service.acquire('slow-key', { purpose: 'efficiency', ttl: 20, wait: 1_000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockBackendUnavailableError);
+    // Without a backoff: one attempt per 25 ms answer, ~40 in the second.
+    expect(backend.calls).toBeLessThanOrEqual(12);
+    expect(heldCount(service)).toBe(0);
+  });
+
+  it('a reentrant handle aborts when the outer lease ends, even if it was taken by a detached task', async () => {
+    const backend = new MemoryBackend('m');
+    const a = serviceOn(backend);
+    const b = serviceOn(backend);
+    let detached: Promise<import('./lease/lease.js').Lease> | undefined;
+    await a.using('re-key', { purpose: 'efficiency', ttl: 10_000 }, async (outer) => {
+      detached = (async () => {
+        await sleep(5);
+        return a.acquire('re-key', { purpose: 'efficiency', wait: 0 });
+      })();
+      const inner = await detached;
+      expect(inner.reentrant).toBe(true);
+      expect(inner.signal.aborted).toBe(false);
+      expect(outer.signal.aborted).toBe(false);
+    });
+    const inner = await detached!;
+    // The outer lease was released: another instance can take the key, so the handle must say so.
+    expect(await b.tryAcquire('re-key', { purpose: 'efficiency' })).not.toBeNull();
+    expect(inner.signal.aborted).toBe(true);
+    expect(inner.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(inner.remainingMs()).toBe(0);
+    await expect(inner.extend()).rejects.toBeInstanceOf(LeaseLostError);
+  });
+
+  it('a reentrant handle released early does not abort the outer lease', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    await service.using('re-early', { purpose: 'efficiency', ttl: 10_000 }, async (outer) => {
+      const inner = await service.acquire('re-early', { purpose: 'efficiency', wait: 0 });
+      await inner.release();
+      expect(outer.signal.aborted).toBe(false);
+      expect(outer.remainingMs()).toBeGreaterThan(0);
+    });
+  });
+
+  it('extend(ttlMs) applies the same bounds as the ttl, with InvalidLockOptionsError', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    const lease = await service.acquire('extend-bounds', { purpose: 'efficiency', ttl: 5_000 });
+    for (const bad of [3e9, 1.5, 0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const error = await lease.extend(bad).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      expect(error).toBeInstanceOf(DistributedLockError);
+      expect((error as InvalidLockOptionsError).field).toBe('ttlMs');
+    }
+    // Still held, still bounded by the original ttl: a refused extend changes nothing.
+    expect(lease.signal.aborted).toBe(false);
+    expect(lease.remainingMs()).toBeLessThanOrEqual(5_000);
+    await lease.extend(2_000);
+    expect(lease.remainingMs()).toBeLessThanOrEqual(2_000);
+    await lease.release();
+  });
+
+  it('a throwing event listener is logged and never changes the lock\'s outcome', async () => {
+    const backend = new MemoryBackend('m');
+    const service = serviceOn(backend);
+    const boom = (): never => {
+      throw new Error('listener bug');
+    };
+    for (const name of ['acquired', 'released', 'busy', 'lost'] as const) service.events.on(name, boom);
+    let after = 0;
+    service.events.on('acquired', () => (after += 1));
+    const lease = await service.acquire('listener-key', { purpose: 'efficiency', ttl: 5_000 });
+    expect(lease.signal.aborted).toBe(false);
+    expect(after).toBe(1); // the listener after the throwing one still ran
+    await expect(service.tryAcquire('listener-key', { purpose: 'efficiency' })).resolves.toBeNull();
+    await expect(lease.release()).resolves.toBeUndefined();
+    expect(await backend.release('listener-key', 'nobody')).toBe(false);
+    const again = await service.tryAcquire('listener-key', { purpose: 'efficiency' });
+    expect(again).not.toBeNull();
+    await again!.release();
+  });
+
+  it('a not-owner loss leaves nothing in the engine\'s books even if the caller never releases', async () => {
+    const backend = new MemoryBackend('m');
+    const service = serviceOn(backend);
+    const lease = await service.acquire('not-owner-key', { purpose: 'efficiency', ttl: 5_000 });
+    await backend.release('not-owner-key', lease.leaseCore.owner); // someone deleted the key
+    await expect(lease.extend()).rejects.toBeInstanceOf(LeaseLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect(heldCount(service)).toBe(0);
+  });
+
+  it('shutdown rejects waiting calls and never starts a waiter\'s work after it began', async () => {
+    const backend = new MemoryBackend('m');
+    const service = serviceOn(backend);
+    const holder = await service.acquire('shutdown-key', { purpose: 'efficiency', ttl: 10_000 });
+    let ranAfterShutdown = false;
+    let shutdownBegan = false;
+    const waiter = service.using('shutdown-key', { purpose: 'efficiency', wait: 5_000 }, () => {
+      if (shutdownBegan) ranAfterShutdown = true;
+    });
+    const waited = waiter.then(
+      () => 'ran',
+      (e: unknown) => e,
+    );
+    await sleep(20);
+    shutdownBegan = true;
+    await service.beforeApplicationShutdown();
+    const outcome = await waited;
+    expect(ranAfterShutdown).toBe(false);
+    expect(outcome).toBeInstanceOf(LockBackendUnavailableError);
+    expect(holder.signal.aborted).toBe(true);
+    expect(heldCount(service)).toBe(0);
+  });
+
+  it('shutdown keeps a running lease\'s key until its lockAtLeastFor, so a restarted replica does not rerun the tick', async () => {
+    const backend = new MemoryBackend('m');
+    const a = serviceOn(backend);
+    const b = serviceOn(backend);
+    let release!: () => void;
+    const running = a.using('tick', { purpose: 'efficiency', ttl: 10_000, lockAtLeastFor: 3_000 }, () => new Promise<void>((r) => (release = r)));
+    await sleep(20);
+    await a.beforeApplicationShutdown();
+    release();
+    await running.catch(() => undefined);
+    expect(await b.tryAcquire('tick', { purpose: 'efficiency' })).toBeNull();
+  });
+
+  it('remainingMs() never exceeds what the backend itself can vouch for (a shared session)', async () => {
+    class ShortSession extends MemoryBackend {
+      until = performance.now() + 300;
+      validUntil(): number {
+        return this.until;
+      }
+    }
+    const service = serviceOn(new ShortSession('s'));
+    const lease = await service.acquire('session-key', { purpose: 'correctness', ttl: 30_000 });
+    expect(lease.remainingMs()).toBeLessThanOrEqual(300);
+    await lease.release();
+  });
+});
