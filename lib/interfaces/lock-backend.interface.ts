@@ -83,13 +83,6 @@ export interface LockBackend {
    */
   ping?(timeoutMs: number): Promise<void>;
 
-  /**
-   * The monotonic time (`performance.now()`) until which the backend itself can vouch for
-   * `owner`'s hold — for etcd, its session lease — or undefined when it has no such bound. A
-   * lease's `remainingMs()` never exceeds it.
-   */
-  validUntil?(owner: string): number | undefined;
-
   /** Close what the backend opened itself; a client the application passed in stays open. */
   close(): Promise<void>;
 
