@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
-import { fenceToken, type LeaseSource } from './fence-token.util.js';
+import { checkResourceKey, fenceToken, type LeaseSource } from './fence-token.util.js';
 
 export interface EtcdFenceOptions {
   /** Prefix of the resource keys. @default 'fence/' */
@@ -31,9 +31,9 @@ export class EtcdFence {
 
   async write(key: string, value: string, token?: bigint | number): Promise<void> {
     const where = `EtcdFence.write(${JSON.stringify(key)})`;
-    this.checkKey(key, where);
+    checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
-    const fenced = fenceToken(token, this.options.leases, where);
+    const fenced = fenceToken(token, this.options.leases, where, key);
     const response = await this.client.kv.txn({
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
       success: [{ request_range: { key: this.fenceKey(key) } }],
@@ -48,8 +48,8 @@ export class EtcdFence {
   /** Read through the fence: raises it to the token; a stale token throws. */
   async read(key: string, token?: bigint | number): Promise<string | null> {
     const where = `EtcdFence.read(${JSON.stringify(key)})`;
-    this.checkKey(key, where);
-    const fenced = fenceToken(token, this.options.leases, where);
+    checkResourceKey(key, where);
+    const fenced = fenceToken(token, this.options.leases, where, key);
     const response = await this.client.kv.txn({
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
       success: [{ request_range: { key: this.fenceKey(key) } }],
@@ -62,6 +62,7 @@ export class EtcdFence {
 
   /** The key's fence (highest token seen), or undefined. */
   async fence(key: string): Promise<bigint | undefined> {
+    checkResourceKey(key, `EtcdFence.fence(${JSON.stringify(key)})`);
     const response = await this.client.kv.range({ key: this.fenceKey(key) });
     return response.kvs[0] ? BigInt(response.kvs[0].value.toString()) : undefined;
   }
@@ -76,9 +77,5 @@ export class EtcdFence {
 
   private fenceKey(key: string): Buffer {
     return Buffer.from(`${this.prefix}${encodeURIComponent(key)}/fence`);
-  }
-
-  private checkKey(key: unknown, where: string): void {
-    if (typeof key !== 'string' || key.length === 0) throw new InvalidLockOptionsError('key', 'must be a non-empty string', where);
   }
 }

@@ -34,13 +34,17 @@ function quoteIdent(name: unknown, field: string): string {
  * (pass the client you began it on):
  *
  * ```sql
- * UPDATE accounts SET balance = $2, fence = $3 WHERE id = $1 AND fence <= $3   -- update()
- * UPDATE accounts SET fence = $2 WHERE id = $1 AND fence <= $2 RETURNING *      -- read()
+ * UPDATE accounts SET balance = $3, fence = $2
+ *  WHERE id = $1 AND COALESCE(fence, 0) <= $2
+ *    AND (SELECT count(*) FROM accounts WHERE id = $1) = 1 RETURNING *        -- update()
+ * UPDATE accounts SET fence = $2 WHERE … (the same guard) RETURNING *          -- read()
  * ```
  *
  * No row matched while the row exists: a newer holder got there first — `StaleFencingTokenError`,
  * nothing changed. An equal token is the same holder. `read()` raises the fence, so a superseded
- * holder cannot write back a value computed from what it read.
+ * holder cannot write back a value computed from what it read. A NULL fence is a row no token has
+ * touched yet (as 0). An id that matches several rows changes nothing and is reported: the guard
+ * is per row, so the id column must be unique.
  */
 export class PgFence {
   private readonly table: string;
@@ -59,9 +63,13 @@ export class PgFence {
     const fenced = fenceToken(token, this.options.leases, where);
     const columns = Object.keys(values ?? {});
     if (columns.length === 0) throw new InvalidLockOptionsError('values', 'must set at least one column', where);
+    const fenceName = this.options.fenceColumn ?? 'fence';
+    if (columns.includes(fenceName)) {
+      throw new InvalidLockOptionsError('values', `must not set the fence column "${fenceName}": the guard sets it to the token`, where);
+    }
     const sets = columns.map((column, i) => `${quoteIdent(column, 'values')} = $${i + 3}`);
     const result = await db.query(
-      `UPDATE ${this.table} SET ${sets.join(', ')}, ${this.fence} = $2::bigint WHERE ${this.id} = $1 AND ${this.fence} <= $2::bigint RETURNING *`,
+      `UPDATE ${this.table} SET ${sets.join(', ')}, ${this.fence} = $2::bigint WHERE ${this.guard()} RETURNING *`,
       [id, fenced.toString(), ...columns.map((c) => values[c])],
     );
     if (result.rowCount === 1) return result.rows[0];
@@ -72,18 +80,27 @@ export class PgFence {
   async read(db: PgQueryable, id: unknown, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.read(${this.options.table}, ${String(id)})`;
     const fenced = fenceToken(token, this.options.leases, where);
-    const result = await db.query(
-      `UPDATE ${this.table} SET ${this.fence} = $2::bigint WHERE ${this.id} = $1 AND ${this.fence} <= $2::bigint RETURNING *`,
-      [id, fenced.toString()],
-    );
+    const result = await db.query(`UPDATE ${this.table} SET ${this.fence} = $2::bigint WHERE ${this.guard()} RETURNING *`, [id, fenced.toString()]);
     if (result.rowCount === 1) return result.rows[0];
     throw await this.refusal(db, id, fenced, where);
   }
 
-  /** Why no row matched: a newer token (stale) or no such row. */
+  /** One row with this id ($1) whose fence ($2) is not newer; NULL counts as never fenced. */
+  private guard(): string {
+    return (
+      `${this.id} = $1 AND COALESCE(${this.fence}, 0) <= $2::bigint` +
+      ` AND (SELECT count(*) FROM ${this.table} WHERE ${this.id} = $1) = 1`
+    );
+  }
+
+  /** Why no row matched: a newer token (stale), no such row, or several. */
   private async refusal(db: PgQueryable, id: unknown, token: bigint, where: string): Promise<Error> {
-    const row = await db.query(`SELECT ${this.fence} AS fence FROM ${this.table} WHERE ${this.id} = $1`, [id]);
-    if (row.rowCount === 0) return new DistributedLockError(`${where}: no row with ${this.options.idColumn ?? 'id'} = ${String(id)}`);
-    return new StaleFencingTokenError(`${this.options.table}:${String(id)}`, token, BigInt(String(row.rows[0].fence)));
+    const rows = await db.query(`SELECT COALESCE(${this.fence}, 0) AS fence FROM ${this.table} WHERE ${this.id} = $1 LIMIT 2`, [id]);
+    const idColumn = this.options.idColumn ?? 'id';
+    if (rows.rows.length === 0) return new DistributedLockError(`${where}: no row with ${idColumn} = ${String(id)}`);
+    if (rows.rows.length > 1) {
+      return new DistributedLockError(`${where}: several rows have ${idColumn} = ${String(id)}; nothing was changed — the id column must be unique`);
+    }
+    return new StaleFencingTokenError(`${this.options.table}:${String(id)}`, token, BigInt(String(rows.rows[0].fence)));
   }
 }

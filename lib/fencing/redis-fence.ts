@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
-import { fenceToken, type LeaseSource } from './fence-token.util.js';
+import { checkResourceKey, fenceToken, type LeaseSource } from './fence-token.util.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
 
 export interface RedisFenceOptions {
@@ -42,7 +42,7 @@ export class RedisFence {
     const where = `RedisFence.write(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
-    const fenced = this.tokenFor(token, where);
+    const fenced = fenceToken(token, this.options.leases, where, key);
     const reply = (await this.eval(FENCED_WRITE, key, [fenced.toString(), value])) as [number, string?];
     if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
   }
@@ -54,11 +54,11 @@ export class RedisFence {
   async read(key: string, token?: bigint | number): Promise<string | null> {
     const where = `RedisFence.read(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
-    const lease = token === undefined ? this.options.leases?.current() : undefined;
-    if (token === undefined && lease?.token === undefined) {
+    const inContext = token === undefined ? (this.options.leases?.currentLeases?.() ?? [this.options.leases?.current()]) : [];
+    if (token === undefined && !inContext.some((lease) => lease?.token !== undefined)) {
       return (await this.client.eval("return redis.call('HGET', KEYS[1], 'v')", 1, this.prefix + key)) as string | null;
     }
-    const fenced = this.tokenFor(token, where);
+    const fenced = fenceToken(token, this.options.leases, where, key);
     const reply = (await this.eval(FENCED_READ, key, [fenced.toString()])) as [number, string | null];
     if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
     return reply[1] ?? null;
@@ -71,10 +71,6 @@ export class RedisFence {
     return fence === null ? undefined : BigInt(fence);
   }
 
-  private tokenFor(token: bigint | number | undefined, where: string): bigint {
-    return fenceToken(token, this.options.leases, where);
-  }
-
   private async eval(s: { lua: string; sha: string }, key: string, args: string[]): Promise<unknown> {
     try {
       return await this.client.evalsha(s.sha, 1, this.prefix + key, ...args);
@@ -82,11 +78,5 @@ export class RedisFence {
       if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
       return this.client.eval(s.lua, 1, this.prefix + key, ...args);
     }
-  }
-}
-
-function checkResourceKey(key: unknown, where: string): void {
-  if (typeof key !== 'string' || key.length === 0) {
-    throw new InvalidLockOptionsError('key', 'must be a non-empty string', where);
   }
 }

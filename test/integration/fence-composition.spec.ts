@@ -1,0 +1,172 @@
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { DistributedLockError, EtcdFence, InvalidLockOptionsError, LeaseLostError, PgFence, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { PostgresServer, type PgSettings } from '../harness/postgres.mjs';
+
+describe('fences under composition: nested correctness leases and the implicit token', () => {
+  let a: LockApp;
+  let b: LockApp;
+  let etcd: Etcd3;
+
+  beforeAll(async () => {
+    a = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    b = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    etcd = new Etcd3({ hosts: etcdHosts() });
+  });
+  afterAll(async () => {
+    await a.close();
+    await b.close();
+    etcd.close();
+  });
+
+  it('a write under a nested lease, for the OUTER lease\'s resource, is refused once the outer lease was lost; the other holder\'s value survives', async () => {
+    const acct1 = uniqueKey('acct:1');
+    const acct2 = uniqueKey('acct:2');
+    const fenceA = new EtcdFence(etcd, { leases: a.locks });
+    const fenceB = new EtcdFence(etcd, { leases: b.locks });
+    // B holds acct:2, so A waits for it while holding acct:1.
+    const bHoldsAcct2 = await b.locks.acquire(acct2, { purpose: 'correctness', ttl: 10_000 });
+    let staleWrite: unknown = 'not attempted';
+    let aHoldsAcct1!: () => void;
+    const aHolds = new Promise<void>((resolve) => (aHoldsAcct1 = resolve));
+    const aDone = a.locks.using(acct1, { purpose: 'correctness', ttl: 1_500 }, async (outer) => {
+      aHoldsAcct1();
+      await a.locks.using(acct2, { purpose: 'correctness', ttl: 10_000, wait: 15_000 }, async () => {
+        expect(outer.signal.aborted).toBe(true); // acct:1 ran out while A waited
+        staleWrite = await fenceA.write(acct1, 'A (stale)').catch((e: unknown) => e);
+      });
+    });
+    await aHolds;
+    // acct:1 expires at A (~1.5 s); B takes it and writes through the fence: acknowledged.
+    await b.locks.using(acct1, { purpose: 'correctness', ttl: 10_000, wait: 5_000 }, async () => {
+      await fenceB.write(acct1, 'B');
+    });
+    await bHoldsAcct2.release(); // now A gets acct:2, with a token newer than B's acct:1 token
+    await aDone;
+    expect(staleWrite).toBeInstanceOf(DistributedLockError);
+    expect(staleWrite).toBeInstanceOf(LeaseLostError);
+    expect(await fenceB.read(acct1, 0n).catch(() => undefined)).toBeUndefined(); // token 0 is stale: fence stays
+    const raw = await etcd.get(`fence/${encodeURIComponent(acct1)}`).string();
+    expect(raw).toBe('B');
+  });
+
+  it('with several correctness leases in context, the implicit token is the one of the lease on the same key', async () => {
+    const k1 = uniqueKey('acct:1');
+    const k2 = uniqueKey('acct:2');
+    const fence = new EtcdFence(etcd, { leases: a.locks });
+    await a.locks.using(k1, { purpose: 'correctness' }, async (l1) => {
+      await a.locks.using(k2, { purpose: 'correctness' }, async (l2) => {
+        expect(l2.token! > l1.token!).toBe(true);
+        await fence.write(k1, 'one');
+        await fence.write(k2, 'two');
+        expect(await fence.fence(k1)).toBe(l1.token);
+        expect(await fence.fence(k2)).toBe(l2.token);
+      });
+    });
+  });
+
+  it('with several correctness leases and none on the resource\'s key, the implicit token is refused (pass one)', async () => {
+    const k1 = uniqueKey('x');
+    const k2 = uniqueKey('y');
+    const other = uniqueKey('resource');
+    const fence = new EtcdFence(etcd, { leases: a.locks });
+    await a.locks.using(k1, { purpose: 'correctness' }, async (l1) => {
+      await a.locks.using(k2, { purpose: 'correctness' }, async () => {
+        const error = await fence.write(other, 'v').catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidLockOptionsError);
+        expect((error as InvalidLockOptionsError).field).toBe('token');
+        expect(await fence.fence(other)).toBeUndefined();
+        await fence.write(other, 'v', l1.token); // an explicit token is the caller's choice
+        expect(await fence.fence(other)).toBe(l1.token);
+      });
+    });
+  });
+
+  it('a single correctness lease still supplies the token for any resource key (unchanged)', async () => {
+    const k = uniqueKey('single');
+    const resource = uniqueKey('row');
+    const fence = new EtcdFence(etcd, { leases: a.locks });
+    await a.locks.using(k, { purpose: 'correctness' }, async (lease) => {
+      await fence.write(resource, 'v');
+      expect(await fence.fence(resource)).toBe(lease.token);
+    });
+  });
+});
+
+describe('fence keys with lone surrogates are refused, never collided', () => {
+  let redis: Redis;
+  let etcd: Etcd3;
+  beforeAll(() => {
+    redis = new Redis(redisUrl());
+    etcd = new Etcd3({ hosts: etcdHosts() });
+  });
+  afterAll(() => {
+    redis.disconnect();
+    etcd.close();
+  });
+
+  it.each(['k\uD800', 'k\uDC00', '\uDFFFx'])('%j on RedisFence and EtcdFence: InvalidLockOptionsError naming key', async (key) => {
+    for (const fence of [new RedisFence(redis), new EtcdFence(etcd)]) {
+      for (const op of [() => fence.write(key, 'v', 5n), () => fence.read(key, 5n), () => fence.fence(key)]) {
+        const error = await op().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidLockOptionsError);
+        expect((error as InvalidLockOptionsError).field).toBe('key');
+      }
+    }
+    // The well-formed neighbour is untouched by the refused calls.
+    expect(await new RedisFence(redis).fence('k\uFFFD')).toBeUndefined();
+  });
+});
+
+describe('PgFence on awkward tables', () => {
+  let server: PgSettings;
+  let pool: pg.Pool;
+
+  beforeAll(async () => {
+    server = PostgresServer.fromEnv() ?? (await PostgresServer.start());
+    pool = new pg.Pool({ host: server.host, port: server.port, user: server.user, database: server.database, password: server.password });
+    await pool.query('DROP TABLE IF EXISTS dup_rows, nullable_fence');
+    await pool.query('CREATE TABLE dup_rows (id text, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0)');
+    await pool.query('CREATE TABLE nullable_fence (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint)');
+  }, 60_000);
+  afterAll(async () => {
+    await pool?.end();
+    await server?.stop();
+  });
+
+  it('an id that matches two rows changes nothing and says the id is not unique', async () => {
+    const fence = new PgFence({ table: 'dup_rows' });
+    await pool.query("INSERT INTO dup_rows (id, balance) VALUES ('d', 1), ('d', 2)");
+    const error = await fence.update(pool, 'd', { balance: 99 }, 7n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DistributedLockError);
+    expect(error).not.toBeInstanceOf(StaleFencingTokenError);
+    expect((error as Error).message).toMatch(/unique/);
+    const rows = (await pool.query("SELECT balance, fence FROM dup_rows WHERE id = 'd' ORDER BY balance")).rows;
+    expect(rows.map((r) => [Number(r.balance), Number(r.fence)])).toEqual([
+      [1, 0],
+      [2, 0],
+    ]);
+    await expect(fence.read(pool, 'd', 7n)).rejects.toThrow(/unique/);
+  });
+
+  it('a NULL fence is a row no token has touched yet: the first fenced write passes, a staler one is refused', async () => {
+    const fence = new PgFence({ table: 'nullable_fence' });
+    await pool.query("INSERT INTO nullable_fence (id, balance) VALUES ('n', 1)");
+    await fence.update(pool, 'n', { balance: 2 }, 5n);
+    await expect(fence.update(pool, 'n', { balance: 3 }, 4n)).rejects.toBeInstanceOf(StaleFencingTokenError);
+    await pool.query("INSERT INTO nullable_fence (id, balance) VALUES ('m', 1)");
+    expect(Number((await fence.read(pool, 'm', 1n)).fence)).toBe(1);
+  });
+
+  it('values that set the fence column themselves are refused before any statement', async () => {
+    const fence = new PgFence({ table: 'nullable_fence' });
+    const error = await fence.update(pool, 'n', { balance: 9, fence: 999 }, 6n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as InvalidLockOptionsError).field).toBe('values');
+    expect(Number((await pool.query("SELECT fence FROM nullable_fence WHERE id = 'n'")).rows[0].fence)).toBe(5);
+  });
+});
+
+void sleep;
