@@ -1,0 +1,95 @@
+import { Redis } from 'ioredis';
+import { LeaseLostError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+// The engine's promises on real servers when calls compose: shutdown while callers wait,
+// reentrant handles that outlive their outer lease, lockAtLeastFor across a shutdown.
+describe.each(['efficiency', 'correctness'] as const)('engine under composition (%s)', (purpose) => {
+  const options = purpose === 'efficiency' ? { redis: { url: redisUrl() } } : { etcd: { hosts: etcdHosts() } };
+  let other: LockApp;
+  beforeAll(async () => {
+    other = await startLockApp(options);
+  });
+  afterAll(async () => {
+    await other.close();
+  });
+
+  it('closing the app while a local caller waits: the waiter rejects, its work never starts, and the key is free', async () => {
+    const app = await startLockApp(options);
+    const key = uniqueKey('close-wait');
+    const holder = await app.locks.acquire(key, { purpose, ttl: 10_000 });
+    let started = false;
+    const waiter = app.locks
+      .using(key, { purpose, wait: 10_000, ttl: 10_000 }, async () => {
+        started = true;
+        await sleep(50);
+      })
+      .then(
+        () => 'ran',
+        (e: unknown) => e,
+      );
+    await sleep(200); // the waiter is queued behind the holder
+    await app.close();
+    expect(await waiter).toBeInstanceOf(LockBackendUnavailableError);
+    expect(started).toBe(false);
+    expect(holder.signal.aborted).toBe(true);
+    const next = await other.locks.acquire(key, { purpose, wait: 5_000 });
+    await next.release();
+  });
+
+  it('a reentrant handle from a detached task aborts when the outer lease is released and another instance holds the key', async () => {
+    const app = await startLockApp(options);
+    try {
+      const key = uniqueKey('detached');
+      let handle!: Promise<Lease>;
+      await app.locks.using(key, { purpose, ttl: 10_000 }, async () => {
+        handle = app.locks.acquire(key, { purpose, wait: 0 });
+        expect((await handle).reentrant).toBe(true);
+      });
+      const inner = await handle;
+      const taken = await other.locks.acquire(key, { purpose, wait: 5_000 });
+      expect(inner.signal.aborted).toBe(true);
+      expect(inner.signal.reason).toBeInstanceOf(LeaseLostError);
+      expect(inner.remainingMs()).toBe(0);
+      await taken.release();
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('lockAtLeastFor survives a shutdown (Redis)', () => {
+  it('a replica closed mid-job keeps the key until lockAtLeastFor, then it is free', async () => {
+    const app = await startLockApp({ redis: { url: redisUrl() } });
+    const other = await startLockApp({ redis: { url: redisUrl() } });
+    const raw = new Redis(redisUrl());
+    try {
+      const key = uniqueKey('tick');
+      let finish!: () => void;
+      let began!: () => void;
+      const running = new Promise<void>((resolve) => (began = resolve));
+      const job = app.locks.using(key, { purpose: 'efficiency', ttl: 10_000, lockAtLeastFor: 2_000 }, async () => {
+        began();
+        await new Promise<void>((resolve) => (finish = resolve));
+      });
+      await running;
+      const closing = app.close();
+      await sleep(100);
+      finish();
+      await closing;
+      await job.catch(() => undefined);
+      expect(await other.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
+      const pttl = await raw.pttl(`lock:{${key}}`);
+      expect(pttl).toBeGreaterThan(0);
+      expect(pttl).toBeLessThanOrEqual(2_000);
+      await sleep(pttl + 50);
+      const next = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
+      expect(next).not.toBeNull();
+      await next!.release();
+    } finally {
+      raw.disconnect();
+      await other.close();
+      await app.close();
+    }
+  });
+});
