@@ -2,7 +2,13 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import type { LockBackend } from '../interfaces/lock-backend.interface.js';
 import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
 import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
-import type { ResolvedEtcdOptions, ResolvedModuleOptions, ResolvedRedisOptions } from '../options/module-options.util.js';
+import {
+  redactUrl,
+  scrubCredentials,
+  type ResolvedEtcdOptions,
+  type ResolvedModuleOptions,
+  type ResolvedRedisOptions,
+} from '../options/module-options.util.js';
 import { EtcdBackend } from './etcd/etcd.backend.js';
 import { MemoryBackend } from './memory/memory.backend.js';
 import { RedisBackend } from './redis/redis.backend.js';
@@ -15,7 +21,18 @@ async function createRedisClient(o: ResolvedRedisOptions): Promise<RedisClientLi
     throw new InvalidLockOptionsError('redis', `needs the ioredis package (npm install ioredis): ${(error as Error).message}`, 'DistributedLockModule options');
   }
   const options = { connectTimeout: o.connectTimeoutMs, ...o.options };
-  const client = o.url ? new ioredis.Redis(o.url, options) : new ioredis.Redis(options);
+  let client: RedisClientLike;
+  try {
+    client = o.url ? new ioredis.Redis(o.url, options) : new ioredis.Redis(options);
+  } catch (error) {
+    // Never rethrow ioredis' own error: a URL parse failure carries the whole URL (password
+    // included) as `input`, and inspecting or logging the error would print it.
+    throw new InvalidLockOptionsError(
+      o.url ? 'redis.url' : 'redis.options',
+      `ioredis refused it: ${scrubCredentials((error as Error)?.message ?? String(error))}${o.url ? ` (${redactUrl(o.url)})` : ''}`,
+      'DistributedLockModule options',
+    );
+  }
   // Without a listener ioredis prints every reconnect attempt; operations report outages themselves.
   client.on('error', () => undefined);
   return client;

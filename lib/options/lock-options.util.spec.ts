@@ -4,7 +4,12 @@ import { resolveLockOptions } from './lock-options.util.js';
 import { resolveModuleOptions } from './module-options.util.js';
 
 const redisOnly = resolveModuleOptions({ redis: { url: 'redis://h:1' } });
-const both = resolveModuleOptions({ redis: { url: 'redis://h:1' }, memory: true, defaults: { ttl: 500, wait: 0 } });
+const both = resolveModuleOptions({
+  redis: { url: 'redis://h:1' },
+  memory: true,
+  purposes: { correctness: 'memory' },
+  defaults: { ttl: 500, wait: 0 },
+});
 
 function fieldOf(key: unknown, opts: unknown, module = both): string {
   try {
@@ -20,7 +25,7 @@ function fieldOf(key: unknown, opts: unknown, module = both): string {
 describe('resolveLockOptions', () => {
   it('applies module defaults and routes by purpose', () => {
     expect(resolveLockOptions('k', { purpose: 'efficiency' }, both, 'x')).toMatchObject({ ttl: 500, wait: 0, backend: 'redis' });
-    expect(resolveLockOptions('k', { purpose: 'correctness', ttl: 9 }, both, 'x')).toMatchObject({ ttl: 9, backend: 'memory' });
+    expect(resolveLockOptions('k', { purpose: 'correctness', ttl: 12 }, both, 'x')).toMatchObject({ ttl: 12, backend: 'memory' });
   });
 
   it.each([
@@ -31,6 +36,11 @@ describe('resolveLockOptions', () => {
     ['k', { purpose: 'speed' }, 'purpose'],
     ['k', { purpose: 'efficiency', ttl: 0 }, 'ttl'],
     ['k', { purpose: 'efficiency', ttl: -1 }, 'ttl'],
+    ['k', { purpose: 'efficiency', ttl: 2 }, 'ttl'], // issue 12 #10: at the drift allowance, every grant is expired
+    ['k', { purpose: 'efficiency', ttl: 11 }, 'ttl'],
+    ['k\uD800', { purpose: 'efficiency' }, 'key'], // issue 12 #11: lone surrogates
+    ['k\uDC00', { purpose: 'efficiency' }, 'key'],
+    ['\uDC00\uD800', { purpose: 'efficiency' }, 'key'],
     ['k', { purpose: 'efficiency', wait: -1 }, 'wait'],
     ['k', { purpose: 'efficiency', backend: 'nope' }, 'backend'],
     ['k', { purpose: 'efficiency', signal: {} }, 'signal'],
@@ -56,6 +66,20 @@ describe('resolveLockOptions', () => {
       rejectOnLoss: false,
     });
     expect(resolveLockOptions('k', { purpose: 'efficiency', watchdog: false }, withDefaults, 'x').policy.watchdog).toBeUndefined();
+  });
+
+  it('accepts well-formed astral keys and the smallest ttl that leaves 10 ms of validity', () => {
+    expect(resolveLockOptions('k\uD83D\uDD12', { purpose: 'efficiency', ttl: 12 }, both, 'x')).toMatchObject({ key: 'k\uD83D\uDD12', ttl: 12 });
+    const drifty = resolveModuleOptions({ memory: true, driftFactor: 0.4 });
+    expect(fieldOf('k', { purpose: 'efficiency', ttl: 12 }, drifty)).toBe('ttl');
+    expect(() => resolveLockOptions('k', { purpose: 'efficiency', ttl: 2 }, both, 'x')).toThrow(/"ttl".*at least 12 ms, got 2/);
+  });
+
+  it('refuses correctness on memory unless purposes.correctness names it (issue 12 #6)', () => {
+    const implicit = resolveModuleOptions({ redis: { url: 'redis://h:1' }, memory: true });
+    expect(fieldOf('k', { purpose: 'correctness' }, implicit)).toBe('purpose');
+    expect(() => resolveLockOptions('k', { purpose: 'correctness' }, implicit, 'x')).toThrow(/memory lives in one process.*purposes\.correctness/);
+    expect(resolveLockOptions('k', { purpose: 'correctness' }, both, 'x').backend).toBe('memory');
   });
 
   it('refuses correctness when no backend issues fencing tokens, and says what to configure', () => {

@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
-import { checkNonNegativeMs, checkPositiveMs, type ResolvedModuleOptions } from './module-options.util.js';
+import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed, type ResolvedModuleOptions } from './module-options.util.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
 export const MAX_KEY_LENGTH = 1024;
@@ -31,6 +31,11 @@ export function checkKey(key: unknown, where: string): string {
   if (key.length === 0) throw new InvalidLockOptionsError('key', 'must not be empty', where);
   if (key.length > MAX_KEY_LENGTH) {
     throw new InvalidLockOptionsError('key', `must be at most ${MAX_KEY_LENGTH} characters, got ${key.length}`, where);
+  }
+  if (!isWellFormed(key)) {
+    // Redis would store U+FFFD for it (so `k\uD800` and `k\uDC00` would be one lock); etcd's
+    // encoding throws. Refused here, before any backend sees it.
+    throw new InvalidLockOptionsError('key', 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)', where);
   }
   return key;
 }
@@ -65,9 +70,14 @@ export function routeBackend(
   }
   const name = (explicit as string | undefined) ?? module.purposes[purpose];
   if (name === undefined) {
+    const local = configured.filter((n) => module.capabilities[n].fencing && !module.capabilities[n].distributed);
     throw new InvalidLockOptionsError(
       'purpose',
-      `no configured backend can serve '${purpose}' locks: they need fencing tokens, which ${configured.join(', ')} do not issue; configure etcd`,
+      local.length > 0
+        ? `no configured backend can serve '${purpose}' locks: they need a distributed backend with fencing tokens; ` +
+            `${local.join(', ')} lives in one process only, so it serves them only when purposes.correctness names it ` +
+            `(for tests); configure etcd`
+        : `no configured backend can serve '${purpose}' locks: they need fencing tokens, which ${configured.join(', ')} do not issue; configure etcd`,
       where,
     );
   }
@@ -136,7 +146,7 @@ export function resolveCommon(
   }
   const o = opts as Partial<LockOptions>;
   const purpose = checkPurpose(o.purpose, where);
-  const ttl = checkPositiveMs(o.ttl ?? module.defaults.ttl, 'ttl', where);
+  const ttl = checkTtl(o.ttl ?? module.defaults.ttl, 'ttl', module.driftFactor, where);
   return {
     purpose,
     ttl,

@@ -7,6 +7,7 @@ import {
   type RedisBackendOptions,
 } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../interfaces/lock-backend.interface.js';
+import { driftAllowanceMs } from '../lease/validity.util.js';
 
 const WHERE = 'DistributedLockModule options';
 const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
@@ -77,12 +78,126 @@ export function checkPositiveMs(value: unknown, field: string, where?: string): 
   return value;
 }
 
+/**
+ * Validity a lease must keep after the drift allowance (`floor(ttl × driftFactor) + 2` ms): a
+ * shorter one is spent by one event-loop hiccup, and at zero every grant is already expired when
+ * it arrives, so a waiter would spin acquire/release until its deadline.
+ */
+export const MIN_VALIDITY_MS = 10;
+
+/** The smallest ttl that leaves `MIN_VALIDITY_MS` of validity with this drift factor (< 0.5). */
+export function minTtlMs(driftFactor: number): number {
+  // ttl − floor(ttl × f) never decreases as ttl grows (f < 1), so the first ttl that fits is the minimum.
+  let ttl = MIN_VALIDITY_MS + 2;
+  while (ttl - driftAllowanceMs(ttl, driftFactor) < MIN_VALIDITY_MS) ttl++;
+  return ttl;
+}
+
+/** A lease ttl: positive whole ms that leaves at least `MIN_VALIDITY_MS` after the drift allowance. */
+export function checkTtl(value: unknown, field: string, driftFactor: number, where?: string): number {
+  const ttl = checkPositiveMs(value, field, where);
+  const min = minTtlMs(driftFactor);
+  if (ttl < min) {
+    throw new InvalidLockOptionsError(
+      field,
+      `must be at least ${min} ms, got ${ttl}: a lease is trusted for its ttl minus the drift allowance ` +
+        `(floor(ttl × driftFactor ${driftFactor}) + 2 ms), and must keep ${MIN_VALIDITY_MS} ms of that`,
+      where,
+    );
+  }
+  return ttl;
+}
+
+/** A UTF-16 surrogate not part of a pair: no UTF-8 encoding (Redis stores U+FFFD, etcd throws). */
+export const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * A URL (or anything a user put where a URL goes) fit for an error message: the user:password part
+ * and the query (ioredis reads `?password=` too) are masked. Everything up to the last `@` goes:
+ * a password may itself contain `@`, `/` or `:` when it is not percent-encoded.
+ */
+export function redactUrl(value: string): string {
+  let out = value;
+  const at = out.lastIndexOf('@');
+  if (at >= 0) {
+    const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/*/.exec(out)?.[0] ?? '';
+    out = `${scheme.length <= at ? scheme : ''}***@${out.slice(at + 1)}`;
+  }
+  const query = out.search(/[?#]/);
+  if (query >= 0) out = `${out.slice(0, query)}?***`;
+  return out;
+}
+
+/** Free text (a client's error message) with any `scheme://user:password@` in it masked. */
+export function scrubCredentials(text: string): string {
+  return text.replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/)\S*@/g, '$1***@');
+}
+
+/** A user-supplied value for an error message, never echoing a credential it may carry. */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(redactUrl(value));
+  if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
+  if (value === null) return 'null';
+  // Objects are not printed at all: they are where passwords live (ioredis / etcd3 options).
+  return typeof value === 'object' ? 'an object' : typeof value === 'function' ? 'a function' : String(value);
+}
+
+/**
+ * The part of a Redis key that Cluster hashes: between the first `{` and the first `}` after it,
+ * if that is not empty; otherwise the whole key (`undefined` here).
+ */
+export function redisHashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : undefined;
+}
+
+/**
+ * A key prefix whose first `{` is followed at once by `}` gives every key an empty hash tag, so
+ * the keys of one lock would land in different Cluster slots (CROSSSLOT) whatever the lock key.
+ */
+export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: string, field = 'redis.keyPrefix'): string {
+  if (typeof prefix !== 'string') throw new InvalidLockOptionsError(field, 'must be a string', where);
+  if (!isWellFormed(prefix)) {
+    throw new InvalidLockOptionsError(field, 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)', where);
+  }
+  const open = prefix.indexOf('{');
+  if (cluster && open >= 0 && prefix[open + 1] === '}') {
+    throw new InvalidLockOptionsError(
+      field,
+      `its first "{" is followed by "}" (an empty hash tag), so on Redis Cluster a lock's keys would hash to different slots`,
+      where,
+    );
+  }
+  return prefix;
+}
+
 /** Zero or a positive number of milliseconds (finite, integer). */
 export function checkNonNegativeMs(value: unknown, field: string, where?: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_MS) {
     throw new InvalidLockOptionsError(field, `must be 0 or a positive integer number of milliseconds, got ${String(value)}`, where);
   }
   return value;
+}
+
+/**
+ * A redis:// or rediss:// URL, scheme in any case. Returned with the scheme in lower case: ioredis
+ * turns TLS on only for a literal `rediss://`, so `REDISS://` would otherwise connect in clear.
+ * Errors never echo the credentials the URL may carry.
+ */
+function checkRedisUrl(url: unknown): string {
+  const scheme = typeof url === 'string' ? /^(rediss?):\/\/(?=.)/i.exec(url) : null;
+  if (typeof url !== 'string' || !scheme) {
+    return fail('redis.url', `must be a redis:// or rediss:// URL, got ${describeValue(url)}`);
+  }
+  const normalized = scheme[1].toLowerCase() + url.slice(scheme[1].length);
+  try {
+    new URL(normalized); // ioredis parses it so; its TypeError would carry the whole URL as `input`
+  } catch {
+    fail('redis.url', `is not a valid URL: ${describeValue(url)}`);
+  }
+  return normalized;
 }
 
 function resolveRedis(raw: unknown): ResolvedRedisOptions {
@@ -99,14 +214,11 @@ function resolveRedis(raw: unknown): ResolvedRedisOptions {
   } else if (url === undefined && options === undefined) {
     fail('redis', 'needs url, options or client');
   }
-  if (url !== undefined && (typeof url !== 'string' || !/^rediss?:\/\/./.test(url))) {
-    fail('redis.url', `must be a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
-  }
   if (options !== undefined && !isPlainObject(options)) fail('redis.options', 'must be an object of ioredis options');
-  const keyPrefix = raw.keyPrefix ?? 'lock:';
-  if (typeof keyPrefix !== 'string') fail('redis.keyPrefix', 'must be a string');
+  const cluster = (client as { isCluster?: unknown } | undefined)?.isCluster === true;
+  const keyPrefix = checkRedisKeyPrefix(raw.keyPrefix ?? 'lock:', cluster, WHERE);
   return {
-    url: url as string | undefined,
+    url: url === undefined ? undefined : checkRedisUrl(url),
     options: options as Record<string, unknown> | undefined,
     client: client as ResolvedRedisOptions['client'],
     keyPrefix: keyPrefix as string,
@@ -133,12 +245,13 @@ function resolveEtcd(raw: unknown): ResolvedEtcdOptions {
   if (hosts !== undefined) {
     list = typeof hosts === 'string' ? [hosts] : (hosts as string[]);
     if (!Array.isArray(list) || list.length === 0 || !list.every((h) => typeof h === 'string' && h.length > 0)) {
-      fail('etcd.hosts', `must be a non-empty string or array of strings, got ${JSON.stringify(hosts)}`);
+      fail('etcd.hosts', `must be a non-empty string or array of strings, got ${describeValue(hosts)}`);
     }
   }
   if (options !== undefined && !isPlainObject(options)) fail('etcd.options', 'must be an object of etcd3 client options');
   const prefix = raw.prefix ?? 'lock/';
   if (typeof prefix !== 'string') fail('etcd.prefix', 'must be a string');
+  if (!isWellFormed(prefix)) fail('etcd.prefix', 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)');
   const sessionTtlSeconds = raw.sessionTtlSeconds ?? 10;
   if (typeof sessionTtlSeconds !== 'number' || !Number.isInteger(sessionTtlSeconds) || sessionTtlSeconds < 1) {
     fail('etcd.sessionTtlSeconds', `must be a whole number of seconds ≥ 1 (etcd leases are whole seconds), got ${String(sessionTtlSeconds)}`);
@@ -223,20 +336,21 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
     }
   }
   purposes.efficiency ??= redis ? 'redis' : (names.find((n) => capabilities[n].distributed) ?? names[0]);
-  purposes.correctness ??=
-    ['etcd', ...names].find((n) => capabilities[n]?.fencing && capabilities[n].distributed) ??
-    names.find((n) => capabilities[n].fencing);
+  // Correctness goes by default only to a backend that is both fencing and distributed: the
+  // in-memory one would let every replica "hold" the same key (each with token 1). A test setup
+  // that wants it says so: purposes: { correctness: 'memory' }.
+  purposes.correctness ??= ['etcd', ...names].find((n) => capabilities[n]?.fencing && capabilities[n].distributed);
   if (purposes.correctness === undefined) delete purposes.correctness;
-
-  const defaults = raw.defaults ?? {};
-  if (!isPlainObject(defaults)) fail('defaults', 'must be an object { ttl?, wait?, watchdog?, maxHold?, lockDelay? }');
-  rejectUnknown(defaults, ['ttl', 'wait', 'watchdog', 'maxHold', 'lockDelay'], 'defaults.');
-  if (defaults.watchdog !== undefined && typeof defaults.watchdog !== 'boolean') fail('defaults.watchdog', 'must be a boolean');
 
   const driftFactor = raw.driftFactor ?? 0.01;
   if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
     fail('driftFactor', `must be a number in [0, 0.5), got ${String(driftFactor)}`);
   }
+
+  const defaults = raw.defaults ?? {};
+  if (!isPlainObject(defaults)) fail('defaults', 'must be an object { ttl?, wait?, watchdog?, maxHold?, lockDelay? }');
+  rejectUnknown(defaults, ['ttl', 'wait', 'watchdog', 'maxHold', 'lockDelay'], 'defaults.');
+  if (defaults.watchdog !== undefined && typeof defaults.watchdog !== 'boolean') fail('defaults.watchdog', 'must be a boolean');
 
   const metrics = raw.metrics ?? true;
   if (typeof metrics !== 'boolean' && !isPlainObject(metrics)) fail('metrics', 'must be a boolean or { includeKey? }');
@@ -253,7 +367,7 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
     purposes,
     capabilities,
     defaults: {
-      ttl: checkPositiveMs(defaults.ttl ?? 30_000, 'defaults.ttl', WHERE),
+      ttl: checkTtl(defaults.ttl ?? 30_000, 'defaults.ttl', driftFactor, WHERE),
       wait: checkNonNegativeMs(defaults.wait ?? 10_000, 'defaults.wait', WHERE),
       watchdog: (defaults.watchdog as boolean | undefined) ?? false,
       maxHold: defaults.maxHold === undefined ? undefined : checkPositiveMs(defaults.maxHold, 'defaults.maxHold', WHERE),
