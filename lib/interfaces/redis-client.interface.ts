@@ -4,6 +4,8 @@
  */
 export interface RedisClientLike {
   readonly status: string;
+  /** true on an ioredis `Cluster` (hash-tag rules then decide where keys live). */
+  readonly isCluster?: boolean;
   set(...args: any[]): Promise<unknown>;
   pttl(key: string): Promise<unknown>;
   ping(): Promise<unknown>;

@@ -1,7 +1,7 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../../interfaces/lock-backend.interface.js';
 import type { RedisClientLike } from '../../interfaces/redis-client.interface.js';
-import { REDIS_CAPABILITIES } from '../../options/module-options.util.js';
+import { checkRedisKeyPrefix, REDIS_CAPABILITIES, redisHashTag, scrubCredentials } from '../../options/module-options.util.js';
 import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
@@ -16,7 +16,9 @@ export interface RedisBackendConfig {
   commandTimeoutMs?: number;
   /**
    * A waiter re-checks at least this often even without a wake-up: it refreshes its queue entry
-   * and covers a lost pub/sub message. Entries and hand-off reservations last 3× this.
+   * and covers a lost pub/sub message. Entries and the hand-off reservations this process makes
+   * last 3× this. Processes may differ: a woken waiter trusts the reservation for the length the
+   * releasing process set (the wake-up message carries it), never for its own. @default 500
    */
   waiterHeartbeatMs?: number;
   name?: string;
@@ -45,8 +47,11 @@ export class RedisBackend implements LockBackend {
    * to it happens after that request reached Redis, so its validity may count from there.
    */
   private readonly enqueuedAt = new Map<string, number>();
-  /** Queued owners whose hand-off message arrived (the key is reserved for them). */
-  private readonly handedOff = new Set<string>();
+  /**
+   * Queued owners whose hand-off message arrived (the key is reserved for them), with the
+   * reservation's length as the releasing process set it (its PX), which the message carries.
+   */
+  private readonly handedOff = new Map<string, number>();
   /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
   private readonly busyAt = new Map<string, number>();
   private subscriber?: RedisClientLike;
@@ -57,7 +62,7 @@ export class RedisBackend implements LockBackend {
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
     this.name = config.name ?? 'redis';
-    this.prefix = config.keyPrefix ?? 'lock:';
+    this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
     this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
     this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
@@ -66,18 +71,28 @@ export class RedisBackend implements LockBackend {
   }
 
   /**
-   * The three keys of one lock. The user key sits inside one `{…}` hash tag, so all three share
-   * a Cluster slot whatever the key contains.
+   * The three keys of one lock: `lock:{key}`, `lock:{key}:q`, `lock:{key}:qa`. The user key sits
+   * inside one `{…}` hash tag, so all three share a Cluster slot. Cluster hashes what lies between
+   * the first `{` and the first `}` after it, or the whole name when that is empty: a key starting
+   * with `}` (`}a` → `lock:{}a}`) would leave the tag empty and scatter its three keys over three
+   * slots (CROSSSLOT). Such keys, and only they, use `lock:%{…}` with `%` and `}` percent-encoded
+   * inside the tag: never empty, never a `}`, and never equal to a plain layout (which has `{`
+   * right after the prefix), so distinct keys stay distinct.
    */
   keysOf(key: string): [lock: string, queue: string, alive: string] {
-    const lock = `${this.prefix}{${key}}`;
+    let lock = `${this.prefix}{${key}}`;
+    if (redisHashTag(lock) === undefined) lock = `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
     return [lock, `${lock}:q`, `${lock}:qa`];
   }
 
-  async acquire({ key, owner, ttlMs, queue, reportHolder }: AcquireRequest): Promise<AcquireResult> {
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const { key, owner, ttlMs, queue, reportHolder } = request;
     const keys = this.keysOf(key);
     if (queue && this.handedOff.has(owner)) {
-      const granted = this.takeHandOff(key, owner, ttlMs);
+      // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
+      // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
+      const validityMs = Math.min(ttlMs, (request as AcquireRequest & { validityMs?: number }).validityMs ?? ttlMs);
+      const granted = this.takeHandOff(key, owner, ttlMs, validityMs);
       if (granted) return granted;
     }
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
@@ -121,15 +136,18 @@ export class RedisBackend implements LockBackend {
   }
 
   /**
-   * The release that woke us reserved the key for us (for `entryLifeMs`) and took us out of the
-   * queue: start at once on that reservation, valid from our first queue request (which reached
-   * Redis before any hand-off to us), and claim the full ttl in the background — one round trip
-   * less per hand-off. Too long a wait leaves too little of the reservation: claim first then.
+   * The release that woke us reserved the key for us and took us out of the queue: start at once
+   * on that reservation, valid from our first queue request (which reached Redis before any
+   * hand-off to us), and claim the full ttl in the background — one round trip less per hand-off.
+   * The reservation lasts what the *releasing* process set (its entry lifetime, carried in the
+   * message), which may differ from ours: trusting our own would outlive the key on the server.
+   * Too long a wait leaves too little of it, or of the ttl the engine trusts: claim first then.
    */
-  private takeHandOff(key: string, owner: string, ttlMs: number): AcquireResult | undefined {
+  private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
     const from = this.enqueuedAt.get(owner);
-    const validForMs = Math.min(ttlMs, this.entryLifeMs);
-    if (from === undefined || performance.now() - from > validForMs / 2) return undefined;
+    const reservedMs = this.handedOff.get(owner) ?? 0;
+    const validForMs = Math.min(validityMs, reservedMs);
+    if (from === undefined || !(validForMs > 0) || performance.now() - from > validForMs / 2) return undefined;
     this.forget(owner);
     const sentAt = performance.now();
     const confirmed = this.call('acquire', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs])).then((reply) =>
@@ -169,7 +187,7 @@ export class RedisBackend implements LockBackend {
       timeoutMs,
       () => unavailable(`no answer within ${timeoutMs} ms (client status ${this.client.status})`),
     ).catch((error: unknown) => {
-      throw error instanceof LockBackendUnavailableError ? error : unavailable((error as Error)?.message ?? String(error), error);
+      throw error instanceof LockBackendUnavailableError ? error : unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
     });
     if (reply !== 'PONG') throw unavailable(`unexpected reply to PING: ${String(reply)}`);
   }
@@ -201,10 +219,15 @@ export class RedisBackend implements LockBackend {
     this.subscribing ??= (async () => {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
-      subscriber.on('message', (channel: string, owner: string) => {
+      subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
-        // The channel is shared by every process: remember only our own waiters' hand-offs.
-        if (this.headWait.has(owner)) this.handedOff.add(owner);
+        // "<owner> <reservation ms>". The channel is shared by every process: remember only our
+        // own waiters' hand-offs. A message without a length (an older version released) still
+        // wakes the waiter, whose next queue request claims the key.
+        const length = / (\d+)$/.exec(message);
+        const owner = length ? message.slice(0, length.index) : message;
+        const reservedMs = length ? Number(length[1]) : 0;
+        if (this.headWait.has(owner) && reservedMs > 0) this.handedOff.set(owner, reservedMs);
         this.turns.wake(owner);
       });
       this.subscriber = subscriber;
@@ -249,7 +272,7 @@ export class RedisBackend implements LockBackend {
     } catch (error) {
       if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
       if (error instanceof LockBackendUnavailableError) throw error;
-      throw unavailable((error as Error)?.message ?? String(error), error);
+      throw unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
     }
   }
 

@@ -11,8 +11,9 @@ import { createHash } from 'node:crypto';
  *
  * Fairness without polling: a release does not free a contended key, it re-assigns it to the
  * head waiter for a short reservation (taking it out of the queue) and publishes that waiter's
- * id; the waiter starts at once on the reservation and claims the key with its own ttl in the
- * background (EXTEND). So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that
+ * id and the reservation's length in ms, "<owner> <ms>" (so the waiter trusts the reservation no
+ * longer than the server keeps it, whatever its own settings); the waiter starts at once on the
+ * reservation and claims the key with its own ttl in the background (EXTEND). So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that
  * died only delays the queue by its reservation/entry lifetime.
  */
 export interface RedisScript {
@@ -60,7 +61,7 @@ if not holder then
   redis.call('SET', KEYS[1], head, 'PX', life)
   redis.call('ZREM', KEYS[2], head)
   redis.call('ZREM', KEYS[3], head)
-  redis.call('PUBLISH', ARGV[4], head)
+  redis.call('PUBLISH', ARGV[4], head .. ' ' .. ARGV[3])
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 end
 if redis.call('ZADD', KEYS[2], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), owner) == 1 and not head then head = owner end
@@ -97,7 +98,7 @@ if head then
   redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
   redis.call('ZREM', KEYS[2], head)
   redis.call('ZREM', KEYS[3], head)
-  redis.call('PUBLISH', ARGV[3], head)
+  redis.call('PUBLISH', ARGV[3], head .. ' ' .. ARGV[2])
 elseif held == 1 then
   redis.call('DEL', KEYS[1])
 end
