@@ -121,7 +121,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
   it('extend(ttlMs) applies the same bounds as the ttl, with InvalidLockOptionsError', async () => {
     const service = serviceOn(new MemoryBackend('m'));
     const lease = await service.acquire('extend-bounds', { purpose: 'efficiency', ttl: 5_000 });
-    for (const bad of [3e9, 1.5, 0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    for (const bad of [3e9, 1.5, 0, -1, 5, Number.NaN, Number.POSITIVE_INFINITY]) {
       const error = await lease.extend(bad).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(InvalidLockOptionsError);
       expect(error).toBeInstanceOf(DistributedLockError);

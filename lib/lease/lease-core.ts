@@ -53,7 +53,7 @@ export class LeaseCore {
   readonly policy: LeasePolicy;
   state: LeaseState = 'held';
   private validUntilMs: number;
-  private readonly driftFactor: number;
+  readonly driftFactor: number;
   private readonly observer: LeaseObserver;
   private expiryTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;

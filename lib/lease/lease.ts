@@ -1,10 +1,7 @@
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import { checkTtl } from '../options/module-options.util.js';
 import type { LeaseCore } from './lease-core.js';
-
-/** Longest ttl a timer can measure (2^31 − 1 ms, about 24.8 days). */
-const MAX_TTL_MS = 2_147_483_647;
 
 /**
  * A distributed lock is a lease: it holds only while it is valid. Hold work to `signal`, and with
@@ -73,11 +70,12 @@ export class Lease implements AsyncDisposable {
   extend(ttlMs: number = this.core.ttlMs): Promise<void> {
     if (this.ended) return Promise.reject(new LeaseLostError(this.key, 'not-owner', 'this handle was released'));
     if (this.handle?.signal.aborted) return Promise.reject(this.handle.signal.reason);
-    // The same bounds as acquire's ttl: a timer cannot wait longer than 2^31 − 1 ms.
-    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs <= 0 || ttlMs > MAX_TTL_MS) {
-      return Promise.reject(
-        new InvalidLockOptionsError('ttlMs', `must be a positive integer number of milliseconds up to ${MAX_TTL_MS}, got ${String(ttlMs)}`, `extend() of "${this.key}"`),
-      );
+    // The same bounds as acquire's ttl: whole ms, up to what a timer can wait, and enough left
+    // after the drift allowance to be worth holding.
+    try {
+      checkTtl(ttlMs, 'ttlMs', this.core.driftFactor, `extend() of "${this.key}"`);
+    } catch (error) {
+      return Promise.reject(error);
     }
     return this.core.extend(ttlMs);
   }
