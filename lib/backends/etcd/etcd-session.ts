@@ -12,9 +12,16 @@ export class EtcdSession {
   readonly holders = new Set<string>();
   /** Owners queued with a key attached to this lease. */
   readonly waiters = new Set<string>();
+  /** Acquire writes on this lease whose answer has not come yet. */
+  pending = 0;
+  /**
+   * No new keys go on a retired session: a write on it had an unknown outcome, so a key of ours
+   * may land on it late. It is revoked (taking any such key with it) once nobody uses it.
+   */
+  retired = false;
   id = '';
   lost = false;
-  private validUntilMs: number;
+  private until: number;
   private readonly fired: number[] = [];
   private timer?: NodeJS.Timeout;
 
@@ -25,7 +32,7 @@ export class EtcdSession {
     grantSentAt: number,
     private readonly onPresumedLost: (session: EtcdSession, detail: string) => void,
   ) {
-    this.validUntilMs = validUntil(grantSentAt, ttlSeconds * 1000, driftFactor);
+    this.until = validUntil(grantSentAt, ttlSeconds * 1000, driftFactor);
     lease.on('keepaliveFired', () => this.fired.push(monotonicNow()));
     lease.on('keepaliveSucceeded', (response: { TTL?: string }) => this.renewed(Number(response?.TTL ?? ttlSeconds)));
     // A new keep-alive stream: earlier requests will never be answered.
@@ -40,7 +47,20 @@ export class EtcdSession {
   }
 
   remainingMs(): number {
-    return this.validUntilMs - monotonicNow();
+    return this.until - monotonicNow();
+  }
+
+  /**
+   * Monotonic time (`performance.now()`) until which the lease is known to live on the server:
+   * the send time of the last answered keep-alive (or of the grant) + its TTL, minus drift.
+   */
+  get validUntilMs(): number {
+    return this.until;
+  }
+
+  /** Nobody holds, waits or is writing on it. */
+  get idle(): boolean {
+    return this.holders.size === 0 && this.waiters.size === 0 && this.pending === 0;
   }
 
   /** Stop the timer (the session is over either way). */
@@ -52,14 +72,14 @@ export class EtcdSession {
   private renewed(ttlSeconds: number): void {
     const sentAt = this.fired.shift();
     if (sentAt === undefined || this.lost || ttlSeconds <= 0) return;
-    this.validUntilMs = Math.max(this.validUntilMs, validUntil(sentAt, ttlSeconds * 1000, this.driftFactor));
+    this.until = Math.max(this.until, validUntil(sentAt, ttlSeconds * 1000, this.driftFactor));
     this.schedule();
   }
 
   private schedule(): void {
     clearTimeout(this.timer);
     if (this.lost) return;
-    const remaining = this.validUntilMs - monotonicNow();
+    const remaining = this.until - monotonicNow();
     const expire = (): void =>
       this.onPresumedLost(this, `no keep-alive of the ${this.ttlSeconds} s session lease succeeded in time`);
     if (remaining <= 0) {

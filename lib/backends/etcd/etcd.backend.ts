@@ -1,3 +1,4 @@
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike, EtcdWatcherLike } from '../../interfaces/etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../../interfaces/lock-backend.interface.js';
@@ -32,6 +33,18 @@ interface Queued {
 
 /** Retry a clean-up this many ms after a write whose outcome is unknown (it may still land). */
 const CLEANUP_DELAYS_MS = [0, 1_000, 3_000, 10_000];
+/** Retry revoking a session we gave up (its keep-alives already stopped) this many ms later. */
+const REVOKE_RETRY_DELAYS_MS = [1_000, 3_000, 10_000];
+/**
+ * The gRPC deadline outlives our own timeout by this much. A deadline that expires makes etcd3
+ * (default fault handling) reset its channels and retry the call with the expired deadline —
+ * three failures in a row, which open its circuit breaker: every call on the client then fails
+ * with BrokenCircuitError for 5 s, healthy network or not. Our timeout already bounds the caller;
+ * the deadline only has to stop a request that is truly stuck from being kept forever.
+ */
+const GRPC_DEADLINE_SLACK_MS = 10_000;
+/** A UTF-16 surrogate not part of a pair (`!key.isWellFormed()`, which this TS lib target lacks). */
+const LONE_SURROGATE = /\p{Cs}/u;
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
 
@@ -63,7 +76,11 @@ export class EtcdBackend implements LockBackend {
   /** Owner → session, for every owner holding a lock. */
   private readonly holding = new Map<string, EtcdSession>();
   private readonly lossListeners: LockLossListener[] = [];
+  /** Keys with clean-up deletes still scheduled (count per key). */
+  private readonly cleaning = new Map<string, number>();
   private session?: EtcdSession;
+  /** Every session not yet ended: the current one and retired ones still in use. */
+  private readonly sessions = new Set<EtcdSession>();
   private creating?: Promise<EtcdSession>;
   private closed = false;
 
@@ -83,9 +100,24 @@ export class EtcdBackend implements LockBackend {
     this.lossListeners.push(listener);
   }
 
-  /** `<prefix><encoded key>/`: the encoding keeps `a` and `a/b` from sharing a range. */
+  /**
+   * `<prefix><encoded key>/`: the encoding keeps `a` and `a/b` from sharing a range. A key with a
+   * lone surrogate has no encoding (encodeURIComponent would throw a raw URIError): refused.
+   */
   lockPrefix(key: string): string {
+    if (LONE_SURROGATE.test(key)) {
+      throw new InvalidLockOptionsError('key', 'it contains a lone UTF-16 surrogate (not well-formed Unicode)', `the ${this.name} backend`);
+    }
     return `${this.prefix}${encodeURIComponent(key)}/`;
+  }
+
+  /**
+   * Until when the session lease `owner`'s key rides on is known to live (monotonic): the lock
+   * cannot be trusted past it whatever its own ttl, since etcd deletes the key with the lease.
+   */
+  validUntil(owner: string): number | undefined {
+    const session = this.holding.get(owner);
+    return session && !session.lost ? session.validUntilMs : undefined;
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -113,68 +145,121 @@ export class EtcdBackend implements LockBackend {
   }
 
   async release(key: string, owner: string): Promise<boolean> {
+    const myKey = Buffer.from(this.lockPrefix(key) + owner);
+    const waitedOn = this.queued.get(owner)?.session;
     this.dropQueued(owner);
     const session = this.holding.get(owner);
     this.holding.delete(owner);
     session?.holders.delete(owner);
-    const myKey = Buffer.from(this.lockPrefix(key) + owner);
+    if (session) this.endIfDrained(session);
     // If the delete's answer is lost (a leader election can hold a request for seconds), keep
-    // trying in the background: the healthy session would otherwise keep the key alive.
-    const response = await this.call('release', key, () => this.client.kv.deleteRange({ key: myKey }, this.deadline()), myKey.toString());
+    // trying in the background and retire the session: the healthy session would otherwise keep
+    // the key alive.
+    const response = await this.call(
+      'release',
+      key,
+      () => this.client.kv.deleteRange({ key: myKey }, this.deadline()),
+      myKey.toString(),
+      session ?? waitedOn,
+    );
     return Number(response.deleted) > 0 && session !== undefined;
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const session = this.session;
     this.session = undefined;
     for (const owner of [...this.queued.keys()]) this.dropQueued(owner);
-    if (session) {
-      session.end();
-      await withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).catch(() => undefined);
-    }
+    const sessions = [...this.sessions];
+    this.sessions.clear();
+    await Promise.all(
+      sessions.map((session) => {
+        session.end();
+        return this.revoke(session, false);
+      }),
+    );
     if (this.ownsClient) this.client.close();
   }
 
-  /** First attempt of an owner: one txn that takes the free key, or joins the queue when asked to. */
-  private async enqueue({ key, owner, queue }: AcquireRequest): Promise<AcquireResult> {
-    const session = await this.currentSession(key);
+  /**
+   * First attempt of an owner: one txn that takes the free key, or joins the queue when asked to.
+   * If etcd says the session lease does not exist (revoked, or expired before its keep-alive
+   * told us), the session is lost: its holders are told, and the attempt is made once more on a
+   * new session instead of failing every acquire until the keep-alive notices.
+   */
+  private async enqueue(request: AcquireRequest, retried = false): Promise<AcquireResult> {
+    const { key, owner, queue } = request;
     const prefix = this.lockPrefix(key);
-    const range = { key: Buffer.from(prefix), range_end: prefixEnd(prefix) };
     const myKey = prefix + owner;
-    const put = { request_put: { key: Buffer.from(myKey), value: Buffer.alloc(0), lease: session.id } };
-    const response = await this.call(
-      'acquire',
-      key,
-      () =>
-        this.client.kv.txn(
-          {
-          // The range is empty: nobody holds or waits.
-          compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
-          success: [put],
-          // Busy: queue behind the newest key (limit 2: our own put may be among them).
-          failure: queue
-            ? [put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }]
-            : [],
-          },
-          this.deadline(),
-        ),
-      queue ? myKey : undefined,
-    );
-    const revision = BigInt(response.header.revision);
-    if (session.lost) {
-      this.scheduleCleanup(myKey);
-      throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key });
+    if (this.cleaning.has(myKey)) {
+      // Its key is being deleted in the background: a grant on it could vanish under the holder.
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'an earlier write of this owner had an unknown outcome; retry with a new owner id', { key });
     }
-    if (response.succeeded) return this.granted(owner, session, revision);
-    if (!queue) return { acquired: false };
-    const keys: string[] = response.responses[1].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
-    const entry: Queued = { session, key: myKey, rev: revision };
-    this.queued.set(owner, entry);
-    session.waiters.add(owner);
-    this.turns.track(owner);
-    this.watchPredecessor(owner, entry, keys.find((k) => k !== myKey));
-    return { acquired: false };
+    let session = await this.currentSession(key);
+    // Retired (or lost) while we waited for it: no new key may go on it.
+    for (let i = 0; i < 3 && (session.retired || session.lost); i++) session = await this.currentSession(key);
+    if (session.retired || session.lost) {
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'every new session was retired at once (writes keep timing out)', { key });
+    }
+    const range = { key: Buffer.from(prefix), range_end: prefixEnd(prefix) };
+    const put = { request_put: { key: Buffer.from(myKey), value: Buffer.alloc(0), lease: session.id } };
+    const mine = { request_range: { key: Buffer.from(myKey), keys_only: true } };
+    session.pending += 1;
+    try {
+      let response;
+      try {
+        response = await this.call(
+          'acquire',
+          key,
+          () =>
+            this.client.kv.txn(
+              {
+                // The range is empty: nobody holds or waits.
+                compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
+                success: [put],
+                // Busy. First: is the key ours already? etcd3 retries a request whose answer was
+                // lost to a broken connection, so an earlier copy of this very txn may have
+                // written it. Then, when queueing: queue behind the newest key (limit 2: our own
+                // put may be among them).
+                failure: queue
+                  ? [mine, put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }]
+                  : [mine],
+              },
+              this.deadline(),
+            ),
+          // Also for a single try (queue false): a put whose answer never came may still be
+          // applied, and would then sit on our healthy session, blocking the key for good.
+          myKey,
+          session,
+        );
+      } catch (error) {
+        if (!retried && isLeaseNotFound(error)) return await this.enqueue(request, true);
+        throw error;
+      } finally {
+        session.pending -= 1;
+      }
+      const revision = BigInt(response.header.revision);
+      if (session.lost) {
+        this.scheduleCleanup(myKey);
+        throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key });
+      }
+      if (response.succeeded) return this.granted(owner, session, revision);
+      // Our key from an earlier copy of this txn: its create revision is our place in line.
+      const earlier: { create_revision: string } | undefined = response.responses[0].response_range.kvs[0];
+      if (!queue) {
+        // A single try writes only when the key was free: that earlier copy took the lock, then.
+        return earlier ? this.granted(owner, session, BigInt(earlier.create_revision)) : { acquired: false };
+      }
+      const keys: string[] = response.responses[2].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
+      const entry: Queued = { session, key: myKey, rev: earlier ? BigInt(earlier.create_revision) : revision };
+      this.queued.set(owner, entry);
+      session.waiters.add(owner);
+      this.turns.track(owner);
+      // With an earlier copy, the newest keys may be behind ours: let a re-check find our predecessor.
+      this.watchPredecessor(owner, entry, earlier ? undefined : keys.find((k) => k !== myKey));
+      return { acquired: false };
+    } finally {
+      this.endIfDrained(session);
+    }
   }
 
   /**
@@ -208,9 +293,10 @@ export class EtcdBackend implements LockBackend {
     }
     const predecessor: string | undefined = response.responses[0].response_range.kvs[0]?.key.toString();
     if (predecessor === undefined) {
-      const session = entry.session;
+      // Holder first, then out of the queue: the session is never seen unused in between.
+      const result = this.granted(owner, entry.session, BigInt(response.header.revision));
       this.dropQueued(owner);
-      return this.granted(owner, session, BigInt(response.header.revision));
+      return result;
     }
     if (predecessor !== entry.predecessor) this.watchPredecessor(owner, entry, predecessor);
     return { acquired: false };
@@ -250,6 +336,7 @@ export class EtcdBackend implements LockBackend {
     this.queued.delete(owner);
     entry.session.waiters.delete(owner);
     void entry.watcher?.cancel().catch(() => undefined);
+    this.endIfDrained(entry.session);
   }
 
   private async currentSession(key: string): Promise<EtcdSession> {
@@ -274,17 +361,61 @@ export class EtcdBackend implements LockBackend {
       throw error;
     }
     if (session.lost) throw new LockBackendUnavailableError(this.name, 'grant', 'the new session lease was lost at once', { key });
+    if (this.closed) {
+      session.end();
+      void this.revoke(session, false);
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
+    }
     this.session = session;
+    this.sessions.add(session);
     return session;
+  }
+
+  /**
+   * A write on `session` had an unknown outcome: a key of ours may land on it at any time. Put no
+   * new keys on it, and revoke it once nobody holds, waits or writes on it — the revoke takes any
+   * late key with it (and a put arriving after the revoke fails: no such lease).
+   */
+  private retire(session: EtcdSession): void {
+    if (session.lost || session.retired) return;
+    session.retired = true;
+    if (this.session === session) this.session = undefined;
+    this.endIfDrained(session);
+  }
+
+  private endIfDrained(session: EtcdSession): void {
+    if (!session.retired || session.lost || !session.idle) return;
+    session.end();
+    this.sessions.delete(session);
+    void this.revoke(session, true);
+  }
+
+  /**
+   * Revoke an ended session: its keys go at once. revoke() stops the keep-alives first, so if
+   * etcd cannot be reached the lease still expires by its TTL; with `retry`, a failed revoke is
+   * tried again a few times meanwhile (a late put on the lease may be all that is left on it).
+   */
+  private async revoke(session: EtcdSession, retry: boolean): Promise<void> {
+    const attempt = (): Promise<boolean> =>
+      withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).then(
+        () => true,
+        () => false,
+      );
+    if ((await attempt()) || !retry) return;
+    for (const delay of REVOKE_RETRY_DELAYS_MS) {
+      await new Promise((resolve) => setTimeout(resolve, delay).unref());
+      if (await attempt()) return;
+    }
   }
 
   /** Every lease on this session is presumed lost; waiters re-queue under a new session. */
   private loseSession(session: EtcdSession, detail: string): void {
     if (session.lost) return;
     session.end();
+    this.sessions.delete(session);
     if (this.session === session) this.session = undefined;
     // Stop keep-alives; revoking frees our keys at once if etcd is reachable.
-    void withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).catch(() => session.lease.release());
+    void this.revoke(session, false);
     const holders = [...session.holders];
     session.holders.clear();
     for (const owner of holders) {
@@ -311,10 +442,12 @@ export class EtcdBackend implements LockBackend {
 
   /**
    * One request, bounded by commandTimeoutMs. A write whose answer never came may still be
-   * applied later; `cleanupKey` is then deleted a few times over the next seconds so a late put
-   * cannot leave a key that blocks the queue while our session lives.
+   * applied later; `cleanupKey` is then deleted a few times over the next seconds (the deletes
+   * follow the write on the same connection), and `session`, the lease it rides on, is retired —
+   * revoked once unused — so a late put cannot leave a key that blocks the queue while our process
+   * lives. An answer saying the session lease does not exist means the session is lost.
    */
-  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string): Promise<T> {
+  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string, session?: EtcdSession): Promise<T> {
     if (this.closed) {
       throw new LockBackendUnavailableError(this.name, operation, 'the backend is closed (application shutting down)', { key });
     }
@@ -323,24 +456,47 @@ export class EtcdBackend implements LockBackend {
         new LockBackendUnavailableError(this.name, operation, `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`, { key }),
       );
     } catch (error) {
-      if (cleanupKey !== undefined) this.scheduleCleanup(cleanupKey);
+      if (session && isLeaseNotFound(error)) {
+        // A definite answer: nothing was written, and every key on the lease is gone.
+        this.loseSession(session, `the session lease ${session.id} no longer exists on the server (revoked or expired)`);
+      } else {
+        if (cleanupKey !== undefined) this.scheduleCleanup(cleanupKey);
+        if (session) this.retire(session);
+      }
       if (error instanceof LockBackendUnavailableError) throw error;
       throw new LockBackendUnavailableError(this.name, operation, (error as Error)?.message ?? String(error), { key, cause: error });
     }
   }
 
-  /** gRPC call options: the server-side request is cancelled with our timeout, not left to hang. */
+  /**
+   * gRPC call options: a request that is truly stuck is cancelled on both sides, not left to hang
+   * — but only well after our own timeout gave up on it (see GRPC_DEADLINE_SLACK_MS).
+   */
   private deadline(): { deadline: Date } {
-    return { deadline: new Date(Date.now() + this.commandTimeoutMs) };
+    return { deadline: new Date(Date.now() + this.commandTimeoutMs + GRPC_DEADLINE_SLACK_MS) };
   }
 
   private scheduleCleanup(myKey: string): void {
-    for (const delay of CLEANUP_DELAYS_MS) {
+    this.cleaning.set(myKey, (this.cleaning.get(myKey) ?? 0) + 1);
+    CLEANUP_DELAYS_MS.forEach((delay, i) => {
       setTimeout(() => {
+        if (i === CLEANUP_DELAYS_MS.length - 1) {
+          const left = this.cleaning.get(myKey)! - 1;
+          if (left > 0) this.cleaning.set(myKey, left);
+          else this.cleaning.delete(myKey);
+        }
         void this.client.kv.deleteRange({ key: Buffer.from(myKey) }).catch(() => undefined);
       }, delay).unref();
-    }
+    });
   }
+}
+
+/** etcd's answer to a write on a lease it does not have: `etcdserver: requested lease not found`. */
+function isLeaseNotFound(error: unknown): boolean {
+  for (let e = error as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (e.constructor?.name === 'EtcdLeaseInvalidError' || /requested lease not found/.test(String(e.message))) return true;
+  }
+  return false;
 }
 
 /** The end of the range of keys starting with `prefix` (etcd's "prefix + 1"). */
