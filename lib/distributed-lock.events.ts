@@ -30,17 +30,21 @@ const logger = new Logger(LOGGER_CONTEXT);
 /**
  * A typed EventEmitter of lock lifecycle events. Listeners run synchronously on the lock path, so
  * each one is isolated: a listener that throws is logged and skipped — the other listeners still
- * run, and the lock's outcome never changes.
+ * run, and the lock's outcome never changes. An async listener's rejection is logged the same way.
  */
 export class LockEvents extends EventEmitter<LockEventMap> {
   override emit(eventName: LockEventName, ...args: unknown[]): boolean {
     const listeners = this.rawListeners(eventName) as Array<(...a: unknown[]) => void>;
     if (listeners.length === 0) return false;
+    const report = (error: unknown): void =>
+      logger.error(`A "${eventName}" listener threw; the lock is not affected: ${(error as Error)?.stack ?? error}`);
     for (const listener of listeners) {
       try {
-        listener.apply(this, args);
+        const result = listener.apply(this, args) as unknown;
+        // An async listener's rejection is reported too, never left unhandled (it would end the process).
+        if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') (result as PromiseLike<unknown>).then(undefined, report);
       } catch (error) {
-        logger.error(`A "${eventName}" listener threw; the lock is not affected: ${(error as Error)?.stack ?? error}`);
+        report(error);
       }
     }
     return true;

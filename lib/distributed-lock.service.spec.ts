@@ -213,4 +213,77 @@ describe('DistributedLockService engine under composition (in-process backend)',
     expect(lease.remainingMs()).toBeLessThanOrEqual(300);
     await lease.release();
   });
+
+  it('an extend() answered after a lockAtLeastFor release does not delete the key early', async () => {
+    class SlowExtend extends MemoryBackend {
+      slow = true;
+      override async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+        const answer = await super.extend(key, owner, ttlMs);
+        if (this.slow) {
+          this.slow = false;
+          await sleep(100);
+        }
+        return answer;
+      }
+    }
+    const backend = new SlowExtend('m');
+    const a = serviceOn(backend);
+    const b = serviceOn(backend);
+    const lease = await a.acquire('inflight-extend', { purpose: 'efficiency', ttl: 5_000, lockAtLeastFor: 2_000 });
+    const extending = lease.extend().catch((e: unknown) => e);
+    await lease.release(); // keeps the key for lockAtLeastFor
+    expect(await extending).toBeInstanceOf(LeaseLostError);
+    await sleep(50);
+    expect(await b.tryAcquire('inflight-extend', { purpose: 'efficiency' })).toBeNull();
+  });
+
+  it('an async listener that rejects is isolated too (no unhandled rejection)', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      service.events.on('acquired', async () => {
+        throw new Error('async listener bug');
+      });
+      const ran = await service.using('async-listener', { purpose: 'efficiency' }, () => 'ran');
+      expect(ran).toBe('ran');
+      await sleep(20);
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('reentrant handles that are never released do not pile up on the lease', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    await service.using('many-handles', { purpose: 'efficiency', ttl: 10_000 }, async (outer) => {
+      for (let i = 0; i < 1_000; i++) await service.tryAcquire('many-handles', { purpose: 'efficiency' });
+      const core = outer.leaseCore as unknown as Record<string, unknown>;
+      const sizes = Object.values(core).filter((v): v is Set<unknown> => v instanceof Set).map((set) => set.size);
+      expect(Math.max(0, ...sizes)).toBeLessThanOrEqual(1);
+    });
+  });
+
+  it('fn never starts once shutdown began, even if it began between the grant and the call', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    service.events.on('acquired', () => queueMicrotask(() => void service.beforeApplicationShutdown()));
+    let ran = false;
+    const outcome = await service
+      .using('shutdown-gap', { purpose: 'efficiency' }, () => {
+        ran = true;
+      })
+      .catch((e: unknown) => e);
+    expect(ran).toBe(false);
+    expect(outcome).toBeInstanceOf(DistributedLockError);
+  });
+
+  it('a reentrant acquire with an already-aborted signal rejects like any other', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    await service.using('re-aborted', { purpose: 'efficiency' }, async () => {
+      const controller = new AbortController();
+      controller.abort(new Error('caller gave up'));
+      await expect(service.acquire('re-aborted', { purpose: 'efficiency', signal: controller.signal })).rejects.toThrow('caller gave up');
+    });
+  });
 });

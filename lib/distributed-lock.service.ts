@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { LockEvents } from './distributed-lock.events.js';
@@ -59,6 +60,8 @@ export class DistributedLockService
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
     @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
   ) {
+    // Every waiting call listens on it for as long as it waits: no limit, nothing is leaked.
+    setMaxListeners(0, this.stopping.signal);
     for (const backend of backends.values()) {
       backend.onLeaseLost?.((owner, detail, reason) => this.held.get(owner)?.lose(reason ?? 'session-lost', detail));
     }
@@ -122,6 +125,8 @@ export class DistributedLockService
    */
   async runHolding<T>(lease: Lease, fn: () => T | Promise<T>, rejectOnLoss = false): Promise<T> {
     try {
+      // Lost between the grant and now (shutdown began, or it ran out): the work must not start.
+      if (lease.signal.aborted) throw lease.signal.reason;
       const running = this.runInLease(lease, fn);
       return await (rejectOnLoss ? untilLost(lease, running) : running);
     } finally {
@@ -162,10 +167,10 @@ export class DistributedLockService
   }
 
   private async take(o: ResolvedLockOptions, throwWhenBusy: boolean): Promise<Lease | null> {
+    o.signal?.throwIfAborted();
     const reentered = this.reenter(o);
     if (reentered) return reentered;
     const backend = this.backends.get(o.backend)!;
-    o.signal?.throwIfAborted();
     if (this.shuttingDown) throw this.shutdownError(o);
     // Waiting stops at the caller's signal or when shutdown begins, whichever comes first.
     const waiting = linkSignals(o.signal, this.stopping.signal);

@@ -39,6 +39,8 @@ export async function invokeLocked(
   }
   let result: unknown;
   try {
+    // Lost between the grant and now (shutdown began, or it ran out): the method must not start.
+    if (lease.signal.aborted) throw lease.signal.reason;
     const running = runner.runInLease(lease, () => method.apply(thisArg, args));
     result = await (lock.policy.rejectOnLoss ? untilLost(lease, running) : running);
   } catch (error) {
@@ -78,6 +80,7 @@ export function invokeLockedObservable(
       }
       let source: unknown;
       try {
+        if (lease.signal.aborted) throw lease.signal.reason;
         source = runner.runInLease(lease, () => method.apply(thisArg, args));
       } catch (error) {
         await runner.releaseQuietly(lease);

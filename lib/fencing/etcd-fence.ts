@@ -6,11 +6,17 @@ import { checkResourceKey, fenceToken, type LeaseSource } from './fence-token.ut
 export interface EtcdFenceOptions {
   /** Prefix of the resource keys. @default 'fence/' */
   prefix?: string;
-  /** Supplies the token when a call passes none: the service's `current()` lease. */
+  /** Supplies the token when a call passes none: the service (`leases: locks`). */
   leases?: LeaseSource;
+  /**
+   * The lock key that protects a resource key, for implicit tokens: the token is taken only from
+   * the lease on that key. @default the resource key itself
+   */
+  lockKey?: (key: string) => string;
 }
 
-/** etcd compares values as bytes: zero-padded to 20 digits, byte order is numeric order (to 2^64). */
+/** Tokens are stored zero-padded to 20 digits, so etcd's byte order is numeric order below 10^20. */
+const MAX_TOKEN = 10n ** 20n - 1n;
 const pad = (token: bigint): Buffer => Buffer.from(token.toString().padStart(20, '0'));
 
 /**
@@ -33,7 +39,7 @@ export class EtcdFence {
     const where = `EtcdFence.write(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
-    const fenced = fenceToken(token, this.options.leases, where, key);
+    const fenced = this.tokenFor(token, where, key);
     const response = await this.client.kv.txn({
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
       success: [{ request_range: { key: this.fenceKey(key) } }],
@@ -49,7 +55,7 @@ export class EtcdFence {
   async read(key: string, token?: bigint | number): Promise<string | null> {
     const where = `EtcdFence.read(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
-    const fenced = fenceToken(token, this.options.leases, where, key);
+    const fenced = this.tokenFor(token, where, key);
     const response = await this.client.kv.txn({
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
       success: [{ request_range: { key: this.fenceKey(key) } }],
@@ -69,6 +75,15 @@ export class EtcdFence {
 
   private stale(key: string, token: bigint, response: { responses: Array<{ response_range: { kvs: Array<{ value: Buffer }> } }> }): StaleFencingTokenError {
     return new StaleFencingTokenError(key, token, BigInt(response.responses[0].response_range.kvs[0].value.toString()));
+  }
+
+  private tokenFor(token: bigint | number | undefined, where: string, key: string): bigint {
+    const fenced = fenceToken(token, this.options.leases, where, this.options.lockKey ? this.options.lockKey(key) : key);
+    if (fenced > MAX_TOKEN) {
+      // etcd revisions (int64) never get here; an explicit token this large would compare wrongly.
+      throw new InvalidLockOptionsError('token', `must be below 10^20 (EtcdFence compares 20-digit values), got ${fenced}`, where);
+    }
+    return fenced;
   }
 
   private dataKey(key: string): Buffer {

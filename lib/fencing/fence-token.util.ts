@@ -6,26 +6,26 @@ export interface LeaseSource {
   /** The innermost lease of this async context. */
   current(): Lease | undefined;
   /**
-   * Every lease of this async context, outermost first. With it the fence can tell which lease
-   * protects a resource when leases are nested; a source without it supplies only `current()`.
+   * Every lease of this async context, outermost first (the service has it). Without it the
+   * fence sees only `current()`, the innermost lease.
    */
   currentLeases?(): readonly Lease[];
 }
 
 /**
- * The token a fenced operation on `resourceKey` carries.
+ * The token a fenced operation carries.
  *
  * - Given explicitly: used as is (after checking it is a non-negative integer); if it belongs to a
  *   lease of this context that is already known lost, refused with that lease's `LeaseLostError`.
- * - Implicit: taken from the correctness leases of this async context. If any of them is known
- *   lost, the operation is refused with its `LeaseLostError`: work nested under a lost lease is no
- *   longer protected, whichever resource it touches. One lease: its token. Several (nested
- *   `using()` on different keys — their tokens come from one sequence, so the innermost is
- *   usually the NEWEST and would pass any fence): the lease whose key equals `resourceKey`, and
- *   if there is none, `InvalidLockOptionsError` asking for an explicit token.
+ * - Implicit: the token of the lease in this async context on `lockKey` — the lock that protects
+ *   the resource (by default the resource's own key). Only that lease: tokens of different keys
+ *   come from one sequence, so another lease's (an inner lease's, usually the newest) would pass
+ *   any fence and lose a newer holder's update. No such lease: `InvalidLockOptionsError` asking
+ *   for an explicit token. If any correctness lease of the context is known lost, refused with its
+ *   `LeaseLostError`: work nested under a lost lease is no longer protected.
  */
-export function fenceToken(token: bigint | number | undefined, leases: LeaseSource | undefined, where: string, resourceKey?: string): bigint {
-  const inContext = leases?.currentLeases?.() ?? (leases?.current() ? [leases.current()!] : []);
+export function fenceToken(token: bigint | number | undefined, leases: LeaseSource | undefined, where: string, lockKey?: string): bigint {
+  const inContext = leasesOf(leases);
   if (token !== undefined) {
     if (typeof token === 'number' && !Number.isSafeInteger(token)) {
       throw new InvalidLockOptionsError('token', `must be a bigint or a safe integer, got ${token}`, where);
@@ -45,27 +45,40 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
       where,
     );
   }
-  const fencing = inContext.filter((lease) => lease.token !== undefined);
-  if (fencing.length === 0) {
-    const lease = inContext[inContext.length - 1];
+  const lost = inContext.find((lease) => lease.token !== undefined && lease.signal.aborted);
+  if (lost) throw lost.signal.reason;
+  const protecting = lockKey === undefined ? undefined : inContext.findLast((lease) => lease.key === lockKey);
+  if (!protecting) {
     throw new InvalidLockOptionsError(
       'token',
-      `the current lease on "${lease.key}" (${lease.purpose}, backend "${lease.backend}") has no fencing token; use purpose 'correctness'`,
+      `none given and no lease on ${lockKey === undefined ? 'the lock key of this resource (set lockKey)' : JSON.stringify(lockKey)} ` +
+        `in this async context (held here: ${inContext.map((l) => JSON.stringify(l.key)).join(', ')}): lock the resource's own key, ` +
+        `map it with the fence's lockKey option, or pass lease.token`,
       where,
     );
   }
-  const lost = fencing.find((lease) => lease.signal.aborted);
-  if (lost) throw lost.signal.reason;
-  const tokens = new Set(fencing.map((lease) => lease.token!)); // reentrant handles share a token
-  if (tokens.size === 1) return fencing[0].token!;
-  const onKey = fencing.filter((lease) => lease.key === resourceKey);
-  if (onKey.length > 0) return onKey[onKey.length - 1].token!;
-  throw new InvalidLockOptionsError(
-    'token',
-    `${tokens.size} correctness leases in this async context (${[...new Set(fencing.map((l) => JSON.stringify(l.key)))].join(', ')}) and none ` +
-      `on ${resourceKey === undefined ? 'this resource' : JSON.stringify(resourceKey)}: pass the token of the lease that protects it`,
-    where,
-  );
+  if (protecting.token === undefined) {
+    throw new InvalidLockOptionsError(
+      'token',
+      `the lease on "${protecting.key}" (${protecting.purpose}, backend "${protecting.backend}") has no fencing token; use purpose 'correctness'`,
+      where,
+    );
+  }
+  if (protecting.signal.aborted) throw protecting.signal.reason;
+  return protecting.token;
+}
+
+/** Whether an implicit token would be found for `lockKey` (a fenced read is plain without one). */
+export function hasLeaseOn(leases: LeaseSource | undefined, lockKey: string | undefined): boolean {
+  return lockKey !== undefined && leasesOf(leases).some((lease) => lease.key === lockKey && lease.token !== undefined);
+}
+
+/** The leases of this async context; a source with only `current()` shows the innermost one. */
+function leasesOf(leases: LeaseSource | undefined): readonly Lease[] {
+  if (!leases) return [];
+  if (typeof leases.currentLeases === 'function') return leases.currentLeases();
+  const current = leases.current();
+  return current ? [current] : [];
 }
 
 /** A UTF-16 surrogate not paired with its other half (with the u flag, pairs read as one code point). */

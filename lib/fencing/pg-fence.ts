@@ -15,9 +15,17 @@ export interface PgFenceOptions {
   idColumn?: string;
   /** A `bigint NOT NULL DEFAULT 0` column holding the highest token seen. @default 'fence' */
   fenceColumn?: string;
-  /** Supplies the token when a call passes none: the service's `current()` lease. */
+  /** Supplies the token when a call passes none: the service (`leases: locks`). */
   leases?: LeaseSource;
+  /**
+   * The lock key that protects a row, for implicit tokens — e.g. `(id) => \`account:${id}\``: the
+   * token is taken only from the lease on that key. Without it, pass the token to every call.
+   */
+  lockKey?: (id: unknown) => string;
 }
+
+/** PostgreSQL's bigint. */
+const MAX_TOKEN = 2n ** 63n - 1n;
 
 /** Quote an SQL identifier (a table may be schema-qualified: `billing.accounts`). */
 function quoteIdent(name: unknown, field: string): string {
@@ -60,7 +68,7 @@ export class PgFence {
   /** Set `values` on the row if `token` (default: the current lease's) is not older than its fence. */
   async update(db: PgQueryable, id: unknown, values: Record<string, unknown>, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.update(${this.options.table}, ${String(id)})`;
-    const fenced = fenceToken(token, this.options.leases, where);
+    const fenced = this.tokenFor(token, where, id);
     const columns = Object.keys(values ?? {});
     if (columns.length === 0) throw new InvalidLockOptionsError('values', 'must set at least one column', where);
     const fenceName = this.options.fenceColumn ?? 'fence';
@@ -79,10 +87,16 @@ export class PgFence {
   /** Read the row through the fence: raises it to `token`; a stale token throws. */
   async read(db: PgQueryable, id: unknown, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.read(${this.options.table}, ${String(id)})`;
-    const fenced = fenceToken(token, this.options.leases, where);
+    const fenced = this.tokenFor(token, where, id);
     const result = await db.query(`UPDATE ${this.table} SET ${this.fence} = $2::bigint WHERE ${this.guard()} RETURNING *`, [id, fenced.toString()]);
     if (result.rowCount === 1) return result.rows[0];
     throw await this.refusal(db, id, fenced, where);
+  }
+
+  private tokenFor(token: bigint | number | undefined, where: string, id: unknown): bigint {
+    const fenced = fenceToken(token, this.options.leases, where, this.options.lockKey?.(id));
+    if (fenced > MAX_TOKEN) throw new InvalidLockOptionsError('token', `must fit PostgreSQL's bigint (at most 2^63 − 1), got ${fenced}`, where);
+    return fenced;
   }
 
   /** One row with this id ($1) whose fence ($2) is not newer; NULL counts as never fenced. */

@@ -1,14 +1,19 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
-import { checkResourceKey, fenceToken, type LeaseSource } from './fence-token.util.js';
+import { checkResourceKey, fenceToken, hasLeaseOn, type LeaseSource } from './fence-token.util.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
 
 export interface RedisFenceOptions {
   /** Prefix of the resource keys. @default 'fence:' */
   keyPrefix?: string;
-  /** Supplies the token when a call passes none: the service's `current()` lease. */
+  /** Supplies the token when a call passes none: the service (`leases: locks`). */
   leases?: LeaseSource;
+  /**
+   * The lock key that protects a resource key, for implicit tokens: the token is taken only from
+   * the lease on that key. @default the resource key itself
+   */
+  lockKey?: (key: string) => string;
 }
 
 /**
@@ -42,23 +47,22 @@ export class RedisFence {
     const where = `RedisFence.write(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
-    const fenced = fenceToken(token, this.options.leases, where, key);
+    const fenced = fenceToken(token, this.options.leases, where, this.lockKeyOf(key));
     const reply = (await this.eval(FENCED_WRITE, key, [fenced.toString(), value])) as [number, string?];
     if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
   }
 
   /**
-   * Read the value. With a token (given, or from the current lease) the read is fenced: a stale
-   * token throws, a newer one raises the fence. With neither, a plain unfenced read.
+   * Read the value. With a token (given, or from the lease on the resource's lock key) the read is
+   * fenced: a stale token throws, a newer one raises the fence. With neither, a plain unfenced read.
    */
   async read(key: string, token?: bigint | number): Promise<string | null> {
     const where = `RedisFence.read(${JSON.stringify(key)})`;
     checkResourceKey(key, where);
-    const inContext = token === undefined ? (this.options.leases?.currentLeases?.() ?? [this.options.leases?.current()]) : [];
-    if (token === undefined && !inContext.some((lease) => lease?.token !== undefined)) {
+    if (token === undefined && !hasLeaseOn(this.options.leases, this.lockKeyOf(key))) {
       return (await this.client.eval("return redis.call('HGET', KEYS[1], 'v')", 1, this.prefix + key)) as string | null;
     }
-    const fenced = fenceToken(token, this.options.leases, where, key);
+    const fenced = fenceToken(token, this.options.leases, where, this.lockKeyOf(key));
     const reply = (await this.eval(FENCED_READ, key, [fenced.toString()])) as [number, string | null];
     if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
     return reply[1] ?? null;
@@ -69,6 +73,10 @@ export class RedisFence {
     checkResourceKey(key, `RedisFence.fence(${JSON.stringify(key)})`);
     const fence = (await this.client.eval("return redis.call('HGET', KEYS[1], 'f')", 1, this.prefix + key)) as string | null;
     return fence === null ? undefined : BigInt(fence);
+  }
+
+  private lockKeyOf(key: string): string {
+    return this.options.lockKey ? this.options.lockKey(key) : key;
   }
 
   private async eval(s: { lua: string; sha: string }, key: string, args: string[]): Promise<unknown> {

@@ -58,8 +58,11 @@ export class LeaseCore {
   private expiryTimer?: NodeJS.Timeout;
   private renewTimer?: NodeJS.Timeout;
   private releasing?: Promise<void>;
-  /** Signals of reentrant handles still open on this lease: they abort when it ends, however it ends. */
-  private readonly handles = new Set<AbortController>();
+  /**
+   * The signal of every reentrant handle on this lease (one, shared, made on first use): it aborts
+   * when the lease ends, however it ends — a released outer lease means the key may have a new holder.
+   */
+  private reentrant?: AbortController;
 
   constructor(init: LeaseCoreInit) {
     this.key = init.key;
@@ -77,16 +80,13 @@ export class LeaseCore {
     if (this.policy.watchdog) this.scheduleRenewal();
   }
 
-  /**
-   * A signal for a reentrant handle: aborts with the lease's own reason when it is lost, and when
-   * the lease is released while the handle is still open (the key may have a new holder then).
-   * `close()` detaches a handle released first.
-   */
-  openHandle(): { signal: AbortSignal; close(): void } {
-    const handle = new AbortController();
-    if (this.state !== 'held') handle.abort(this.endReason());
-    else this.handles.add(handle);
-    return { signal: handle.signal, close: () => void this.handles.delete(handle) };
+  /** The signal of reentrant handles: aborts when the lease is lost or released. */
+  reentrantSignal(): AbortSignal {
+    if (!this.reentrant) {
+      this.reentrant = new AbortController();
+      if (this.state !== 'held') this.reentrant.abort(this.endReason());
+    }
+    return this.reentrant.signal;
   }
 
   private endReason(): LeaseLostError {
@@ -96,11 +96,7 @@ export class LeaseCore {
   }
 
   private endHandles(): void {
-    if (this.handles.size === 0) return;
-    const reason = this.endReason();
-    const handles = [...this.handles];
-    this.handles.clear();
-    for (const handle of handles) handle.abort(reason);
+    if (this.reentrant && !this.reentrant.signal.aborted) this.reentrant.abort(this.endReason());
   }
 
   /** What is left of the lease: never more than the backend itself vouches for (a shared session). */
@@ -160,12 +156,10 @@ export class LeaseCore {
       this.lose('not-owner', 'the backend no longer has this owner on the key');
       this.assertHeld();
     }
-    // The timer may have fired while the request was in flight: the holder has been told the
-    // lease is gone and must not see it come back. Give the key up rather than sit on it.
-    if (this.state !== 'held') {
-      void this.backend.release(this.key, this.owner).catch(() => undefined);
-      this.assertHeld();
-    }
+    // The lease ended while the request was in flight (expired, released, shut down): the holder
+    // has been told and must not see it come back. The path that ended it owns what happens to
+    // the key (lockAtLeastFor, lockDelay), so nothing is deleted here.
+    this.assertHeld();
     this.validUntilMs = validUntil(sentAt, ttlMs, this.driftFactor);
     this.scheduleExpiry();
   }

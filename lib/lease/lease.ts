@@ -13,8 +13,8 @@ import type { LeaseCore } from './lease-core.js';
  */
 export class Lease implements AsyncDisposable {
   private ended = false;
-  /** A reentrant handle's own signal: it also aborts when the outer lease is released first. */
-  private readonly handle?: { signal: AbortSignal; close(): void };
+  /** A reentrant handle's signal: it also aborts when the outer lease is released first. */
+  private readonly handle?: { signal: AbortSignal };
 
   /** @internal Leases come from `DistributedLockService`, never from `new`. */
   constructor(
@@ -23,7 +23,7 @@ export class Lease implements AsyncDisposable {
     private readonly owning: boolean,
     private readonly onDisposeError: (lease: Lease, error: unknown) => void,
   ) {
-    if (!owning) this.handle = core.openHandle();
+    if (!owning) this.handle = { signal: core.reentrantSignal() };
   }
 
   /** The key as the caller named it (without backend prefixes). */
@@ -87,7 +87,6 @@ export class Lease implements AsyncDisposable {
   async release(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
-    this.handle?.close();
     if (this.owning) await this.core.release();
   }
 

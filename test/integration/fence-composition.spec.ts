@@ -84,14 +84,55 @@ describe('fences under composition: nested correctness leases and the implicit t
     });
   });
 
-  it('a single correctness lease still supplies the token for any resource key (unchanged)', async () => {
-    const k = uniqueKey('single');
-    const resource = uniqueKey('row');
-    const fence = new EtcdFence(etcd, { leases: a.locks });
+  it('the implicit token comes only from the lease on the resource\'s lock key (lockKey maps one to the other)', async () => {
+    const k = uniqueKey('sku:1');
+    const resource = uniqueKey('stock/1');
+    const plain = new EtcdFence(etcd, { leases: a.locks });
+    const mapped = new EtcdFence(etcd, { leases: a.locks, lockKey: (key) => (key === resource ? k : key) });
     await a.locks.using(k, { purpose: 'correctness' }, async (lease) => {
-      await fence.write(resource, 'v');
-      expect(await fence.fence(resource)).toBe(lease.token);
+      const error = await plain.write(resource, 'v').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      expect((error as InvalidLockOptionsError).field).toBe('token');
+      expect(await plain.fence(resource)).toBeUndefined();
+      await mapped.write(resource, 'v');
+      expect(await mapped.fence(resource)).toBe(lease.token);
     });
+  });
+
+  it('a lease taken with acquire() is not in the async context: a nested using() on another key does not lend its token', async () => {
+    const acct = uniqueKey('acct');
+    const audit = uniqueKey('audit');
+    const fence = new EtcdFence(etcd, { leases: a.locks });
+    await using lease = await a.locks.acquire(acct, { purpose: 'correctness' });
+    await a.locks.using(audit, { purpose: 'correctness' }, async () => {
+      const error = await fence.write(acct, 'v').catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      await fence.write(acct, 'v', lease.token); // explicit: the caller names the protecting lease
+    });
+    expect(await fence.fence(acct)).toBe(lease.token);
+  });
+
+  it('a LeaseSource with only current() never lends the innermost lease\'s token to another key', async () => {
+    const k1 = uniqueKey('outer');
+    const k2 = uniqueKey('inner');
+    const fence = new EtcdFence(etcd, { leases: { current: () => a.locks.current() } });
+    await a.locks.using(k1, { purpose: 'correctness' }, async () => {
+      await a.locks.using(k2, { purpose: 'correctness' }, async (inner) => {
+        await expect(fence.write(k1, 'v')).rejects.toBeInstanceOf(InvalidLockOptionsError);
+        await fence.write(k2, 'v');
+        expect(await fence.fence(k2)).toBe(inner.token);
+      });
+    });
+  });
+
+  it('EtcdFence refuses tokens of 10^20 and more (it compares 20-digit values): the fence never goes down', async () => {
+    const key = uniqueKey('big');
+    const fence = new EtcdFence(etcd);
+    await fence.write(key, 'max', 10n ** 20n - 1n);
+    const error = await fence.write(key, 'over', 10n ** 20n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    await expect(fence.write(key, 'lower', 2n * 10n ** 19n)).rejects.toBeInstanceOf(StaleFencingTokenError);
+    expect(await fence.fence(key)).toBe(10n ** 20n - 1n);
   });
 });
 
@@ -158,6 +199,13 @@ describe('PgFence on awkward tables', () => {
     await expect(fence.update(pool, 'n', { balance: 3 }, 4n)).rejects.toBeInstanceOf(StaleFencingTokenError);
     await pool.query("INSERT INTO nullable_fence (id, balance) VALUES ('m', 1)");
     expect(Number((await fence.read(pool, 'm', 1n)).fence)).toBe(1);
+  });
+
+  it('tokens beyond PostgreSQL\'s bigint are refused before any statement', async () => {
+    const fence = new PgFence({ table: 'nullable_fence' });
+    const error = await fence.update(pool, 'n', { balance: 9 }, 2n ** 63n).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect((error as InvalidLockOptionsError).field).toBe('token');
   });
 
   it('values that set the fence column themselves are refused before any statement', async () => {
