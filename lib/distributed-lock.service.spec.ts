@@ -6,6 +6,7 @@ import { LeaseLostError } from './errors/lease-lost.error.js';
 import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from './interfaces/lock-backend.interface.js';
 import { resolveModuleOptions } from './options/module-options.util.js';
+import { TestingLockBackend } from './testing/testing-lock-backend.js';
 
 // Engine logic against the in-process backend (shared by two services = two "instances"). The
 // backends themselves are tested on real servers; here a thin wrapper plays a slow network.
@@ -285,5 +286,15 @@ describe('DistributedLockService engine under composition (in-process backend)',
       controller.abort(new Error('caller gave up'));
       await expect(service.acquire('re-aborted', { purpose: 'efficiency', signal: controller.signal })).rejects.toThrow('caller gave up');
     });
+  });
+
+  it('a closed application leaves no loss listener on a backend it was given', async () => {
+    const backend = new TestingLockBackend('t');
+    const count = (): number => (backend as unknown as { lossListeners: unknown[] }).lossListeners.length;
+    for (let i = 0; i < 20; i++) {
+      const service = serviceOn(backend);
+      await service.onApplicationShutdown();
+    }
+    expect(count()).toBe(0);
   });
 });

@@ -55,6 +55,8 @@ export class DistributedLockService
   private shuttingDown = false;
   /** Aborts when shutdown begins: every call still waiting for a lock stops waiting. */
   private readonly stopping = new AbortController();
+  /** Detach this engine's loss listeners from the backends when the application closes. */
+  private readonly lossListenerRemovals: Array<() => void> = [];
 
   constructor(
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
@@ -63,7 +65,8 @@ export class DistributedLockService
     // Every waiting call listens on it for as long as it waits: no limit, nothing is leaked.
     setMaxListeners(0, this.stopping.signal);
     for (const backend of backends.values()) {
-      backend.onLeaseLost?.((owner, detail, reason) => this.held.get(owner)?.lose(reason ?? 'session-lost', detail));
+      const remove = backend.onLeaseLost?.((owner, detail, reason) => this.held.get(owner)?.lose(reason ?? 'session-lost', detail));
+      if (typeof remove === 'function') this.lossListenerRemovals.push(remove);
     }
   }
 
@@ -336,6 +339,7 @@ export class DistributedLockService
   /** Close the clients this module opened (never the application's own). */
   async onApplicationShutdown(): Promise<void> {
     if (!this.shuttingDown) await this.beforeApplicationShutdown();
+    for (const remove of this.lossListenerRemovals.splice(0)) remove();
     // Backends passed in `backends` belong to the application, like a client it passes in.
     const userProvided = new Set(Object.keys(this.options.backends));
     await Promise.all(

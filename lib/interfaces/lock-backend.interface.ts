@@ -88,9 +88,11 @@ export interface LockBackend {
 
   /**
    * Backends whose leases can die behind the engine's back (a session lease) report it here so
-   * the engine aborts the affected leases' signals at once.
+   * the engine aborts the affected leases' signals at once. Returns a function that removes the
+   * listener (the engine calls it when its application closes: a backend the application passes
+   * in outlives it, and must not keep a closed engine reachable).
    */
-  onLeaseLost?(listener: LockLossListener): void;
+  onLeaseLost?(listener: LockLossListener): (() => void) | void;
 
   /**
    * The monotonic time (`performance.now()`) until which the backend itself can vouch for

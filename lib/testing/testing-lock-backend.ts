@@ -15,8 +15,12 @@ export class TestingLockBackend extends MemoryBackend {
   private unavailable?: string;
   private acquireDelayMs = 0;
 
-  onLeaseLost(listener: LockLossListener): void {
+  onLeaseLost(listener: LockLossListener): () => void {
     this.lossListeners.push(listener);
+    return () => {
+      const index = this.lossListeners.indexOf(listener);
+      if (index >= 0) this.lossListeners.splice(index, 1);
+    };
   }
 
   /**
