@@ -1,0 +1,430 @@
+/**
+ * The simulation's checker. Pure: the workers' event log (wall-clock times from one machine's
+ * clock), the final register values, the liveness probe's answers and how each worker ended go
+ * in; violations of the five invariants and figures come out. Unit-tested with synthetic logs in
+ * checker.spec.ts, each kind of violation included.
+ *
+ * 1. Mutual exclusion: never two unended leases with time left on one lock. A lease's interval
+ *    is [grant received, min(signal aborted, release called, the latest validity end the holder
+ *    was told)] — the validity end comes from remainingMs() at grant, after extend() and at every
+ *    step (Date-calibrated clock + remainingMs). A paused holder's interval ends at its validity,
+ *    not when it learns it lost the lease.
+ * 2. Fenced registers: no acknowledged element missing from the final value, no element twice,
+ *    nothing in it that a write was told was refused, tokens in append order never decreasing.
+ * 3. Fencing tokens per lock (correctness): unique, and a grant requested after another was
+ *    received carries a higher token; a reentrant handle carries its outer lease's token.
+ * 4. Liveness: every lock can be acquired by a fresh instance within ttl + session ttl (+ slack)
+ *    of the last worker being gone; no worker's calls hang past the drain deadline.
+ * 5. No unbounded growth: per-owner collections of the service and backends empty once nothing
+ *    is held; no handle or timer keeps a closed app's process alive.
+ */
+import type { ControlMode, Purpose } from './plan.js';
+import type { RegisterList, SimEvent } from './protocol.js';
+
+export type Invariant = 1 | 2 | 3 | 4 | 5;
+
+export interface Violation {
+  invariant: Invariant;
+  kind: string;
+  /** `purpose:key`, or `store:key` for registers. */
+  lock?: string;
+  detail: string;
+  /** Wall-clock time the problem starts, when there is one. */
+  at?: number;
+}
+
+export interface WorkerEnd {
+  w: number;
+  inc: number;
+  /** crashed: killed on purpose (kill -9 fault or end crash), so no drain/exit report is due. */
+  how: 'exit' | 'crashed';
+  drained: boolean;
+  exitCode: number | null;
+  signal: string | null;
+}
+
+export interface CheckInput {
+  events: SimEvent[];
+  /** From the probe: final register values (null: never written). */
+  registers: Array<{ store: string; key: number; list: RegisterList | null }>;
+  /** Liveness probe answers; undefined if the probe did not run. */
+  probes?: Array<{ key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }>;
+  /** Per `purpose:key`: how long after the last worker was gone a fresh instance must get it, ms. */
+  livenessBoundMs: Record<string, number>;
+  workers: WorkerEnd[];
+  /** Slack for comparing times taken in different processes, ms. */
+  toleranceMs: number;
+  /** Keys in the plan (bounds per-key caches). */
+  keys: number;
+  control?: ControlMode;
+}
+
+export interface Interval {
+  id: string;
+  lock: string;
+  w: number;
+  /** Grant received. */
+  start: number;
+  /** End of the last believed-valid segment. */
+  end: number;
+  token?: string;
+  segments: Array<[number, number]>;
+}
+
+export interface CheckStats {
+  ops: number;
+  grants: number;
+  reentrantGrants: number;
+  busy: number;
+  failures: Record<string, number>;
+  lost: Record<string, number>;
+  extends: { ok: number; failed: number };
+  writes: Record<string, number>;
+  reads: Record<string, number>;
+  /** Writes acknowledged although the writer's lease on that lock had already ended (the fence let them in; fine unless something was lost). */
+  writesAfterLeaseEnd: number;
+  /** Overlaps of a paused/late holder's *awareness* with a successor (not violations: the interval ends at the validity). */
+  maxOverlapMs: number;
+}
+
+export interface CheckResult {
+  violations: Violation[];
+  stats: CheckStats;
+  intervals: Interval[];
+}
+
+const lockId = (purpose: string, key: number): string => `${purpose}:${key}`;
+const EXPECTED_FAILURES = new Set(['LockBusyError', 'LockBackendUnavailableError', 'LeaseLostError', 'AbortError', 'Error']);
+
+interface LeaseTrack {
+  id: string;
+  lock: string;
+  purpose: Purpose;
+  w: number;
+  start: number;
+  token?: string;
+  /** What the holder was told, in order: at t, valid until V (undefined: nothing left). */
+  claims: Array<{ t: number; V?: number }>;
+  lostT?: number;
+  relT?: number;
+  reqT?: number;
+}
+
+/**
+ * The times a holder believed its lease valid: each claim holds from when it was made until its
+ * V or the next claim (a later, shorter answer — an extend to a smaller ttl — replaces it), and
+ * everything stops at the loss signal or the release.
+ */
+export function believedValid(lease: Pick<LeaseTrack, 'claims' | 'lostT' | 'relT'>): Array<[number, number]> {
+  const cut = Math.min(lease.lostT ?? Infinity, lease.relT ?? Infinity);
+  const segments: Array<[number, number]> = [];
+  lease.claims.forEach((c, i) => {
+    if (c.V === undefined) return;
+    const next = lease.claims[i + 1]?.t ?? Infinity;
+    const end = Math.min(c.V, next, cut);
+    if (end <= c.t) return;
+    const last = segments[segments.length - 1];
+    if (last && last[1] >= c.t) last[1] = Math.max(last[1], end);
+    else segments.push([c.t, end]);
+  });
+  return segments;
+}
+
+export function check(input: CheckInput): CheckResult {
+  const violations: Violation[] = [];
+  const events = [...input.events].sort((a, b) => a.t - b.t);
+  const stats: CheckStats = {
+    ops: 0,
+    grants: 0,
+    reentrantGrants: 0,
+    busy: 0,
+    failures: {},
+    lost: {},
+    extends: { ok: 0, failed: 0 },
+    writes: {},
+    reads: {},
+    writesAfterLeaseEnd: 0,
+    maxOverlapMs: 0,
+  };
+
+  // ---- leases, per worker stream order (a worker's events arrive in the order it sent them)
+  const reqT = new Map<string, number>();
+  const leases = new Map<string, LeaseTrack>();
+  const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
+  for (const e of input.events) {
+    switch (e.ev) {
+      case 'req':
+        stats.ops += 1;
+        reqT.set(e.id, e.t);
+        break;
+      case 'grant': {
+        stats.grants += 1;
+        if (!e.reentrant) {
+          const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
+          leases.set(e.id, lease);
+          if (e.purpose === 'correctness' && e.token === undefined) {
+            violations.push({ invariant: 3, kind: 'missing-token', lock: lease.lock, detail: `${e.id}: a correctness lease without a fencing token`, at: e.t });
+          }
+          break;
+        }
+        stats.reentrantGrants += 1;
+        const root = leases.get(e.root);
+        if (!root) {
+          violations.push({ invariant: 1, kind: 'reentrant-unknown-outer', lock: lockId(e.purpose, e.key), detail: `${e.id}: reentrant handle whose outer lease (${e.root}) was never granted here`, at: e.t });
+          break;
+        }
+        if (ended(root)) {
+          violations.push({
+            invariant: 1,
+            kind: 'reentrant-after-end',
+            lock: root.lock,
+            detail: `${e.id}: reentrant handle granted on ${root.id} after it ${root.lostT !== undefined ? 'was lost' : 'was released'}`,
+            at: e.t,
+          });
+        } else {
+          root.claims.push({ t: e.t, V: e.V });
+        }
+        if (e.token !== root.token) {
+          violations.push({ invariant: 3, kind: 'reentrant-token', lock: root.lock, detail: `${e.id}: reentrant token ${e.token} differs from its outer lease's ${root.token} (${root.id})`, at: e.t });
+        }
+        break;
+      }
+      case 'sample':
+      case 'ext-ok': {
+        if (e.ev === 'ext-ok') stats.extends.ok += 1;
+        const lease = leases.get(e.id);
+        if (lease && !ended(lease)) lease.claims.push({ t: e.t, V: e.V });
+        break;
+      }
+      case 'ext-fail':
+        stats.extends.failed += 1;
+        break;
+      case 'lost': {
+        const lease = leases.get(e.id);
+        if (lease && lease.lostT === undefined) lease.lostT = e.t;
+        stats.lost[e.reason] = (stats.lost[e.reason] ?? 0) + 1;
+        break;
+      }
+      case 'rel': {
+        const lease = leases.get(e.id);
+        if (lease && lease.relT === undefined) lease.relT = e.t;
+        break;
+      }
+      case 'busy':
+        stats.busy += 1;
+        break;
+      case 'fail':
+        stats.failures[e.name] = (stats.failures[e.name] ?? 0) + 1;
+        break;
+      case 'read':
+        stats.reads[e.result] = (stats.reads[e.result] ?? 0) + 1;
+        break;
+      case 'write':
+        stats.writes[e.result] = (stats.writes[e.result] ?? 0) + 1;
+        break;
+      default:
+        break;
+    }
+  }
+
+  // ---- invariant 1: what different leases of one lock believed valid must not overlap
+  const intervals: Interval[] = [];
+  for (const l of leases.values()) {
+    const segments = believedValid(l);
+    const end = segments.length ? segments[segments.length - 1][1] : l.start;
+    intervals.push({ id: l.id, lock: l.lock, w: l.w, start: l.start, end, token: l.token, segments });
+  }
+  const byLock = groupBy(intervals, (i) => i.lock);
+  for (const [lock, list] of byLock) {
+    list.sort((a, b) => a.start - b.start);
+    for (let i = 0; i < list.length; i++) {
+      for (let j = i + 1; j < list.length && list[j].start < list[i].end; j++) {
+        const a = list[i];
+        const b = list[j];
+        const [overlap, from] = overlapOf(a.segments, b.segments);
+        if (overlap <= 0) continue;
+        stats.maxOverlapMs = Math.max(stats.maxOverlapMs, overlap);
+        if (overlap > input.toleranceMs) {
+          violations.push({
+            invariant: 1,
+            kind: 'overlap',
+            lock,
+            detail:
+              `${a.id} (token ${a.token ?? '-'}) believed valid ${segs(a.segments)} and ${b.id} (token ${b.token ?? '-'}) ` +
+              `${segs(b.segments)}: ${overlap.toFixed(1)} ms of overlap from ${fmt(from)}`,
+            at: from,
+          });
+        }
+      }
+    }
+  }
+
+  // ---- invariant 3: tokens per lock (correctness)
+  for (const [lock, list] of groupBy([...leases.values()].filter((l) => l.purpose === 'correctness' && l.token !== undefined), (l) => l.lock)) {
+    const seen = new Map<string, string>();
+    for (const l of list) {
+      const other = seen.get(l.token!);
+      if (other) violations.push({ invariant: 3, kind: 'duplicate-token', lock, detail: `${other} and ${l.id} were both granted token ${l.token}`, at: l.start });
+      else seen.set(l.token!, l.id);
+    }
+    const sorted = [...list].sort((a, b) => a.start - b.start);
+    for (const b of sorted) {
+      if (b.reqT === undefined) continue;
+      // Every lease received before b was even requested must carry a lower token.
+      let worst: LeaseTrack | undefined;
+      for (const a of sorted) {
+        if (a.start >= b.reqT) break;
+        if (a.id !== b.id && BigInt(a.token!) >= BigInt(b.token!) && (!worst || BigInt(a.token!) > BigInt(worst.token!))) worst = a;
+      }
+      if (worst) {
+        violations.push({
+          invariant: 3,
+          kind: 'token-regression',
+          lock,
+          detail: `${b.id} requested at ${fmt(b.reqT)} got token ${b.token}, not above ${worst.id}'s ${worst.token} received at ${fmt(worst.start)}`,
+          at: b.start,
+        });
+      }
+    }
+  }
+
+  // ---- invariant 2: registers
+  const writes = input.events.filter((e): e is Extract<SimEvent, { ev: 'write' }> => e.ev === 'write');
+  const intervalOf = new Map(intervals.map((i) => [i.id, i]));
+  for (const w of writes) {
+    if (w.result !== 'ok') continue;
+    const iv = intervalOf.get(w.id);
+    if (iv && w.t > iv.end + input.toleranceMs) stats.writesAfterLeaseEnd += 1;
+  }
+  const storeOf = (store: string): string => (input.control === 'unfenced' ? 'plain' : store);
+  const writesByReg = groupBy(writes, (w) => `${storeOf(w.store)}:${w.key}`);
+  const finals = new Map(input.registers.map((r) => [`${r.store}:${r.key}`, r.list ?? []]));
+  for (const [reg, list] of writesByReg) {
+    const final = finals.get(reg);
+    if (final === undefined) {
+      violations.push({ invariant: 2, kind: 'register-unread', lock: reg, detail: `the final value of register ${reg} was not read` });
+      continue;
+    }
+    const byEl = new Map(list.map((w) => [w.el, w]));
+    const present = new Map<string, number>();
+    for (const [el] of final) present.set(el, (present.get(el) ?? 0) + 1);
+    for (const w of list) {
+      if (w.result === 'ok' && !present.has(w.el)) {
+        violations.push({ invariant: 2, kind: 'lost-update', lock: reg, detail: `acknowledged element ${w.el} (token ${w.token ?? '-'}, by ${w.id}) is missing from the final value (${final.length} elements)`, at: w.t });
+      }
+      if ((w.result === 'stale' || w.result === 'refused') && present.has(w.el)) {
+        violations.push({ invariant: 2, kind: 'refused-write-applied', lock: reg, detail: `element ${w.el} (token ${w.token ?? '-'}) was reported ${w.result} but is in the final value`, at: w.t });
+      }
+    }
+    for (const [el, n] of present) {
+      if (n > 1) violations.push({ invariant: 2, kind: 'duplicate-element', lock: reg, detail: `element ${el} appears ${n} times` });
+      if (!byEl.has(el)) violations.push({ invariant: 2, kind: 'unknown-element', lock: reg, detail: `element ${el} in the final value was never written by this run` });
+    }
+    if (input.control !== 'unfenced') {
+      let highest: bigint | undefined;
+      let highestEl = '';
+      for (const [el, token] of final) {
+        if (token === null) continue;
+        const t = BigInt(token);
+        if (highest !== undefined && t < highest) {
+          violations.push({ invariant: 2, kind: 'stale-accepted', lock: reg, detail: `element ${el} with token ${token} was accepted after ${highestEl} with token ${highest}` });
+        }
+        if (highest === undefined || t > highest) {
+          highest = t;
+          highestEl = el;
+        }
+      }
+    }
+  }
+
+  // ---- invariant 4: liveness
+  if (input.probes) {
+    const used = new Set(intervals.map((i) => i.lock));
+    for (const e of input.events) if (e.ev === 'req') used.add(lockId(e.purpose, e.key));
+    for (const lock of used) {
+      const [purpose, key] = lock.split(':');
+      const probe = input.probes.find((p) => p.purpose === purpose && String(p.key) === key);
+      const bound = input.livenessBoundMs[lock];
+      if (!probe) violations.push({ invariant: 4, kind: 'probe-missing', lock, detail: `no probe answer for ${lock}` });
+      else if (!probe.ok) violations.push({ invariant: 4, kind: 'stuck', lock, detail: `a fresh instance could not acquire ${lock} ${probe.elapsedMs.toFixed(0)} ms after the last worker was gone: ${probe.message}` });
+      else if (bound !== undefined && probe.elapsedMs > bound) {
+        violations.push({ invariant: 4, kind: 'held-too-long', lock, detail: `a fresh instance got ${lock} only ${probe.elapsedMs.toFixed(0)} ms after the last worker was gone (bound ${bound} ms)` });
+      }
+    }
+  } else {
+    violations.push({ invariant: 4, kind: 'probe-missing', detail: 'the liveness probe did not run' });
+  }
+  for (const w of input.workers) {
+    if (w.how === 'crashed') continue;
+    if (!w.drained) violations.push({ invariant: 4, kind: 'hung', detail: `worker w${w.w}.${w.inc} did not finish its calls and settle within the drain deadline` });
+    else if (w.exitCode === 3) violations.push({ invariant: 5, kind: 'kept-alive', detail: `worker w${w.w}.${w.inc}: something kept the event loop alive 5 s after app.close()` });
+    else if (w.exitCode !== 0) violations.push({ invariant: 5, kind: 'bad-exit', detail: `worker w${w.w}.${w.inc} exited with ${w.exitCode ?? w.signal}` });
+  }
+
+  // ---- invariant 5: sizes back to baseline, no leaked handles
+  const baselines = new Map<string, Record<string, number>>();
+  for (const e of input.events) {
+    if (e.ev === 'sizes' && e.phase === 'baseline') baselines.set(`${e.w}.${e.inc}`, e.sizes);
+  }
+  for (const e of input.events) {
+    if (e.ev === 'sizes' && e.phase === 'final') {
+      const base = baselines.get(`${e.w}.${e.inc}`) ?? {};
+      for (const [name, n] of Object.entries(e.sizes)) {
+        const b = base[name] ?? 0;
+        const keyCache = /busy/i.test(name);
+        const limit = keyCache ? b + 2 * input.keys : b;
+        if (n > limit) {
+          violations.push({
+            invariant: 5,
+            kind: 'grown',
+            lock: name,
+            detail: `w${e.w}.${e.inc}: ${name} is ${n} once nothing is held (baseline ${b}${keyCache ? `, + ${2 * input.keys} keys allowed` : ''}; waited ${e.settledMs.toFixed(0)} ms)`,
+            at: e.t,
+          });
+        }
+      }
+    }
+    if (e.ev === 'exit-resources' && e.leaked.length > 0) {
+      violations.push({ invariant: 5, kind: 'leaked-handles', detail: `w${e.w}.${e.inc}: after app.close() still active: ${e.leaked.join(', ')}`, at: e.t });
+    }
+  }
+
+  for (const [name, n] of Object.entries(stats.failures)) {
+    if (!EXPECTED_FAILURES.has(name)) stats.failures[`unexpected:${name}`] = n;
+  }
+  return { violations, stats, intervals };
+}
+
+/** Total overlap of two sorted disjoint segment lists, and where it starts. */
+export function overlapOf(a: Array<[number, number]>, b: Array<[number, number]>): [number, number] {
+  let total = 0;
+  let from = Infinity;
+  for (const [s1, e1] of a) {
+    for (const [s2, e2] of b) {
+      const o = Math.min(e1, e2) - Math.max(s1, s2);
+      if (o > 0) {
+        total += o;
+        from = Math.min(from, Math.max(s1, s2));
+      }
+    }
+  }
+  return [total, from];
+}
+
+const segs = (segments: Array<[number, number]>): string => (segments.length ? segments.map(([s, e]) => `${fmt(s)}..${fmt(e)}`).join(', ') : 'never');
+
+function groupBy<T>(items: T[], keyOf: (item: T) => string): Map<string, T[]> {
+  const map = new Map<string, T[]>();
+  for (const item of items) {
+    const k = keyOf(item);
+    let list = map.get(k);
+    if (!list) map.set(k, (list = []));
+    list.push(item);
+  }
+  return map;
+}
+
+/** Wall-clock ms as hh:mm:ss.mmm (UTC), for violation details. */
+export function fmt(t: number): string {
+  return new Date(t).toISOString().slice(11, 23);
+}

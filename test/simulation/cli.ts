@@ -1,0 +1,145 @@
+// `npm run test:simulation [-- options]`: the seeded simulation outside jest (compiled by
+// scripts/test-simulation.mjs). Starts its own servers, runs seeds, prints per-seed and total
+// figures, writes a JSON summary (and the event log of every failing seed) under .tmp/simulation/.
+//
+//   --seed N[,M…]     run these seeds (replay a failing one: the plan is the same)
+//   --seeds N         run N seeds starting at --from (default 1)
+//   --long            200 seeds (unless --seeds says otherwise)
+//   --duration MS     operation phase per seed (default 9000)
+//   --workers N, --fibers N, --max-ops N   plan shape (part of the replay command when not default)
+//   --faults i,j|none keep only these faults of the seed's schedule (minimising)
+//   --control nolock|unfenced   negative control: the checker must find violations
+//   --print-plan      print the plan of --seed and exit (no servers)
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { DEFAULT_PARAMS, describeFault, generatePlan, type ControlMode, type SimParams } from './plan.js';
+import { runSeed, startSimServers, summaryLine, violationReport, type SeedResult } from './runner.js';
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+const flag = (name: string): boolean => process.argv.includes(`--${name}`);
+const num = (name: string, fallback: number): number => {
+  const v = arg(name);
+  if (v === undefined) return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`--${name} needs a number, got ${v}`);
+  return n;
+};
+
+async function main(): Promise<void> {
+  const control = arg('control') as ControlMode | undefined;
+  if (control !== undefined && control !== 'nolock' && control !== 'unfenced') throw new Error(`--control nolock|unfenced, got ${control}`);
+  const faultsArg = arg('faults');
+  const base: Omit<SimParams, 'seed'> = {
+    durationMs: num('duration', DEFAULT_PARAMS.durationMs),
+    workers: num('workers', DEFAULT_PARAMS.workers),
+    fibers: num('fibers', DEFAULT_PARAMS.fibers),
+    control,
+    faultFilter: faultsArg === undefined ? undefined : faultsArg === 'none' ? [] : faultsArg.split(',').map(Number),
+    maxOps: arg('max-ops') === undefined ? undefined : num('max-ops', 0),
+  };
+  const seedList = arg('seed')?.split(',').map(Number);
+  const seeds = seedList ?? Array.from({ length: num('seeds', flag('long') ? 200 : 5) }, (_, i) => num('from', 1) + i);
+
+  if (flag('print-plan')) {
+    for (const seed of seeds) {
+      const plan = generatePlan({ ...base, seed });
+      console.log(JSON.stringify({ ...plan, faults: plan.faults.map(describeFault) }, null, 1));
+    }
+    return;
+  }
+
+  const outDir = path.resolve('.tmp/simulation');
+  mkdirSync(outDir, { recursive: true });
+  const servers = await startSimServers();
+  const results: SeedResult[] = [];
+  const started = Date.now();
+  let interrupted = false;
+  process.on('SIGINT', () => {
+    interrupted = true;
+    console.log('\n[simulation] interrupted: finishing this seed, then the summary');
+  });
+  try {
+    for (const seed of seeds) {
+      if (interrupted) break;
+      const r = await runSeed({ ...base, seed }, servers, { log: (line) => console.log(line) });
+      results.push(r);
+      console.log(summaryLine(r));
+      if (r.result.violations.length || r.error) {
+        console.log(violationReport(r));
+        writeFileSync(
+          path.join(outDir, `seed-${seed}${control ? `-${control}` : ''}.json`),
+          JSON.stringify({ seed, replay: r.replay, params: r.params, faults: r.faults, violations: r.result.violations, stats: r.result.stats, intervals: r.result.intervals, events: r.events, error: r.error }, null, 1),
+        );
+      }
+    }
+  } finally {
+    await servers.stop();
+  }
+
+  // Totals.
+  const faultsByKind: Record<string, { applied: number; skipped: number }> = {};
+  for (const r of results) {
+    for (const f of r.faults) {
+      const k = (faultsByKind[f.kind] ??= { applied: 0, skipped: 0 });
+      if (f.skipped) k.skipped += 1;
+      else k.applied += 1;
+    }
+  }
+  const violationsByKind: Record<string, number> = {};
+  for (const r of results) for (const v of r.result.violations) violationsByKind[`inv${v.invariant}:${v.kind}`] = (violationsByKind[`inv${v.invariant}:${v.kind}`] ?? 0) + 1;
+  const sum = (f: (r: SeedResult) => number): number => results.reduce((n, r) => n + f(r), 0);
+  const failing = results.filter((r) => r.result.violations.length > 0 || r.error);
+  const summary = {
+    date: new Date().toISOString(),
+    params: base,
+    seeds: results.length,
+    wallSeconds: Math.round((Date.now() - started) / 1000),
+    operations: sum((r) => r.result.stats.ops),
+    grants: sum((r) => r.result.stats.grants),
+    reentrantGrants: sum((r) => r.result.stats.reentrantGrants),
+    busy: sum((r) => r.result.stats.busy),
+    leasesLost: sum((r) => Object.values(r.result.stats.lost).reduce((a, b) => a + b, 0)),
+    writes: mergeCounts(results.map((r) => r.result.stats.writes)),
+    failures: mergeCounts(results.map((r) => r.result.stats.failures)),
+    writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
+    faultsByKind,
+    violations: sum((r) => r.result.violations.length),
+    violationsByKind,
+    runErrors: results.filter((r) => r.error).length,
+    failingSeeds: failing.map((r) => ({ seed: r.seed, violations: r.result.violations.length, kinds: [...new Set(r.result.violations.map((v) => `inv${v.invariant}:${v.kind}`))], replay: r.replay, error: r.error?.split('\n')[0] })),
+    perSeed: results.map((r) => ({ seed: r.seed, seconds: Math.round(r.elapsedMs / 100) / 10, ops: r.result.stats.ops, grants: r.result.stats.grants, faults: r.faults.filter((f) => !f.skipped).length, violations: r.result.violations.length })),
+  };
+  const file = path.join(outDir, `summary-${control ? `${control}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(summary, null, 1));
+
+  console.log('\n=== simulation summary ===');
+  console.log(`seeds ${summary.seeds} in ${summary.wallSeconds} s; ${summary.operations} operations, ${summary.grants} grants (${summary.reentrantGrants} reentrant), ${summary.busy} busy, ${summary.leasesLost} leases lost`);
+  console.log(`fenced writes: ${Object.entries(summary.writes).map(([k, n]) => `${k} ${n}`).join(', ')} (${summary.writesAfterLeaseEnd} acknowledged after the writer's lease had ended)`);
+  console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
+  console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);
+  if (summary.runErrors) console.log(`run errors: ${summary.runErrors}`);
+  for (const f of summary.failingSeeds) console.log(`  FAIL seed ${f.seed}: ${f.kinds.join(', ')}${f.error ? ` (run error: ${f.error})` : ''} — ${f.replay}`);
+  console.log(`summary: ${file}`);
+
+  if (control) {
+    // A negative control must be caught.
+    const caught = summary.violations > 0;
+    console.log(caught ? `control ${control}: the checker caught it` : `control ${control}: NOT caught — the checker proves nothing`);
+    process.exit(caught ? 0 : 1);
+  }
+  process.exit(failing.length ? 1 : 0);
+}
+
+function mergeCounts(list: Array<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const counts of list) for (const [k, n] of Object.entries(counts)) out[k] = (out[k] ?? 0) + n;
+  return out;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(2);
+});

@@ -1,0 +1,309 @@
+/**
+ * The plan of one simulation seed: per worker fiber, a list of lock operations over a small key
+ * set (so there is contention), and a fault schedule. Pure and deterministic: the same
+ * parameters give the same plan (plan.spec.ts checks it), so a failing seed replays with the same
+ * operations and faults — only the timing differs.
+ */
+import { Prng } from './prng.js';
+
+export type Purpose = 'efficiency' | 'correctness';
+export type Store = 'etcd' | 'redis';
+export type ControlMode = 'nolock' | 'unfenced';
+
+export type Step =
+  /** Keep the lease (and do nothing) for `ms`; may run past the ttl. */
+  | { s: 'hold'; ms: number }
+  | { s: 'extend'; ttl: number }
+  /** Fenced read-modify-write of this lease's register: read, think, append one element, write. */
+  | { s: 'rmw'; store: Store; token: 'explicit' | 'implicit'; thinkMs: number; checkSignal: boolean }
+  /** The read half of a split read-modify-write (the write comes in a nested lease's body). */
+  | { s: 'read'; store: Store }
+  /** The write half, inside a nested lease, to the *outer* lease's register. */
+  | { s: 'write-outer'; store: Store; token: 'explicit' | 'implicit' }
+  /** A nested lock operation: another key (either order across fibers) or the same key (reentrant). */
+  | { s: 'nest'; op: LockOp };
+
+export interface LockOp {
+  kind: 'acquire' | 'try' | 'using' | 'abort-wait';
+  /** Index into the key set. */
+  key: number;
+  purpose: Purpose;
+  ttl: number;
+  wait: number;
+  /** abort-wait: abort the AbortSignal after this long (while it waits, usually). */
+  abortAfterMs?: number;
+  /** acquire/try: do not release at the end; the lease is left to run out. */
+  abandon?: boolean;
+  steps: Step[];
+}
+
+export type FiberOp = LockOp | { kind: 'sleep'; ms: number };
+
+export type Fault =
+  | { kind: 'delay'; at: number; worker: number; ms: number; dur: number; targets: ProxyTarget[] }
+  | { kind: 'blackhole'; at: number; worker: number; dur: number; targets: ProxyTarget[] }
+  | { kind: 'pause'; at: number; worker: number; dur: number }
+  /** SIGSTOP whichever worker next completes a fenced read (between its read and its write). */
+  | { kind: 'pause-holder'; at: number; dur: number }
+  | { kind: 'redis-kill'; at: number; dur: number }
+  | { kind: 'etcd-kill'; at: number; member: number | 'leader'; dur: number }
+  /** app.close() while calls wait, then a new app in the same process after `dur`. */
+  | { kind: 'app-restart'; at: number; worker: number; dur: number }
+  /** kill -9 of the worker process, a new one after `dur`. */
+  | { kind: 'worker-crash'; at: number; worker: number; dur: number };
+
+export type FaultKind = Fault['kind'];
+export type ProxyTarget = 'redis' | 'etcd' | 'register';
+
+export interface SimParams {
+  seed: number;
+  /** Length of the operation phase, ms. */
+  durationMs: number;
+  workers: number;
+  fibers: number;
+  control?: ControlMode;
+  /** Keep only these fault indices (of the generated schedule): minimising a failing seed. */
+  faultFilter?: number[];
+  /** Cap operations per fiber (minimising). */
+  maxOps?: number;
+}
+
+export interface Plan {
+  params: SimParams;
+  keys: number;
+  sessionTtlSeconds: number;
+  /** Largest ttl any lease or extend of the plan uses, ms. */
+  maxTtl: number;
+  /** workers × fibers × operations. */
+  fibers: FiberOp[][][];
+  /** Index = position in the generated schedule (kept when filtered). */
+  faults: Array<Fault & { index: number }>;
+  /** A worker kill -9'd at the end while it may hold locks (liveness check), or undefined. */
+  endCrash?: number;
+}
+
+export const DEFAULT_PARAMS: Omit<SimParams, 'seed'> = { durationMs: 9_000, workers: 3, fibers: 2 };
+
+export function generatePlan(params: SimParams): Plan {
+  const root = new Prng(params.seed);
+  const shape = root.fork('shape');
+  const keys = shape.int(2, 3);
+  const sessionTtlSeconds = shape.pick([2, 2, 3]);
+  // ttls around and beyond the session ttl; extends include very short ones.
+  const ttls = [250, 400, 700, 1_000, 1_500, 2_500];
+  const ctx: GenContext = { keys, ttls, control: params.control, maxTtl: 0 };
+
+  const fibers: FiberOp[][][] = [];
+  for (let w = 0; w < params.workers; w++) {
+    const perWorker: FiberOp[][] = [];
+    for (let f = 0; f < params.fibers; f++) {
+      const rng = root.fork(`w${w}f${f}`);
+      const ops: FiberOp[] = [];
+      let nominal = 0;
+      const limit = params.maxOps ?? 400;
+      while (nominal < 3 * params.durationMs && ops.length < limit) {
+        const op = genFiberOp(rng, ctx);
+        ops.push(op);
+        nominal += op.kind === 'sleep' ? op.ms : 150 + nominalMs(op);
+      }
+      perWorker.push(ops);
+    }
+    fibers.push(perWorker);
+  }
+
+  const faults = genFaults(root.fork('faults'), params, sessionTtlSeconds);
+  const endRng = root.fork('end');
+  const endCrash = endRng.chance(0.4) ? endRng.int(0, params.workers - 1) : undefined;
+  const kept = faults
+    .map((fault, index) => ({ ...fault, index }))
+    .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index));
+  return { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash };
+}
+
+interface GenContext {
+  keys: number;
+  ttls: number[];
+  control?: ControlMode;
+  maxTtl: number;
+}
+
+function nominalMs(op: LockOp): number {
+  return op.steps.reduce((sum, s) => sum + (s.s === 'hold' ? s.ms : s.s === 'rmw' ? s.thinkMs + 20 : s.s === 'nest' ? nominalMs(s.op) : 10), 0);
+}
+
+function genFiberOp(rng: Prng, ctx: GenContext): FiberOp {
+  if (rng.chance(0.12)) return { kind: 'sleep', ms: rng.int(10, 400) };
+  return genLockOp(rng, ctx, 0, undefined);
+}
+
+function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | undefined): LockOp {
+  const kind =
+    depth > 0
+      ? rng.weighted<LockOp['kind']>([[6, 'using'], [2, 'try'], [2, 'acquire']])
+      : rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [5, 'using'], [1, 'abort-wait']]);
+  // Nested: the same key (reentrant under using) or another one.
+  const key = outer && rng.chance(0.3) ? outer.key : rng.int(0, ctx.keys - 1);
+  const purpose: Purpose =
+    outer && key === outer.key ? outer.purpose : ctx.control === 'unfenced' ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']]) : rng.pick<Purpose>(['efficiency', 'correctness']);
+  const ttl = rng.pick(ctx.ttls);
+  ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
+  const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 200], [3, 1_000], [2, 3_000]]);
+  const op: LockOp = { kind, key, purpose, ttl, wait, steps: [] };
+  if (kind === 'abort-wait') {
+    op.wait = 3_000;
+    op.abortAfterMs = rng.int(0, 600);
+  }
+  if ((kind === 'acquire' || kind === 'try') && rng.chance(0.05)) op.abandon = true;
+
+  const steps = rng.int(1, depth > 0 ? 3 : 5);
+  for (let i = 0; i < steps; i++) {
+    const fenced = purpose === 'correctness';
+    const choice = rng.weighted<string>([
+      [3, 'hold'],
+      [1.5, 'extend'],
+      [fenced ? 4 : 0, 'rmw'],
+      [depth === 0 && fenced ? 1.5 : 0, 'split'],
+      [depth === 0 ? 1.5 : 0, 'nest'],
+    ]);
+    if (choice === 'hold') {
+      // Mostly short, sometimes around or past the ttl.
+      const ms = rng.chance(0.8) ? rng.int(0, Math.floor(ttl * 0.4)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4));
+      op.steps.push({ s: 'hold', ms });
+    } else if (choice === 'extend') {
+      const t = rng.chance(0.3) ? rng.int(30, 300) : rng.pick(ctx.ttls);
+      ctx.maxTtl = Math.max(ctx.maxTtl, t);
+      op.steps.push({ s: 'extend', ttl: t });
+    } else if (choice === 'rmw') {
+      op.steps.push({
+        s: 'rmw',
+        store: rng.pick<Store>(['etcd', 'redis']),
+        token: kind === 'using' && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
+        thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
+        checkSignal: rng.chance(0.3),
+      });
+    } else if (choice === 'split') {
+      // Read under this lease, write from inside a nested lease of another key: the implicit
+      // token there is the *nested* lease's.
+      const store = rng.pick<Store>(['etcd', 'redis']);
+      const nested = genLockOp(rng, ctx, depth + 1, op);
+      nested.kind = 'using';
+      nested.wait = Math.max(nested.wait, 200);
+      op.steps.push({ s: 'read', store });
+      // The same holder must not update the register between its own read and write (that would
+      // be the program's bug, not the lock's): a reentrant nested lease does no RMW of its own.
+      if (nested.key === op.key) nested.steps = nested.steps.filter((s) => s.s !== 'rmw');
+      const token = ctx.control !== 'nolock' && rng.chance(0.6) ? 'implicit' : 'explicit';
+      nested.steps.splice(rng.int(0, nested.steps.length), 0, { s: 'write-outer', store, token });
+      op.steps.push({ s: 'nest', op: nested });
+    } else {
+      op.steps.push({ s: 'nest', op: genLockOp(rng, ctx, depth + 1, op) });
+    }
+  }
+  return op;
+}
+
+/** Faults at seeded times; at most one per resource at a time (one etcd member down: quorum stays). */
+function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fault[] {
+  const D = params.durationMs;
+  const count = params.control === 'nolock' ? 2 : Math.max(2, Math.round(D / 1_300));
+  const busy = new Map<string, number>();
+  const faults: Fault[] = [];
+  const session = sessionTtlSeconds * 1_000;
+  for (let i = 0; i < count; i++) {
+    const kind = rng.weighted<FaultKind>(
+      params.control === 'unfenced'
+        ? [[1, 'pause-holder']]
+        : [
+            [3, 'delay'],
+            [2, 'blackhole'],
+            [3, 'pause'],
+            [3, 'pause-holder'],
+            [1.5, 'redis-kill'],
+            [2, 'etcd-kill'],
+            [2.5, 'app-restart'],
+            [1, 'worker-crash'],
+          ],
+    );
+    const worker = rng.int(0, params.workers - 1);
+    let at = rng.int(Math.floor(D * 0.05), Math.floor(D * 0.8));
+    let fault: Fault;
+    let resource: string;
+    switch (kind) {
+      case 'delay': {
+        const ms = rng.pick([30, 150, 400, 900, 1_800]);
+        fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng) };
+        resource = `net${worker}`;
+        break;
+      }
+      case 'blackhole':
+        fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng) };
+        resource = `net${worker}`;
+        break;
+      case 'pause':
+        fault = { kind, at, worker, dur: rng.int(200, Math.max(session + 800, 3_000)) };
+        resource = `proc${worker}`;
+        break;
+      case 'pause-holder':
+        fault = { kind, at, dur: rng.pick([0.5, 1.5, 3]) * rng.pick([700, 1_000, 1_500]) };
+        resource = 'holder';
+        break;
+      case 'redis-kill':
+        fault = { kind, at, dur: rng.int(100, 1_500) };
+        resource = 'redis';
+        break;
+      case 'etcd-kill':
+        fault = { kind, at, member: rng.chance(0.5) ? 'leader' : rng.int(0, 2), dur: rng.int(300, 2_500) };
+        resource = 'etcd';
+        break;
+      case 'app-restart':
+        fault = { kind, at, worker, dur: rng.int(50, 1_000) };
+        resource = `proc${worker}`;
+        break;
+      case 'worker-crash':
+        fault = { kind, at, worker, dur: rng.int(100, 1_000) };
+        resource = `proc${worker}`;
+        break;
+    }
+    // Slide past a busy resource; drop what no longer fits before 90 % of the run.
+    at = Math.max(at, (busy.get(resource) ?? 0) + 100);
+    if (at + fault.dur > D * 0.9) continue;
+    fault.at = at;
+    busy.set(resource, at + fault.dur + (kind === 'etcd-kill' ? 1_500 : kind === 'worker-crash' || kind === 'app-restart' ? 1_500 : 0));
+    faults.push(fault);
+  }
+  return faults.sort((a, b) => a.at - b.at);
+}
+
+function targets(rng: Prng): ProxyTarget[] {
+  return rng.weighted<ProxyTarget[]>([
+    [3, ['redis', 'etcd', 'register']],
+    [1, ['redis']],
+    [1, ['etcd']],
+    [1, ['register']],
+    [1, ['etcd', 'register']],
+  ]);
+}
+
+/** A line per fault, for logs and the replay message. */
+export function describeFault(fault: Fault & { index?: number }): string {
+  const id = fault.index === undefined ? '' : `#${fault.index} `;
+  const at = `@${(fault.at / 1000).toFixed(2)}s`;
+  switch (fault.kind) {
+    case 'delay':
+      return `${id}${at} delay ${fault.ms} ms w${fault.worker} [${fault.targets.join(',')}] for ${fault.dur} ms`;
+    case 'blackhole':
+      return `${id}${at} blackhole w${fault.worker} [${fault.targets.join(',')}] for ${fault.dur} ms`;
+    case 'pause':
+      return `${id}${at} SIGSTOP w${fault.worker} for ${fault.dur} ms`;
+    case 'pause-holder':
+      return `${id}${at} SIGSTOP the next reader for ${fault.dur} ms`;
+    case 'redis-kill':
+      return `${id}${at} kill -9 redis-server, restart after ${fault.dur} ms`;
+    case 'etcd-kill':
+      return `${id}${at} kill -9 etcd ${fault.member === 'leader' ? 'leader' : `member n${fault.member + 1}`}, restart after ${fault.dur} ms`;
+    case 'app-restart':
+      return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
+    case 'worker-crash':
+      return `${id}${at} kill -9 worker w${fault.worker}, new process after ${fault.dur} ms`;
+  }
+}

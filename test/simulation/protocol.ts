@@ -1,0 +1,70 @@
+/** What the simulation controller and its worker processes say to each other (IPC). */
+import type { ControlMode, FiberOp, Purpose, Store } from './plan.js';
+
+export interface WorkerConfig {
+  role: 'worker' | 'probe';
+  worker: number;
+  incarnation: number;
+  /** Namespace of this seed's keys and registers on the shared servers. */
+  runId: string;
+  redisUrl: string;
+  etcdHosts: string[];
+  registerRedisUrl: string;
+  sessionTtlSeconds: number;
+  keys: number;
+  fibers: FiberOp[][];
+  control?: ControlMode;
+  /** probe: acquire every lock, each within its bound counted from `since` (wall clock, ms). */
+  probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; boundMs: number }> };
+}
+
+export type WorkerCommand =
+  | { cmd: 'go' }
+  | { cmd: 'close-app'; downMs: number }
+  | { cmd: 'drain' }
+  | { cmd: 'exit' };
+
+/** Register value: the list of appended elements, each with the token its write carried. */
+export type RegisterList = Array<[el: string, token: string | null]>;
+
+export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
+
+export type SimEventBody =
+  | { ev: 'ready' }
+  | { ev: 'req'; id: string; key: number; purpose: Purpose; kind: string; ttl: number; wait: number; parent?: string }
+  /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
+  | { ev: 'grant'; id: string; key: number; purpose: Purpose; token?: string; V?: number; reentrant: boolean; root: string }
+  | { ev: 'busy'; id: string }
+  | { ev: 'fail'; id: string; name: string; message: string }
+  /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */
+  | { ev: 'sample'; id: string; V: number }
+  | { ev: 'lost'; id: string; reason: string }
+  /** extend() called (a shorter ttl applies on the server as soon as this arrives). */
+  | { ev: 'ext-req'; id: string; ttl: number }
+  | { ev: 'ext-ok'; id: string; ttl: number; V?: number }
+  | { ev: 'ext-fail'; id: string; name: string; message: string }
+  /** The holder stops using the lease (just before release is called). */
+  | { ev: 'rel'; id: string }
+  | { ev: 'rel-done'; id: string; ok: boolean; message?: string }
+  | { ev: 'read'; id: string; store: Store; key: number; token?: string; len: number; result: 'ok' | 'stale' | 'fail'; message?: string }
+  | { ev: 'write'; id: string; store: Store; key: number; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
+  | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
+  | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number }
+  | { ev: 'exit-resources'; leaked: string[] }
+  | { ev: 'drained' }
+  | { ev: 'probe'; key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }
+  | { ev: 'register'; store: Store | 'plain'; key: number; list: RegisterList | null }
+  | { ev: 'note'; message: string };
+
+/** `t`: the worker's wall clock (Date-calibrated performance.now()), ms; `w`/`inc`: worker and incarnation. */
+export type SimEvent = SimEventBody & { t: number; w: number; inc: number };
+
+export const lockKeyName = (runId: string, key: number): string => `${runId}/k${key}`;
+/**
+ * The etcd register of key k is named like the lock (a fence can match it to the lease on that
+ * key); the Redis one is not (an implicit token must then come from an unambiguous context).
+ */
+export const registerName = (runId: string, key: number, store: 'etcd' | 'redis'): string => (store === 'etcd' ? `${runId}/k${key}` : `${runId}/register-${key}`);
+export const REDIS_FENCE_PREFIX = 'sim:';
+export const ETCD_FENCE_PREFIX = 'sim/fence/';
+export const PLAIN_PREFIX = 'sim:plain:';

@@ -1,0 +1,492 @@
+/**
+ * Runs one seed: worker processes (each a real Nest app behind its own TCP proxies), the seed's
+ * fault schedule, a drain, a liveness probe, then the checker. Servers are shared by the seeds
+ * of a batch (every seed has its own key namespace) and started here too.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
+import { TcpProxy } from '../harness/tcp-proxy.js';
+import { check, type CheckResult, type WorkerEnd } from './checker.js';
+import { wallNow } from './clock.js';
+import { DEFAULT_PARAMS, describeFault, generatePlan, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
+import type { RegisterList, SimEvent, WorkerCommand, WorkerConfig } from './protocol.js';
+
+const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface SimServers {
+  /** The lock Redis, with appendfsync always: its keys survive kill -9, so a restart must not let a second holder in. */
+  lockRedis: RedisServer;
+  /** The RedisFence register's Redis (never killed; reached through proxies). */
+  registerRedis: RedisServer;
+  /** Three members (fast elections); one is killed at a time, so a quorum stays. */
+  etcd: EtcdCluster;
+  stop(): Promise<void>;
+}
+
+export async function startSimServers(): Promise<SimServers> {
+  const [etcd, lockRedis, registerRedis] = await Promise.all([
+    EtcdCluster.start({ size: 3 }),
+    RedisServer.start({ appendonly: true }),
+    RedisServer.start(),
+  ]);
+  return {
+    etcd,
+    lockRedis,
+    registerRedis,
+    stop: async () => {
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop()]);
+    },
+  };
+}
+
+export interface FaultRecord {
+  index: number;
+  kind: Fault['kind'] | 'end-crash';
+  description: string;
+  start?: number;
+  end?: number;
+  worker?: number;
+  skipped?: string;
+}
+
+export interface SeedResult {
+  seed: number;
+  params: SimParams;
+  runId: string;
+  elapsedMs: number;
+  result: CheckResult;
+  faults: FaultRecord[];
+  replay: string;
+  events: SimEvent[];
+  plan: Plan;
+  /** Set when the run itself broke (not an invariant): a worker would not start, a server would not come back. */
+  error?: string;
+}
+
+/** The command that replays a seed with the same plan. */
+export function replayCommand(params: SimParams): string {
+  const args = [`--seed ${params.seed}`];
+  if (params.durationMs !== DEFAULT_PARAMS.durationMs) args.push(`--duration ${params.durationMs}`);
+  if (params.workers !== DEFAULT_PARAMS.workers) args.push(`--workers ${params.workers}`);
+  if (params.fibers !== DEFAULT_PARAMS.fibers) args.push(`--fibers ${params.fibers}`);
+  if (params.control) args.push(`--control ${params.control}`);
+  if (params.faultFilter) args.push(`--faults ${params.faultFilter.length ? params.faultFilter.join(',') : 'none'}`);
+  if (params.maxOps !== undefined) args.push(`--max-ops ${params.maxOps}`);
+  return `npm run test:simulation -- ${args.join(' ')}`;
+}
+
+interface Proc {
+  w: number;
+  inc: number;
+  child: ChildProcess;
+  paused: boolean;
+  crashed: boolean;
+  drained: boolean;
+  exit: Promise<{ code: number | null; signal: string | null }>;
+  ready: Promise<void>;
+  drainedP: Promise<void>;
+}
+
+interface WorkerProxies {
+  redis: TcpProxy;
+  register: TcpProxy;
+  etcd: TcpProxy[];
+}
+
+export interface RunOptions {
+  log?: (line: string) => void;
+}
+
+export async function runSeed(params: SimParams, servers: SimServers, options: RunOptions = {}): Promise<SeedResult> {
+  const log = options.log ?? (() => undefined);
+  const started = wallNow();
+  const plan = generatePlan(params);
+  const runId = `s${params.seed}-${Date.now().toString(36)}`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-sim-'));
+  const events: SimEvent[] = [];
+  const faults: FaultRecord[] = plan.faults.map((f) => ({ index: f.index, kind: f.kind, description: describeFault(f), worker: 'worker' in f ? f.worker : undefined }));
+  const listeners = new Set<(e: SimEvent) => void>();
+  const procs: Proc[] = [];
+  const current: Proc[] = [];
+  const proxies: WorkerProxies[] = [];
+  let error: string | undefined;
+  let probeResult: { probes: NonNullable<Parameters<typeof check>[0]['probes']>; registers: Array<{ store: string; key: number; list: RegisterList | null }> } | undefined;
+  let tGone = 0;
+
+  const port = (endpoint: string): number => Number(endpoint.split(':').pop());
+  const portNames = new Map<number, string>([[servers.lockRedis.port, 'lock redis'], [servers.registerRedis.port, 'register redis']]);
+  for (const m of servers.etcd.members) portNames.set(port(m.endpoint), `etcd ${m.name}`);
+
+  const spawnProc = (config: WorkerConfig): Proc => {
+    const file = path.join(dir, `${config.role}-w${config.worker}.${config.incarnation}.json`);
+    writeFileSync(file, JSON.stringify(config));
+    const child = spawn(process.execPath, [WORKER], {
+      env: { ...process.env, NODE_OPTIONS: '', SIM_WORKER_FILE: file },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    let onReady!: () => void;
+    let onDrained!: () => void;
+    const proc: Proc = {
+      w: config.worker,
+      inc: config.incarnation,
+      child,
+      paused: false,
+      crashed: false,
+      drained: false,
+      exit: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+      ready: new Promise<void>((resolve) => (onReady = resolve)),
+      drainedP: new Promise<void>((resolve) => (onDrained = resolve)),
+    };
+    child.on('message', (e: SimEvent) => {
+      if (e.ev === 'ready') onReady();
+      if (e.ev === 'drained') {
+        proc.drained = true;
+        onDrained();
+      }
+      if (e.ev === 'note') log(`  [w${e.w}.${e.inc}] ${e.message}`);
+      events.push(e);
+      for (const listener of listeners) listener(e);
+    });
+    child.on('error', () => undefined);
+    procs.push(proc);
+    return proc;
+  };
+
+  const send = (proc: Proc, command: WorkerCommand): void => {
+    if (proc.child.connected) proc.child.send(command, () => undefined);
+  };
+
+  const alive = (proc: Proc | undefined): proc is Proc => proc !== undefined && proc.child.exitCode === null && proc.child.signalCode === null;
+
+  const workerConfig = (w: number, incarnation: number): WorkerConfig => ({
+    role: 'worker',
+    worker: w,
+    incarnation,
+    runId,
+    redisUrl: `redis://${proxies[w].redis.endpoint}`,
+    etcdHosts: proxies[w].etcd.map((p) => p.endpoint),
+    registerRedisUrl: `redis://${proxies[w].register.endpoint}`,
+    sessionTtlSeconds: plan.sessionTtlSeconds,
+    keys: plan.keys,
+    fibers: plan.fibers[w],
+    control: params.control,
+  });
+
+  const startWorker = async (w: number, incarnation: number): Promise<Proc> => {
+    const proc = spawnProc(workerConfig(w, incarnation));
+    current[w] = proc;
+    const boot = await Promise.race([proc.ready.then(() => 'ready' as const), proc.exit.then(() => 'exit' as const), sleep(45_000).then(() => 'timeout' as const)]);
+    if (boot !== 'ready') {
+      proc.crashed = true; // not a drain candidate; the fault is recorded as failed
+      proc.child.kill('SIGKILL');
+      throw new Error(`worker w${w}.${incarnation} did not start (${boot})`);
+    }
+    return proc;
+  };
+
+  const crash = async (proc: Proc): Promise<void> => {
+    proc.crashed = true;
+    if (!alive(proc)) return;
+    proc.child.kill('SIGCONT');
+    proc.child.kill('SIGKILL');
+    await proc.exit;
+  };
+
+  const targetsOf = (w: number, targets: string[]): TcpProxy[] => [
+    ...(targets.includes('redis') ? [proxies[w].redis] : []),
+    ...(targets.includes('etcd') ? proxies[w].etcd : []),
+    ...(targets.includes('register') ? [proxies[w].register] : []),
+  ];
+
+  const pauseProc = async (proc: Proc, ms: number): Promise<void> => {
+    proc.child.kill('SIGSTOP');
+    proc.paused = true;
+    await sleep(ms);
+    proc.paused = false;
+    if (alive(proc)) proc.child.kill('SIGCONT');
+  };
+
+  const injectors: Promise<void>[] = [];
+  const runFault = async (fault: Fault & { index: number }, record: FaultRecord): Promise<void> => {
+    record.start = wallNow();
+    switch (fault.kind) {
+      case 'delay':
+      case 'blackhole': {
+        const targets = targetsOf(fault.worker, fault.targets);
+        for (const p of targets) {
+          if (fault.kind === 'delay') p.delay(fault.ms);
+          else p.blackhole();
+        }
+        await sleep(fault.dur);
+        for (const p of targets) p.heal();
+        break;
+      }
+      case 'pause': {
+        const proc = current[fault.worker];
+        if (!alive(proc) || proc.paused) {
+          record.skipped = 'worker not running';
+          break;
+        }
+        await pauseProc(proc, fault.dur);
+        break;
+      }
+      case 'pause-holder': {
+        const w = await new Promise<number | undefined>((resolve) => {
+          const timer = setTimeout(() => {
+            listeners.delete(listener);
+            resolve(undefined);
+          }, 4_000);
+          const listener = (e: SimEvent): void => {
+            if (e.ev !== 'read' || e.result !== 'ok') return;
+            const proc = current[e.w];
+            if (!alive(proc) || proc.paused || proc.inc !== e.inc) return;
+            clearTimeout(timer);
+            listeners.delete(listener);
+            proc.child.kill('SIGSTOP'); // at once: between its read and its write
+            proc.paused = true;
+            resolve(e.w);
+          };
+          listeners.add(listener);
+        });
+        if (w === undefined) {
+          record.skipped = 'no fenced read within 4 s';
+          break;
+        }
+        record.worker = w;
+        record.start = wallNow();
+        const proc = current[w];
+        await sleep(fault.dur);
+        proc.paused = false;
+        if (alive(proc)) proc.child.kill('SIGCONT');
+        break;
+      }
+      case 'redis-kill':
+        try {
+          await servers.lockRedis.kill9();
+          await sleep(fault.dur);
+        } finally {
+          await servers.lockRedis.restart();
+        }
+        break;
+      case 'etcd-kill': {
+        const member = fault.member === 'leader' ? await servers.etcd.leader() : servers.etcd.members[fault.member];
+        record.description += ` (${member.name})`;
+        try {
+          await member.kill9();
+          await sleep(fault.dur);
+        } finally {
+          await member.restart();
+        }
+        await servers.etcd.waitHealthy(15_000).catch(() => undefined);
+        break;
+      }
+      case 'app-restart': {
+        const proc = current[fault.worker];
+        if (!alive(proc)) {
+          record.skipped = 'worker not running';
+          break;
+        }
+        const up = new Promise<void>((resolve) => {
+          const listener = (e: SimEvent): void => {
+            if (e.ev === 'app' && e.state === 'up' && e.w === proc.w && e.inc === proc.inc) {
+              listeners.delete(listener);
+              resolve();
+            }
+          };
+          listeners.add(listener);
+        });
+        send(proc, { cmd: 'close-app', downMs: fault.dur });
+        await Promise.race([up, proc.exit, sleep(20_000)]);
+        break;
+      }
+      case 'worker-crash': {
+        const proc = current[fault.worker];
+        if (!alive(proc)) {
+          record.skipped = 'worker not running';
+          break;
+        }
+        await crash(proc);
+        await sleep(fault.dur);
+        const next = await startWorker(fault.worker, proc.inc + 1);
+        send(next, { cmd: 'go' });
+        break;
+      }
+    }
+    record.end = wallNow();
+  };
+
+  const workerEnds: WorkerEnd[] = [];
+  try {
+    for (let w = 0; w < params.workers; w++) {
+      const p: WorkerProxies = {
+        redis: await TcpProxy.start(servers.lockRedis.port),
+        register: await TcpProxy.start(servers.registerRedis.port),
+        etcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
+      };
+      proxies.push(p);
+      portNames.set(p.redis.port, `w${w}'s proxy to the lock redis`);
+      portNames.set(p.register.port, `w${w}'s proxy to the register redis`);
+      p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
+    }
+    await Promise.all(Array.from({ length: params.workers }, (_, w) => startWorker(w, 0)));
+    const t0 = wallNow();
+    const phase = (name: string): void => log(`  ${name} at +${((wallNow() - started) / 1000).toFixed(1)} s`);
+    phase('workers ready');
+    log(`seed ${params.seed}: ${params.workers} workers × ${params.fibers} fibers, ${plan.keys} keys, session ttl ${plan.sessionTtlSeconds} s, ${plan.faults.length} faults, ${params.durationMs} ms`);
+    for (const proc of current) send(proc, { cmd: 'go' });
+    for (const [i, fault] of plan.faults.entries()) {
+      const record = faults[i];
+      injectors.push(
+        sleep(Math.max(0, fault.at - (wallNow() - t0))).then(() =>
+          runFault(fault, record).catch((e: unknown) => {
+            record.skipped = `failed: ${(e as Error).message}`;
+          }),
+        ),
+      );
+    }
+    await sleep(Math.max(0, params.durationMs - (wallNow() - t0)));
+    await Promise.all(injectors);
+    phase('operations and faults done');
+
+    // Heal: every proxy passes, every process runs, every server is up.
+    for (const p of proxies) for (const proxy of [p.redis, p.register, ...p.etcd]) proxy.heal();
+    for (const proc of current) if (alive(proc)) proc.child.kill('SIGCONT');
+    for (const member of servers.etcd.members) if (!member.running) await member.restart();
+    await servers.etcd.waitHealthy(20_000);
+
+    if (plan.endCrash !== undefined && alive(current[plan.endCrash])) {
+      faults.push({ index: faults.length, kind: 'end-crash', description: `kill -9 w${plan.endCrash} at the end (it may hold locks)`, worker: plan.endCrash, start: wallNow() });
+      await crash(current[plan.endCrash]);
+    }
+
+    // Drain: no new operations; finish the running ones; report internal sizes once settled.
+    const finishing = current.filter((p) => alive(p) && !p.crashed);
+    for (const proc of finishing) send(proc, { cmd: 'drain' });
+    await Promise.all(finishing.map((p) => Promise.race([p.drainedP, p.exit, sleep(25_000)])));
+    phase('drained');
+    for (const proc of finishing) {
+      if (proc.drained) send(proc, { cmd: 'exit' });
+      else proc.child.kill('SIGKILL');
+    }
+    await Promise.all(
+      finishing.map(async (p) => {
+        const timer = setTimeout(() => p.child.kill('SIGKILL'), 12_000);
+        await p.exit;
+        clearTimeout(timer);
+      }),
+    );
+    for (const proc of procs) {
+      if (alive(proc)) await crash(proc);
+      const { code, signal } = await proc.exit;
+      workerEnds.push({ w: proc.w, inc: proc.inc, how: proc.crashed ? 'crashed' : 'exit', drained: proc.drained, exitCode: code, signal });
+    }
+    tGone = wallNow();
+    phase('workers gone');
+    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd]).map((proxy) => proxy.close()));
+    proxies.length = 0;
+
+    // Liveness: a fresh instance, straight to the servers, acquires every lock the run used.
+    const bounds = livenessBounds(plan);
+    const probeLocks = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
+      Array.from({ length: plan.keys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
+    );
+    const probe = spawnProc({
+      role: 'probe',
+      worker: -1,
+      incarnation: 0,
+      runId,
+      redisUrl: servers.lockRedis.url,
+      etcdHosts: servers.etcd.hosts,
+      registerRedisUrl: servers.registerRedis.url,
+      sessionTtlSeconds: plan.sessionTtlSeconds,
+      keys: plan.keys,
+      fibers: [],
+      control: params.control,
+      probe: { since: tGone, locks: probeLocks },
+    });
+    const maxBound = Math.max(...probeLocks.map((l) => l.boundMs));
+    const probeEnd = await Promise.race([probe.drainedP.then(() => 'done' as const), probe.exit.then(() => 'exit' as const), sleep(maxBound + 30_000).then(() => 'timeout' as const)]);
+    if (alive(probe)) {
+      const timer = setTimeout(() => probe.child.kill('SIGKILL'), 5_000);
+      await probe.exit;
+      clearTimeout(timer);
+    }
+    phase('probe done');
+    if (probeEnd === 'done') {
+      const mine = events.filter((e) => e.w === -1);
+      probeResult = {
+        probes: mine.flatMap((e) => (e.ev === 'probe' ? [{ key: e.key, purpose: e.purpose, ok: e.ok, elapsedMs: e.elapsedMs, message: e.message }] : [])),
+        registers: mine.flatMap((e) => (e.ev === 'register' ? [{ store: e.store, key: e.key, list: e.list }] : [])),
+      };
+    } else {
+      error = `the liveness probe did not finish (${probeEnd})`;
+    }
+  } catch (e) {
+    error = (e as Error).stack ?? String(e);
+  } finally {
+    await Promise.allSettled(injectors);
+    for (const proc of procs) if (alive(proc)) await crash(proc);
+    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd]).map((proxy) => proxy.close().catch(() => undefined)));
+    for (const member of servers.etcd.members) if (!member.running) await member.restart();
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  const workerEvents = events.filter((e) => e.w >= 0);
+  const result = check({
+    events: workerEvents,
+    registers: probeResult?.registers ?? [],
+    probes: probeResult?.probes,
+    livenessBoundMs: livenessBounds(plan),
+    workers: workerEnds,
+    toleranceMs: 1,
+    keys: plan.keys,
+    control: params.control,
+  });
+  for (const v of result.violations) v.detail = v.detail.replace(/socket to :(\d+)/g, (all, p: string) => (portNames.has(Number(p)) ? `socket to ${portNames.get(Number(p))}` : all));
+  return { seed: params.seed, params, runId, elapsedMs: wallNow() - started, result, faults, replay: replayCommand(params), events, plan, error };
+}
+
+/**
+ * How long after the last worker is gone a fresh instance must get each lock: the longest ttl
+ * (a killed Redis holder's key lives that long), the session ttl (a killed etcd holder's key
+ * lives until its session lease expires), Redis's queue allowance (a dead waiter's entry and a
+ * hand-off reservation: 2 × 1.5 s) and 1.5 s of slack for the probe's own start.
+ */
+export function livenessBounds(plan: Plan): Record<string, number> {
+  const bounds: Record<string, number> = {};
+  for (let key = 0; key < plan.keys; key++) {
+    bounds[`efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
+    bounds[`correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+  }
+  return bounds;
+}
+
+/** Figures of one seed, one line. */
+export function summaryLine(r: SeedResult): string {
+  const s = r.result.stats;
+  const applied = r.faults.filter((f) => !f.skipped).length;
+  const v = r.result.violations;
+  const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
+  return (
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant), ${s.busy} busy, ` +
+    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}], ` +
+    `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
+  );
+}
+
+/** Violations of one seed, grouped, with the replay command. */
+export function violationReport(r: SeedResult, max = 8): string {
+  const lines = [`seed ${r.seed}: ${r.result.violations.length} violation(s) — replay: ${r.replay}`];
+  const byKind = new Map<string, number>();
+  for (const v of r.result.violations) byKind.set(`inv${v.invariant}:${v.kind}`, (byKind.get(`inv${v.invariant}:${v.kind}`) ?? 0) + 1);
+  lines.push(`  by kind: ${[...byKind].map(([k, n]) => `${k} ×${n}`).join(', ')}`);
+  for (const v of r.result.violations.slice(0, max)) lines.push(`  [${v.invariant}] ${v.kind}${v.lock ? ` ${v.lock}` : ''}: ${v.detail}`);
+  if (r.result.violations.length > max) lines.push(`  … ${r.result.violations.length - max} more`);
+  lines.push(`  faults: ${r.faults.map((f) => `${f.description}${f.skipped ? ` (skipped: ${f.skipped})` : ''}`).join('; ') || 'none'}`);
+  if (r.error) lines.push(`  run error: ${r.error}`);
+  return lines.join('\n');
+}

@@ -1,0 +1,647 @@
+// One app instance of the simulation, in its own process (so it can be SIGSTOPped and killed):
+// a real Nest application with DistributedLockModule.forRoot({ redis, etcd }), running the
+// fibers of its plan and reporting every step to the controller over IPC. Runs from the compiled
+// output (.tmp/compiled/test/simulation/sim-worker.js).
+//
+// Like a real program paused at the wrong moment, it does not always look at lease.signal before
+// writing: only the fence stands between a stale holder and the register.
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
+import {
+  DistributedLockError,
+  DistributedLockModule,
+  DistributedLockService,
+  EtcdFence,
+  RedisFence,
+  StaleFencingTokenError,
+  type Lease,
+} from '../../lib/index.js';
+import { wallNow } from './clock.js';
+import type { FiberOp, LockOp, Step, Store } from './plan.js';
+import {
+  ETCD_FENCE_PREFIX,
+  lockKeyName,
+  PLAIN_PREFIX,
+  REDIS_FENCE_PREFIX,
+  registerName,
+  type RegisterList,
+  type SimEventBody,
+  type WorkerCommand,
+  type WorkerConfig,
+  type WriteResult,
+} from './protocol.js';
+
+// SIM_DEBUG: remember where every socket was opened, to name a leaked one's creator.
+const socketOrigins = new WeakMap<object, string>();
+if (process.env.SIM_DEBUG) {
+  const original = net.createConnection;
+  (net as { createConnection: unknown }).createConnection = function (this: unknown, ...args: unknown[]) {
+    const socket = (original as (...a: unknown[]) => net.Socket).apply(this, args);
+    socketOrigins.set(socket, (new Error().stack ?? '').split('\n').slice(2, 14).join(' | '));
+    return socket;
+  };
+}
+const redisInstances = new Map<object, string>();
+if (process.env.SIM_DEBUG) {
+  const proto = Redis.prototype as unknown as { connect: (...a: unknown[]) => unknown };
+  const connect = proto.connect;
+  proto.connect = function (this: object, ...args: unknown[]) {
+    if (!redisInstances.has(this)) redisInstances.set(this, (new Error().stack ?? '').split('\n').slice(2, 16).join(' | '));
+    return connect.apply(this, args);
+  };
+}
+const config = JSON.parse(readFileSync(process.env.SIM_WORKER_FILE!, 'utf8')) as WorkerConfig;
+const pristine = process.getActiveResourcesInfo();
+
+const now = wallNow;
+const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+
+function emit(body: SimEventBody): void {
+  if (!process.connected) return;
+  process.send?.({ ...body, t: now(), w: config.worker, inc: config.incarnation }, undefined, undefined, () => undefined);
+}
+
+function timeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`sim: no answer within ${ms} ms`)), ms);
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
+
+const errorInfo = (error: unknown): { name: string; message: string } => ({
+  name: (error as Error)?.name ?? 'Error',
+  message: String((error as Error)?.message ?? error).slice(0, 300),
+});
+
+// ---------------------------------------------------------------- the app (restartable)
+
+let app: INestApplicationContext | undefined;
+let locks!: DistributedLockService;
+let appUp: Promise<void> = Promise.resolve();
+const debugApps: Array<{ svc: DistributedLockService; startedAt: number; closedAt?: number }> = [];
+
+async function startApp(direct = false): Promise<void> {
+  @Module({
+    imports: [
+      DistributedLockModule.forRoot({
+        redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
+        etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
+        metrics: false,
+      }),
+    ],
+  })
+  class SimModule {}
+  void direct;
+  app = await NestFactory.createApplicationContext(SimModule, { logger: false });
+  locks = app.get(DistributedLockService);
+  if (process.env.SIM_DEBUG) debugApps.push({ svc: locks, startedAt: now() });
+}
+
+let restarting: Promise<void> = Promise.resolve();
+
+/** One restart at a time: a second request (a slow close) waits for the first to finish. */
+function restartApp(downMs: number): Promise<void> {
+  restarting = restarting.then(() => restartOnce(downMs));
+  return restarting;
+}
+
+async function restartOnce(downMs: number): Promise<void> {
+  let up!: () => void;
+  appUp = new Promise<void>((resolve) => (up = resolve));
+  emit({ ev: 'app', state: 'closing' });
+  const old = locks as unknown as { backends: Map<string, { client?: { status?: string }; subscriber?: { status?: string } }> };
+  try {
+    await app?.close();
+    if (process.env.SIM_DEBUG) {
+      const r = old.backends.get('redis');
+      const report = () => `client ${r?.client?.status}, subscriber ${r?.subscriber?.status ?? 'none'}`;
+      emit({ ev: 'note', message: `old redis backend after close: ${report()}` });
+      setTimeout(() => emit({ ev: 'note', message: `old redis backend 1 s after close: ${report()}` }), 1000);
+    }
+  } catch (error) {
+    emit({ ev: 'note', message: `app.close() threw: ${errorInfo(error).message}` });
+  }
+  emit({ ev: 'app', state: 'closed' });
+  await sleep(downMs);
+  if (process.env.SIM_DEBUG) emit({ ev: 'note', message: `after app.close() + ${downMs} ms: ${sockets().join(', ')} ${process.getActiveResourcesInfo().join(',')}` });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await startApp();
+      break;
+    } catch (error) {
+      emit({ ev: 'note', message: `app start failed: ${errorInfo(error).message}` });
+      if (attempt > 20) throw error;
+      await sleep(200);
+    }
+  }
+  emit({ ev: 'app', state: 'up' });
+  up();
+}
+
+// ---------------------------------------------------------------- the registers (the resources)
+
+const registerRedis = new Redis(config.registerRedisUrl, { commandTimeout: 1_000, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
+registerRedis.on('error', () => undefined);
+const registerEtcd = new Etcd3({ hosts: config.etcdHosts });
+
+function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence {
+  const leases = { current: () => svc.current() };
+  return store === 'redis'
+    ? new RedisFence(registerRedis, { keyPrefix: REDIS_FENCE_PREFIX, leases })
+    : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases });
+}
+
+async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined): Promise<RegisterList> {
+  const name = registerName(config.runId, key, store);
+  const raw =
+    config.control === 'unfenced'
+      ? await registerRedis.get(PLAIN_PREFIX + registerName(config.runId, key, 'redis'))
+      : await timeout(fenceFor(store, svc).read(name, token), 1_500);
+  return JSON.parse(raw ?? '[]') as RegisterList;
+}
+
+async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined): Promise<void> {
+  const name = registerName(config.runId, key, store);
+  if (config.control === 'unfenced') {
+    await registerRedis.set(PLAIN_PREFIX + registerName(config.runId, key, 'redis'), JSON.stringify(value));
+    return;
+  }
+  await timeout(fenceFor(store, svc).write(name, JSON.stringify(value), token), 1_500);
+}
+
+// ---------------------------------------------------------------- leases
+
+/** A "lock" that does not lock (negative control `nolock`): granted at once, a local token. */
+class FakeLease {
+  private readonly controller = new AbortController();
+  private validUntil: number;
+  private ended = false;
+  readonly reentrant = false;
+
+  constructor(
+    readonly token: bigint,
+    ttl: number,
+  ) {
+    this.validUntil = performance.now() + ttl;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  remainingMs(): number {
+    return this.ended ? 0 : Math.max(0, this.validUntil - performance.now());
+  }
+
+  async extend(ttl: number): Promise<void> {
+    this.validUntil = performance.now() + ttl;
+  }
+
+  async release(): Promise<void> {
+    this.ended = true;
+  }
+}
+
+type AnyLease = Lease | FakeLease;
+let fakeTokens = 0n;
+const coreRoot = new WeakMap<object, string>();
+
+interface Held {
+  id: string;
+  root: string;
+  op: LockOp;
+  lease: AnyLease;
+  svc: DistributedLockService;
+  /** Split read-modify-write: what `read` saw, waiting for `write-outer`. */
+  pending: Map<Store, RegisterList>;
+}
+
+function validity(lease: AnyLease): number | undefined {
+  if (lease.signal.aborted) return undefined;
+  const remaining = lease.remainingMs();
+  const t = now();
+  return remaining > 0 ? t + remaining : undefined;
+}
+
+function sample(held: Held): void {
+  const V = validity(held.lease);
+  if (V !== undefined) emit({ ev: 'sample', id: held.root, V });
+}
+
+function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockService): Held {
+  let root = id;
+  if (lease instanceof FakeLease) {
+    // nothing shared
+  } else if (lease.reentrant) {
+    root = coreRoot.get(lease.leaseCore) ?? `unknown-core:${id}`;
+  } else {
+    coreRoot.set(lease.leaseCore, id);
+  }
+  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root });
+  if (!lease.reentrant) {
+    lease.signal.addEventListener(
+      'abort',
+      () => emit({ ev: 'lost', id, reason: String((lease.signal.reason as { reason?: string })?.reason ?? (lease.signal.reason as Error)?.message) }),
+      { once: true },
+    );
+  }
+  return { id, root, op, lease, svc, pending: new Map() };
+}
+
+// ---------------------------------------------------------------- fibers
+
+let draining = false;
+const drain = new AbortController();
+let seq = 0;
+let elements = 0;
+
+async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
+  const svc = locks;
+  const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
+  const key = lockKeyName(config.runId, op.key);
+  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+  let aborter: AbortController | undefined;
+  let abortTimer: NodeJS.Timeout | undefined;
+  const signals = [drain.signal];
+  if (op.kind === 'abort-wait') {
+    aborter = new AbortController();
+    abortTimer = setTimeout(() => aborter!.abort(new Error('sim: aborted while waiting')), op.abortAfterMs ?? 0);
+    signals.push(aborter.signal);
+  }
+  const signal = AbortSignal.any(signals);
+  const opts = { purpose: op.purpose, ttl: op.ttl, wait: op.wait, signal };
+  try {
+    if (config.control === 'nolock') {
+      const lease = new FakeLease(++fakeTokens, op.ttl);
+      clearTimeout(abortTimer);
+      await body(fiber, op, granted(id, op, lease, svc), chain);
+      return;
+    }
+    if (op.kind === 'using') {
+      let held: Held | undefined;
+      await svc.using(key, opts, async (lease) => {
+        held = granted(id, op, lease, svc);
+        await steps(fiber, op, held, chain);
+        emit({ ev: 'rel', id });
+      });
+      if (held) emit({ ev: 'rel-done', id, ok: true });
+      return;
+    }
+    let lease: Lease | null;
+    if (op.kind === 'try') {
+      const { signal: _drop, wait: _wait, ...tryOpts } = opts;
+      void _drop;
+      void _wait;
+      lease = await svc.tryAcquire(key, tryOpts);
+    } else {
+      lease = await svc.acquire(key, opts);
+    }
+    clearTimeout(abortTimer);
+    if (!lease) {
+      emit({ ev: 'busy', id });
+      return;
+    }
+    const held = granted(id, op, lease, svc);
+    await body(fiber, op, held, chain);
+  } catch (error) {
+    const info = errorInfo(error);
+    emit(info.name === 'LockBusyError' ? { ev: 'busy', id } : { ev: 'fail', id, ...info });
+  } finally {
+    clearTimeout(abortTimer);
+  }
+}
+
+/** Steps, then release (acquire / try / nolock), reporting the release. */
+async function body(fiber: number, op: LockOp, held: Held, chain: Held[]): Promise<void> {
+  try {
+    await steps(fiber, op, held, chain);
+  } finally {
+    if (!op.abandon || draining) {
+      emit({ ev: 'rel', id: held.id });
+      try {
+        await held.lease.release();
+        emit({ ev: 'rel-done', id: held.id, ok: true });
+      } catch (error) {
+        emit({ ev: 'rel-done', id: held.id, ok: false, message: errorInfo(error).message });
+      }
+    }
+  }
+}
+
+async function steps(fiber: number, op: LockOp, held: Held, chain: Held[]): Promise<void> {
+  for (const step of op.steps) {
+    if (draining) return;
+    sample(held);
+    try {
+      await runStep(fiber, step, held, chain);
+    } catch (error) {
+      emit({ ev: 'note', message: `${held.id} step ${step.s}: ${errorInfo(error).message}` });
+    }
+  }
+  sample(held);
+}
+
+function tokenFor(mode: 'explicit' | 'implicit', lease: AnyLease, svc: DistributedLockService): { pass?: bigint; used?: bigint } {
+  if (mode === 'explicit') return { pass: lease.token, used: lease.token };
+  // What the fence will use: the innermost lease of this async context.
+  return { pass: undefined, used: svc.current()?.token };
+}
+
+function classifyWrite(error: unknown): WriteResult {
+  if (error instanceof StaleFencingTokenError) return 'stale';
+  // Refused before anything was sent (no token, lease known lost, bad option).
+  if (error instanceof DistributedLockError) return 'refused';
+  return 'unknown';
+}
+
+async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Promise<void> {
+  const { lease, svc, op } = held;
+  switch (step.s) {
+    case 'hold':
+      await sleep(step.ms, drain.signal);
+      sample(held);
+      return;
+    case 'extend':
+      emit({ ev: 'ext-req', id: held.root, ttl: step.ttl });
+      try {
+        await lease.extend(step.ttl);
+        emit({ ev: 'ext-ok', id: held.root, ttl: step.ttl, V: validity(lease) });
+      } catch (error) {
+        emit({ ev: 'ext-fail', id: held.root, ...errorInfo(error) });
+      }
+      return;
+    case 'rmw': {
+      const token = tokenFor(step.token, lease, svc);
+      const list = await fencedRead(held, step.store, op.key, token);
+      if (!list) return;
+      if (step.thinkMs > 0) await sleep(step.thinkMs, drain.signal);
+      if (step.checkSignal && lease.signal.aborted) return;
+      await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc), lease.token);
+      return;
+    }
+    case 'read': {
+      const list = await fencedRead(held, step.store, op.key, tokenFor('explicit', lease, svc));
+      if (list) held.pending.set(step.store, list);
+      return;
+    }
+    case 'write-outer': {
+      const outer = chain.at(-1);
+      const list = outer?.pending.get(step.store);
+      if (!outer || !list) return;
+      outer.pending.delete(step.store);
+      // explicit: the outer lease's own token (right); implicit: whatever current() says here.
+      const token = step.token === 'explicit' ? { pass: outer.lease.token, used: outer.lease.token } : tokenFor('implicit', lease, svc);
+      await fencedWrite(fiber, held, step.store, outer.op.key, list, token, outer.lease.token);
+      return;
+    }
+    case 'nest':
+      await runOp(fiber, step.op, [...chain, held]);
+      sample(held);
+      return;
+  }
+}
+
+async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }): Promise<RegisterList | undefined> {
+  try {
+    const list = await readRegister(store, held.svc, key, token.pass);
+    emit({ ev: 'read', id: held.root, store, key, token: token.used?.toString(), len: list.length, result: 'ok' });
+    return list;
+  } catch (error) {
+    emit({
+      ev: 'read',
+      id: held.root,
+      store,
+      key,
+      token: token.used?.toString(),
+      len: -1,
+      result: error instanceof StaleFencingTokenError ? 'stale' : 'fail',
+      message: errorInfo(error).message,
+    });
+    return undefined;
+  }
+}
+
+async function fencedWrite(
+  fiber: number,
+  held: Held,
+  store: Store,
+  key: number,
+  list: RegisterList,
+  token: { pass?: bigint; used?: bigint },
+  leaseToken: bigint | undefined,
+): Promise<void> {
+  const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
+  const base = { ev: 'write' as const, id: held.root, store, key, el, token: token.used?.toString(), leaseToken: leaseToken?.toString() };
+  try {
+    await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass);
+    emit({ ...base, result: 'ok' });
+  } catch (error) {
+    emit({ ...base, result: classifyWrite(error), message: errorInfo(error).message });
+  }
+}
+
+async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
+  for (const op of ops) {
+    if (draining) return;
+    await appUp;
+    if (draining) return;
+    if (op.kind === 'sleep') await sleep(op.ms, drain.signal);
+    else await runOp(fiber, op, []);
+  }
+}
+
+// ---------------------------------------------------------------- internal sizes (invariant 5)
+
+/** Sizes of the service's and backends' collections, found by reflection (lib/ changes under us). */
+function sizes(): Record<string, number> {
+  const out: Record<string, number> = {};
+  const svc = locks as unknown as { held?: Map<unknown, unknown>; backends?: Map<string, object>; events?: { eventNames(): Array<string | symbol>; listenerCount(e: string | symbol): number } };
+  if (svc.held instanceof Map) out['service.held'] = svc.held.size;
+  if (svc.events) out['service.events.listeners'] = svc.events.eventNames().reduce((n, e) => n + svc.events!.listenerCount(e), 0);
+  for (const [name, backend] of svc.backends ?? []) collect(`${name}`, backend, out, 2);
+  return out;
+}
+
+function collect(prefix: string, value: object, out: Record<string, number>, depth: number): void {
+  for (const [prop, v] of Object.entries(value)) {
+    if (v instanceof Map || v instanceof Set) out[`${prefix}.${prop}`] = v.size;
+    else if (Array.isArray(v)) out[`${prefix}.${prop}.length`] = v.length;
+    else if (depth > 1 && v && typeof v === 'object' && ['TurnWaiters', 'EtcdSession'].includes(v.constructor?.name)) collect(`${prefix}.${prop}`, v, out, depth - 1);
+  }
+}
+
+/** Per-owner collections must empty once nothing is held; a per-key cache (busyAt) may keep a few keys. */
+export const isKeyCache = (name: string): boolean => /busy/i.test(name);
+
+async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: Record<string, number>; settledMs: number }> {
+  const started = now();
+  let current = sizes();
+  // Back to the baseline (per-key caches: within the keys this seed uses).
+  const settled = (s: Record<string, number>): boolean =>
+    Object.entries(s).every(([name, n]) => n <= (baseline[name] ?? 0) + (isKeyCache(name) ? 2 * config.keys : 0));
+  while (!settled(current) && now() - started < 12_000) {
+    await sleep(100);
+    current = sizes();
+  }
+  return { sizes: current, settledMs: now() - started };
+}
+
+async function warmUp(): Promise<void> {
+  // One queued wait per backend: opens the Redis subscriber and the etcd session, so the
+  // baseline is taken with every connection the module keeps. A (re)started worker may come up
+  // in the middle of a server fault: retry for a while.
+  for (const purpose of ['efficiency', 'correctness'] as const) {
+    const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}`;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const first = await locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000 });
+        const second = locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000 });
+        await sleep(50);
+        await first.release();
+        await (await second).release();
+        break;
+      } catch (error) {
+        if (attempt >= 20) throw error;
+        await sleep(500);
+      }
+    }
+  }
+}
+
+/** Sockets among the active handles, by remote port (the controller names the proxies). */
+function sockets(): string[] {
+  const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
+  return handles.flatMap((h) => {
+    const socket = h as { remotePort?: number; localPort?: number; constructor?: { name?: string } };
+    return socket.constructor?.name === 'Socket' && socket.remotePort !== undefined
+      ? [`socket to :${socket.remotePort}${process.env.SIM_DEBUG ? ` from :${socket.localPort} opened at ${socketOrigins.get(socket as object)}` : ''}`]
+      : [];
+  });
+}
+
+// ---------------------------------------------------------------- main
+
+async function probe(): Promise<void> {
+  await startApp();
+  const p = config.probe!;
+  await Promise.all(
+    p.locks.map(async ({ key, purpose, boundMs }) => {
+      try {
+        const lease = await locks.acquire(lockKeyName(config.runId, key), { purpose, ttl: 1_000, wait: Math.ceil(Math.max(1_000, boundMs - (now() - p.since) + 3_000)) });
+        emit({ ev: 'probe', key, purpose, ok: true, elapsedMs: now() - p.since });
+        await lease.release();
+      } catch (error) {
+        emit({ ev: 'probe', key, purpose, ok: false, elapsedMs: now() - p.since, message: errorInfo(error).message });
+      }
+    }),
+  );
+  for (let key = 0; key < config.keys; key++) {
+    const parse = (raw: string | null | undefined): RegisterList | null => (raw ? (JSON.parse(raw) as RegisterList) : null);
+    const redisName = registerName(config.runId, key, 'redis');
+    const etcdName = registerName(config.runId, key, 'etcd');
+    emit({ ev: 'register', store: 'redis', key, list: parse(await registerRedis.hget(REDIS_FENCE_PREFIX + redisName, 'v')) });
+    emit({ ev: 'register', store: 'etcd', key, list: parse(await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(etcdName)).string()) });
+    emit({ ev: 'register', store: 'plain', key, list: parse(await registerRedis.get(PLAIN_PREFIX + redisName)) });
+  }
+  await app?.close();
+  registerRedis.disconnect();
+  registerEtcd.close();
+  emit({ ev: 'drained' });
+  process.disconnect?.();
+}
+
+async function main(): Promise<void> {
+  if (config.role === 'probe') return probe();
+  await startApp();
+  await warmUp();
+  const baseline = sizes();
+  emit({ ev: 'sizes', phase: 'baseline', sizes: baseline, settledMs: 0 });
+  let fibers: Promise<void> | undefined;
+  process.on('message', (message: WorkerCommand) => {
+    if (message.cmd === 'go') {
+      fibers = Promise.all(config.fibers.map((ops, f) => fiberLoop(f, ops))).then(() => undefined);
+    } else if (message.cmd === 'close-app') {
+      void restartApp(message.downMs).catch((error) => emit({ ev: 'note', message: `restart failed: ${errorInfo(error).message}` }));
+    } else if (message.cmd === 'drain') {
+      draining = true;
+      drain.abort(new Error('sim: draining'));
+      void (async () => {
+        await fibers;
+        await appUp;
+        const { sizes: final, settledMs } = await settledSizes(baseline);
+        emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs });
+        emit({ ev: 'drained' });
+      })();
+    } else if (message.cmd === 'exit') {
+      void (async () => {
+        await app?.close();
+        registerRedis.disconnect();
+        registerEtcd.close();
+        // What still keeps the event loop alive beyond what a fresh process had (and the IPC
+        // channel, referenced while we listen to it): leaked handles.
+        const active = (): string[] => difference(process.getActiveResourcesInfo(), [...pristine, 'PipeWrap']);
+        const started = now();
+        let leaked = active();
+        while (leaked.length > 0 && now() - started < 3_000) {
+          await sleep(100);
+          leaked = active();
+        }
+        emit({ ev: 'exit-resources', leaked: leaked.length ? [...leaked, ...sockets()] : [] });
+        if (process.env.SIM_DEBUG) {
+          for (const [i, a] of debugApps.entries()) {
+            const r = (a.svc as unknown as { backends: Map<string, { client?: { status?: string; stream?: { localPort?: number } }; subscriber?: { status?: string }; closed?: boolean }> }).backends.get('redis');
+            emit({ ev: 'note', message: `app #${i} (started ${a.startedAt.toFixed(0)}): redis backend closed=${r?.closed} client ${r?.client?.status} :${r?.client?.stream?.localPort}, subscriber ${r?.subscriber?.status}` });
+          }
+          for (const [client, stack] of redisInstances) {
+            const c = client as { status?: string; stream?: { localPort?: number } };
+            if (c.status !== 'end') emit({ ev: 'note', message: `redis client ${c.status} from :${c.stream?.localPort} created at ${stack}` });
+          }
+        }
+        // Exit on our own: anything still referenced would keep us alive (the controller sees it).
+        setTimeout(() => process.exit(3), 5_000).unref();
+        process.disconnect?.();
+      })();
+    }
+  });
+  emit({ ev: 'ready' });
+}
+
+function difference(now: string[], before: string[]): string[] {
+  const left = [...before];
+  const out: string[] = [];
+  for (const r of now) {
+    const i = left.indexOf(r);
+    if (i >= 0) left.splice(i, 1);
+    else out.push(r);
+  }
+  return out;
+}
+
+void main().catch((error) => {
+  emit({ ev: 'note', message: `worker failed: ${errorInfo(error).message}` });
+  process.exitCode = 2;
+  process.disconnect?.();
+});
