@@ -127,6 +127,32 @@ describe('etcd defects (issue 12)', () => {
     await next!.release();
   });
 
+  it('a queued acquire whose answer was lost to a connection reset keeps its place and gets the lock when it is free', async () => {
+    const key = uniqueKey('reset-queued');
+    const network = await ResettingProxy.start(etcdPort());
+    cleanups.push(() => network.close());
+    const flaky = await app({ hosts: network.endpoint, sessionTtlSeconds: 30 });
+    const other = await app({ hosts: etcdHosts() });
+    await (await flaky.locks.acquire(uniqueKey('warm-up'), { purpose: 'correctness', wait: 0 })).release();
+    const holder = await other.locks.acquire(key, { purpose: 'correctness', ttl: 10_000, wait: 0 });
+
+    network.resetOnNextAnswer();
+    const waiting = flaky.locks.acquire(key, { purpose: 'correctness', ttl: 10_000, wait: 4_000 }).then(
+      (lease) => lease,
+      (error: unknown) => String(error),
+    );
+    await sleep(500);
+    expect(network.resets).toBe(1);
+    await holder.release();
+    const releasedAt = performance.now();
+    const waiter = await waiting;
+    expect(typeof waiter === 'string' ? waiter : 'a lease').toBe('a lease');
+    expect(performance.now() - releasedAt).toBeLessThan(1_000);
+    expect((waiter as Lease).token!).toBeGreaterThan(holder.token!);
+    await (waiter as Lease).release();
+    expect(await raw.getAll().prefix(prefixOf(key)).keys()).toHaveLength(0);
+  });
+
   // Issue 12, item 8. Passes once LeaseCore.remainingMs() takes LockBackend.validUntil into account.
   it('remainingMs() never promises more than the session lease guarantees when keep-alives are cut', async () => {
     const key = uniqueKey('remaining');
