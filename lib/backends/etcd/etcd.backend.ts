@@ -96,8 +96,12 @@ export class EtcdBackend implements LockBackend {
     this.driftFactor = config.driftFactor ?? 0.01;
   }
 
-  onLeaseLost(listener: LockLossListener): void {
+  onLeaseLost(listener: LockLossListener): () => void {
     this.lossListeners.push(listener);
+    return () => {
+      const index = this.lossListeners.indexOf(listener);
+      if (index >= 0) this.lossListeners.splice(index, 1);
+    };
   }
 
   /**
