@@ -3,6 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { InvalidLockOptionsError, RedisBackend, type Lease } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 
 /**
  * Regression tests for issue 12 (options validation and the Redis backend), on real servers:
@@ -379,4 +380,55 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
       await waiter.close();
     }
   });
+
+  it('two processes, two holders: a waiter whose claim is slow keeps trusting a reservation the server dropped', async () => {
+    // Process B's commands go through a proxy that delays them 600 ms each way (its wake-up
+    // subscription does not). A releases with a 300 ms reservation (waiterHeartbeatMs 100);
+    // B (waiterHeartbeatMs 1000) trusted it for its own 3 s while its claim was on the way.
+    const server = new URL(redisUrl());
+    const proxy = await TcpProxy.start(Number(server.port));
+    const direct = () => new Redis(redisUrl());
+    const slowB = new Redis(`redis://${proxy.endpoint}`);
+    (slowB as unknown as { duplicate: () => Redis }).duplicate = direct;
+    const clients = [direct(), direct(), slowB];
+    const [clientA, clientC] = clients;
+    const backend = (client: Redis, waiterHeartbeatMs: number) => new RedisBackend({ client, ownsClient: false, waiterHeartbeatMs });
+    const backends = [backend(clientA, 100), backend(slowB, 1_000), backend(clientC, 500)];
+    const apps = await Promise.all(backends.map((r) => startLockApp({ backends: { r }, purposes: { efficiency: 'r' } })));
+    const [a, b, c] = apps;
+    try {
+      // Load the scripts (a NOSCRIPT fallback would cost B a second delayed round trip).
+      const warm = uniqueKey('warm-up');
+      const first = await a.locks.acquire(warm, { purpose: 'efficiency' });
+      const next = c.locks.acquire(warm, { purpose: 'efficiency', wait: 2_000 });
+      await sleep(20);
+      await first.release();
+      await (await next).release();
+      await slowB.ping();
+      proxy.delay(600);
+
+      const key = uniqueKey('two-holders');
+      const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      let bLease: Lease | undefined;
+      const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 8_000 }).then((l) => (bLease = l));
+      waiting.catch(() => undefined); // it may still wait when the apps close
+      await sleep(2_000); // B's SET NX (0–1.2 s) failed; its queue request reached Redis at ~1.8 s
+      await holder.release(); // reserves the key for B for 300 ms and wakes it
+      await sleep(550); // the reservation is gone; B's claim reaches Redis only at ~+1 s
+      const cLease = await c.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      const bHolds = bLease !== undefined && bLease.held && !bLease.signal.aborted;
+      // Before the fix: { c: true, b: true } — C holds the key and B, started on the
+      // reservation, believes it holds too (for ~3 s from its queue request).
+      expect({ c: cLease !== null, b: bHolds }).toEqual({ c: true, b: false });
+      await cLease?.release();
+      await waiting.catch(() => undefined);
+      await bLease?.release().catch(() => undefined);
+    } finally {
+      proxy.heal();
+      await Promise.all(apps.map((app) => app.close()));
+      await Promise.all(backends.map((r) => r.close()));
+      for (const client of clients) client.disconnect();
+      await proxy.close();
+    }
+  }, 20_000);
 });
