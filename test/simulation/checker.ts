@@ -83,6 +83,8 @@ export interface CheckStats {
   reads: Record<string, number>;
   /** Writes acknowledged although the writer's lease on that lock had already ended (the fence let them in; fine unless something was lost). */
   writesAfterLeaseEnd: number;
+  /** Why calls failed and writes were refused or of unknown outcome (messages with numbers and names masked). */
+  reasons: Record<string, number>;
   /** Overlaps of a paused/late holder's *awareness* with a successor (not violations: the interval ends at the validity). */
   maxOverlapMs: number;
 }
@@ -145,6 +147,11 @@ export function check(input: CheckInput): CheckResult {
     reads: {},
     writesAfterLeaseEnd: 0,
     maxOverlapMs: 0,
+    reasons: {},
+  };
+  const reason = (what: string, message: string | undefined): void => {
+    const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
+    stats.reasons[masked] = (stats.reasons[masked] ?? 0) + 1;
   };
 
   // ---- leases, per worker stream order (a worker's events arrive in the order it sent them)
@@ -215,12 +222,15 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'fail':
         stats.failures[e.name] = (stats.failures[e.name] ?? 0) + 1;
+        reason(`fail ${e.name}`, e.message);
         break;
       case 'read':
         stats.reads[e.result] = (stats.reads[e.result] ?? 0) + 1;
+        if (e.result !== 'ok') reason(`read ${e.result}`, e.message);
         break;
       case 'write':
         stats.writes[e.result] = (stats.writes[e.result] ?? 0) + 1;
+        if (e.result !== 'ok') reason(`write ${e.result}`, e.message);
         break;
       default:
         break;
@@ -290,6 +300,14 @@ export function check(input: CheckInput): CheckResult {
 
   // ---- invariant 2: registers
   const writes = input.events.filter((e): e is Extract<SimEvent, { ev: 'write' }> => e.ev === 'write');
+  // A write whose answer never came back (its worker was killed): outcome unknown.
+  const answered = new Set(writes.map((w) => w.el));
+  for (const e of input.events) {
+    if (e.ev === 'write-start' && !answered.has(e.el)) {
+      writes.push({ ...e, ev: 'write', result: 'unknown', message: 'no answer (the worker died)' });
+      stats.writes.unknown = (stats.writes.unknown ?? 0) + 1;
+    }
+  }
   const intervalOf = new Map(intervals.map((i) => [i.id, i]));
   for (const w of writes) {
     if (w.result !== 'ok') continue;

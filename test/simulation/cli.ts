@@ -105,6 +105,7 @@ async function main(): Promise<void> {
     writes: mergeCounts(results.map((r) => r.result.stats.writes)),
     failures: mergeCounts(results.map((r) => r.result.stats.failures)),
     writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
+    reasons: Object.fromEntries(Object.entries(mergeCounts(results.map((r) => r.result.stats.reasons))).sort((a, b) => b[1] - a[1])),
     faultsByKind,
     violations: sum((r) => r.result.violations.length),
     violationsByKind,

@@ -47,6 +47,8 @@ export type SimEventBody =
   | { ev: 'rel'; id: string }
   | { ev: 'rel-done'; id: string; ok: boolean; message?: string }
   | { ev: 'read'; id: string; store: Store; key: number; token?: string; len: number; result: 'ok' | 'stale' | 'fail'; message?: string }
+  /** Sent before the write: a worker killed before it hears the answer leaves a write of unknown outcome. */
+  | { ev: 'write-start'; id: string; store: Store; key: number; el: string; token?: string }
   | { ev: 'write'; id: string; store: Store; key: number; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
   | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
   | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number }

@@ -16,6 +16,8 @@ import type { RegisterList, SimEvent, WorkerCommand, WorkerConfig } from './prot
 
 const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** A deadline for Promise.race: unref'd, so a race that was won does not keep the process alive. */
+const deadline = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 
 export interface SimServers {
   /** The lock Redis, with appendfsync always: its keys survive kill -9, so a restart must not let a second holder in. */
@@ -179,7 +181,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const startWorker = async (w: number, incarnation: number): Promise<Proc> => {
     const proc = spawnProc(workerConfig(w, incarnation));
     current[w] = proc;
-    const boot = await Promise.race([proc.ready.then(() => 'ready' as const), proc.exit.then(() => 'exit' as const), sleep(45_000).then(() => 'timeout' as const)]);
+    const boot = await Promise.race([proc.ready.then(() => 'ready' as const), proc.exit.then(() => 'exit' as const), deadline(45_000).then(() => 'timeout' as const)]);
     if (boot !== 'ready') {
       proc.crashed = true; // not a drain candidate; the fault is recorded as failed
       proc.child.kill('SIGKILL');
@@ -300,7 +302,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           listeners.add(listener);
         });
         send(proc, { cmd: 'close-app', downMs: fault.dur });
-        await Promise.race([up, proc.exit, sleep(20_000)]);
+        await Promise.race([up, proc.exit, deadline(20_000)]);
         break;
       }
       case 'worker-crash': {
@@ -366,7 +368,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     // Drain: no new operations; finish the running ones; report internal sizes once settled.
     const finishing = current.filter((p) => alive(p) && !p.crashed);
     for (const proc of finishing) send(proc, { cmd: 'drain' });
-    await Promise.all(finishing.map((p) => Promise.race([p.drainedP, p.exit, sleep(25_000)])));
+    await Promise.all(finishing.map((p) => Promise.race([p.drainedP, p.exit, deadline(25_000)])));
     phase('drained');
     for (const proc of finishing) {
       if (proc.drained) send(proc, { cmd: 'exit' });
@@ -409,7 +411,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       probe: { since: tGone, locks: probeLocks },
     });
     const maxBound = Math.max(...probeLocks.map((l) => l.boundMs));
-    const probeEnd = await Promise.race([probe.drainedP.then(() => 'done' as const), probe.exit.then(() => 'exit' as const), sleep(maxBound + 30_000).then(() => 'timeout' as const)]);
+    const probeEnd = await Promise.race([probe.drainedP.then(() => 'done' as const), probe.exit.then(() => 'exit' as const), deadline(maxBound + 30_000).then(() => 'timeout' as const)]);
     if (alive(probe)) {
       const timer = setTimeout(() => probe.child.kill('SIGKILL'), 5_000);
       await probe.exit;

@@ -117,7 +117,10 @@ async function startApp(direct = false): Promise<void> {
   void direct;
   app = await NestFactory.createApplicationContext(SimModule, { logger: false });
   locks = app.get(DistributedLockService);
-  if (process.env.SIM_DEBUG) debugApps.push({ svc: locks, startedAt: now() });
+  if (process.env.SIM_DEBUG) {
+    debugApps.push({ svc: locks, startedAt: now() });
+    traceBackends(locks);
+  }
 }
 
 let restarting: Promise<void> = Promise.resolve();
@@ -159,6 +162,42 @@ async function restartOnce(downMs: number): Promise<void> {
   }
   emit({ ev: 'app', state: 'up' });
   up();
+}
+
+/** SIM_DEBUG: every backend call per owner, to explain an owner left in a backend's maps. */
+const ownerTrace = new Map<string, string[]>();
+function traceBackends(svc: DistributedLockService): void {
+  const t0 = now();
+  for (const [name, backend] of (svc as unknown as { backends: Map<string, Record<string, unknown>> }).backends) {
+    for (const method of ['acquire', 'waitForTurn', 'release', 'extend']) {
+      const original = (backend[method] as (...a: unknown[]) => Promise<unknown>).bind(backend);
+      backend[method] = (...args: unknown[]) => {
+        const owner = method === 'acquire' ? (args[0] as { owner: string }).owner : (args[1] as string);
+        const trace = ownerTrace.get(owner) ?? [];
+        ownerTrace.set(owner, trace);
+        const stamp = (): string => `+${(now() - t0).toFixed(0)}`;
+        trace.push(`${stamp()} ${name}.${method}(${method === 'acquire' ? JSON.stringify({ ...(args[0] as object), owner: undefined }) : String(args[0])}${method === 'waitForTurn' ? `, ${String(args[2])}` : ''})`);
+        const p = original(...args);
+        p.then(
+          (r) => trace.push(`${stamp()}   ${method} -> ${JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`),
+          (e: unknown) => trace.push(`${stamp()}   ${method} !! ${errorInfo(e).message}`),
+        );
+        return p;
+      };
+    }
+  }
+}
+
+function explainLeftovers(): void {
+  const svc = locks as unknown as { backends: Map<string, Record<string, unknown>> };
+  for (const [name, backend] of svc.backends) {
+    for (const [prop, value] of Object.entries(backend)) {
+      if (!(value instanceof Map) || isKeyCache(prop)) continue;
+      for (const owner of value.keys()) {
+        emit({ ev: 'note', message: `${name}.${prop} still has ${String(owner)}: ${(ownerTrace.get(String(owner)) ?? ['no calls traced']).join(' | ')}` });
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------- the registers (the resources)
@@ -455,6 +494,7 @@ async function fencedWrite(
 ): Promise<void> {
   const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
   const base = { ev: 'write' as const, id: held.root, store, key, el, token: token.used?.toString(), leaseToken: leaseToken?.toString() };
+  emit({ ev: 'write-start', id: held.root, store, key, el, token: token.used?.toString() });
   try {
     await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass);
     emit({ ...base, result: 'ok' });
@@ -592,6 +632,7 @@ async function main(): Promise<void> {
         await fibers;
         await appUp;
         const { sizes: final, settledMs } = await settledSizes(baseline);
+        if (process.env.SIM_DEBUG) explainLeftovers();
         emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs });
         emit({ ev: 'drained' });
       })();

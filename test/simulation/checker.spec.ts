@@ -1,0 +1,208 @@
+import { believedValid, check, type CheckInput, type Violation } from './checker.js';
+import type { SimEvent, SimEventBody } from './protocol.js';
+
+/** The checker must be able to fail: synthetic logs with each kind of violation, and clean ones that must pass. */
+
+const T = 1_000_000; // an arbitrary wall-clock origin
+const ev = (t: number, w: number, body: SimEventBody, inc = 0): SimEvent => ({ ...body, t: T + t, w, inc }) as SimEvent;
+
+/** A correctness lease on key 0: requested, granted (valid `validMs`), released at `relAt` (unless undefined). */
+function lease(w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt?: number, purpose: 'correctness' | 'efficiency' = 'correctness'): SimEvent[] {
+  const out = [
+    ev(reqAt, w, { ev: 'req', id, key: 0, purpose, kind: 'acquire', ttl: validMs, wait: 1000 }),
+    ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, token: purpose === 'correctness' ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
+  ];
+  if (relAt !== undefined) out.push(ev(relAt, w, { ev: 'rel', id }), ev(relAt + 1, w, { ev: 'rel-done', id, ok: true }));
+  return out;
+}
+
+const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok'): SimEvent =>
+  ev(t, w, { ev: 'write', id, store: 'etcd', key: 0, el, token, result });
+
+function input(events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput {
+  return {
+    events,
+    registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20']] }],
+    probes: [
+      { key: 0, purpose: 'correctness', ok: true, elapsedMs: 900 },
+      { key: 0, purpose: 'efficiency', ok: true, elapsedMs: 900 },
+    ],
+    livenessBoundMs: { 'correctness:0': 5_000, 'efficiency:0': 5_000 },
+    workers: [
+      { w: 1, inc: 0, how: 'exit', drained: true, exitCode: 0, signal: null },
+      { w: 2, inc: 0, how: 'exit', drained: true, exitCode: 0, signal: null },
+    ],
+    toleranceMs: 1,
+    keys: 1,
+    ...overrides,
+  };
+}
+
+const clean: SimEvent[] = [
+  ev(-10, 1, { ev: 'sizes', phase: 'baseline', sizes: { 'service.held': 0, 'redis.busyAt': 1 }, settledMs: 0 }),
+  ...lease(1, 'A', '10', 0, 5, 1_000, 200),
+  write(100, 1, 'A', 'a', '10'),
+  ...lease(2, 'B', '20', 150, 210, 1_000, 400),
+  write(300, 2, 'B', 'b', '20'),
+  ev(500, 1, { ev: 'sizes', phase: 'final', sizes: { 'service.held': 0, 'redis.busyAt': 2 }, settledMs: 10 }),
+  ev(600, 1, { ev: 'exit-resources', leaked: [] }),
+];
+
+const kinds = (violations: Violation[]): string[] => violations.map((v) => `${v.invariant}:${v.kind}`);
+
+describe('simulation checker', () => {
+  it('finds nothing wrong in a clean log', () => {
+    const r = check(input(clean));
+    expect(r.violations).toEqual([]);
+    expect(r.stats).toMatchObject({ ops: 2, grants: 2, writes: { ok: 2 } });
+    expect(r.intervals.map((i) => [i.id, i.end - T])).toEqual([
+      ['A', 200],
+      ['B', 400],
+    ]);
+  });
+
+  describe('invariant 1: one unended lease with time left per lock', () => {
+    it('reports two holders valid at once', () => {
+      const events = [...lease(1, 'A', '10', 0, 5, 1_000), ...lease(2, 'B', '20', 100, 500, 1_000, 900)];
+      const r = check(input(events, { registers: [] }));
+      expect(kinds(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].detail).toMatch(/400\.0 ms of overlap/);
+    });
+
+    it('ends a paused holder at its validity, not when it learns of the loss', () => {
+      // A is valid until 1005 and is paused; B gets the key at 1100; A hears of the loss at 3000.
+      const events = [...lease(1, 'A', '10', 0, 5, 1_000), ...lease(2, 'B', '20', 100, 1_100, 1_000, 1_500), ev(3_000, 1, { ev: 'lost', id: 'A', reason: 'expired' })];
+      expect(check(input(events, { registers: [] })).violations).toEqual([]);
+      // …but a holder that was *told* it had time left past B's grant is an overlap.
+      const told = [...events, ev(1_000, 1, { ev: 'sample', id: 'A', V: T + 1_200 })];
+      expect(kinds(check(input(told.sort((a, b) => a.t - b.t), { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+
+    it('follows extend(): a shorter ttl replaces the longer claim, a longer one prolongs it', () => {
+      const shortened = [...lease(1, 'A', '10', 0, 5, 1_000), ev(100, 1, { ev: 'ext-ok', id: 'A', ttl: 200, V: T + 300 }), ...lease(2, 'B', '20', 310, 320, 1_000, 900)];
+      expect(check(input(shortened, { registers: [] })).violations).toEqual([]);
+      const prolonged = [...lease(1, 'A', '10', 0, 5, 1_000), ev(900, 1, { ev: 'ext-ok', id: 'A', ttl: 1_000, V: T + 1_900 }), ...lease(2, 'B', '20', 1_000, 1_500, 1_000, 1_800)];
+      expect(kinds(check(input(prolonged, { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+
+    it('does not count a released or aborted lease, nor a tiny clock difference', () => {
+      const released = [...lease(1, 'A', '10', 0, 5, 1_000, 100), ...lease(2, 'B', '20', 50, 100.5, 1_000, 900)];
+      expect(check(input(released, { registers: [] })).violations).toEqual([]);
+      const aborted = [...lease(1, 'A', '10', 0, 5, 1_000), ev(90, 1, { ev: 'lost', id: 'A', reason: 'session-lost' }), ...lease(2, 'B', '20', 50, 95, 1_000, 900)];
+      expect(check(input(aborted, { registers: [] })).violations).toEqual([]);
+    });
+
+    it('checks efficiency leases too (no tokens there)', () => {
+      const events = [...lease(1, 'A', '', 0, 5, 1_000, undefined, 'efficiency'), ...lease(2, 'B', '', 100, 500, 1_000, 900, 'efficiency')];
+      expect(kinds(check(input(events, { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+
+    it('reports a reentrant handle granted on an ended lease, and one with another token', () => {
+      const events = [
+        ...lease(1, 'A', '10', 0, 5, 1_000),
+        ev(50, 1, { ev: 'lost', id: 'A', reason: 'expired' }),
+        ev(60, 1, { ev: 'grant', id: 'A2', key: 0, purpose: 'correctness', token: '11', V: T + 900, reentrant: true, root: 'A' }),
+      ];
+      expect(kinds(check(input(events, { registers: [] })).violations)).toEqual(['1:reentrant-after-end', '3:reentrant-token']);
+    });
+  });
+
+  describe('invariant 2: fenced registers', () => {
+    it('reports an acknowledged element missing from the final value (lost update)', () => {
+      const r = check(input(clean, { registers: [{ store: 'etcd', key: 0, list: [['b', '20']] }] }));
+      expect(kinds(r.violations)).toEqual(['2:lost-update']);
+    });
+
+    it('reports a write told "stale" or "refused" whose element is in the value anyway', () => {
+      const events = [...clean, write(450, 1, 'A', 'c', '10', 'stale')];
+      const r = check(input(events, { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20'], ['c', '10']] }] }));
+      expect(kinds(r.violations)).toEqual(['2:refused-write-applied', '2:stale-accepted']);
+    });
+
+    it('reports a token lower than an earlier accepted one (stale write accepted)', () => {
+      const r = check(input(clean, { registers: [{ store: 'etcd', key: 0, list: [['b', '20'], ['a', '10']] }] }));
+      expect(kinds(r.violations)).toEqual(['2:stale-accepted']);
+    });
+
+    it('reports duplicates and elements nobody wrote; accepts an unknown write either way', () => {
+      const dup = check(input(clean, { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['a', '10'], ['b', '20'], ['zz', '20']] }] }));
+      expect(kinds(dup.violations)).toEqual(['2:duplicate-element', '2:unknown-element']);
+      const unknown = [...clean, write(450, 2, 'B', 'u', '20', 'unknown')];
+      expect(check(input(unknown)).violations).toEqual([]);
+      expect(check(input(unknown, { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20'], ['u', '20']] }] })).violations).toEqual([]);
+    });
+
+    it('counts a write whose worker died before the answer as of unknown outcome', () => {
+      const started = [...clean, ev(450, 2, { ev: 'write-start', id: 'B', store: 'etcd', key: 0, el: 'x', token: '20' })];
+      const withIt = { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20'], ['x', '20']] as Array<[string, string]> }] };
+      expect(check(input(started, withIt)).violations).toEqual([]);
+      expect(check(input(started)).violations).toEqual([]);
+      expect(kinds(check(input(clean, withIt)).violations)).toEqual(['2:unknown-element']);
+    });
+
+    it('needs the final value of every register written', () => {
+      expect(kinds(check(input(clean, { registers: [] })).violations)).toEqual(['2:register-unread']);
+    });
+  });
+
+  describe('invariant 3: fencing tokens', () => {
+    it('reports a token not above one received before the request (regression) and a duplicate', () => {
+      const regression = [...lease(1, 'A', '20', 0, 5, 100, 50), ...lease(2, 'B', '10', 60, 70, 100, 150)];
+      expect(kinds(check(input(regression, { registers: [] })).violations)).toEqual(['3:token-regression']);
+      const duplicate = [...lease(1, 'A', '10', 0, 5, 100, 50), ...lease(2, 'B', '10', 60, 70, 100, 150)];
+      expect(kinds(check(input(duplicate, { registers: [] })).violations)).toEqual(['3:duplicate-token', '3:token-regression']);
+    });
+
+    it('does not order concurrent requests, and requires a token on correctness leases', () => {
+      // B asked before A's grant was received: either order is possible.
+      const concurrent = [...lease(1, 'A', '20', 0, 50, 100, 60), ...lease(2, 'B', '10', 10, 70, 100, 150)];
+      expect(check(input(concurrent, { registers: [] })).violations).toEqual([]);
+      const missing = [ev(0, 1, { ev: 'req', id: 'A', key: 0, purpose: 'correctness', kind: 'try', ttl: 100, wait: 0 }), ev(1, 1, { ev: 'grant', id: 'A', key: 0, purpose: 'correctness', V: T + 90, reentrant: false, root: 'A' })];
+      expect(kinds(check(input(missing, { registers: [] })).violations)).toEqual(['3:missing-token']);
+    });
+  });
+
+  describe('invariant 4: liveness', () => {
+    it('reports a lock a fresh instance cannot get, or gets too late', () => {
+      const stuck = check(input(clean, { probes: [{ key: 0, purpose: 'correctness', ok: false, elapsedMs: 9_000, message: 'LockBusyError' }] }));
+      expect(kinds(stuck.violations)).toEqual(['4:stuck']);
+      const late = check(input(clean, { probes: [{ key: 0, purpose: 'correctness', ok: true, elapsedMs: 7_000 }] }));
+      expect(kinds(late.violations)).toEqual(['4:held-too-long']);
+      expect(kinds(check(input(clean, { probes: undefined })).violations)).toEqual(['4:probe-missing']);
+    });
+
+    it('reports a worker whose calls did not finish, but not a crashed one', () => {
+      const workers = [
+        { w: 1, inc: 0, how: 'exit' as const, drained: false, exitCode: null, signal: 'SIGKILL' },
+        { w: 2, inc: 0, how: 'crashed' as const, drained: false, exitCode: null, signal: 'SIGKILL' },
+      ];
+      expect(kinds(check(input(clean, { workers })).violations)).toEqual(['4:hung']);
+    });
+  });
+
+  describe('invariant 5: nothing grows without bound', () => {
+    it('reports a collection above its baseline once nothing is held, allowing per-key caches', () => {
+      const grown = clean.map((e) => (e.ev === 'sizes' && e.phase === 'final' ? { ...e, sizes: { 'service.held': 3, 'redis.busyAt': 3 } } : e));
+      const r = check(input(grown));
+      expect(kinds(r.violations)).toEqual(['5:grown']);
+      expect(r.violations[0].lock).toBe('service.held');
+    });
+
+    it('reports handles left after app.close() and a process kept alive', () => {
+      const leaked = clean.map((e) => (e.ev === 'exit-resources' ? { ...e, leaked: ['TCPSocketWrap', 'Timeout'] } : e));
+      expect(kinds(check(input(leaked)).violations)).toEqual(['5:leaked-handles']);
+      const workers = [{ w: 1, inc: 0, how: 'exit' as const, drained: true, exitCode: 3, signal: null }];
+      expect(kinds(check(input(clean, { workers })).violations)).toEqual(['5:kept-alive']);
+    });
+  });
+
+  it('computes believed-valid segments from claims, losses and releases', () => {
+    expect(believedValid({ claims: [{ t: 0, V: 100 }, { t: 50, V: 80 }, { t: 60, V: 200 }] })).toEqual([[0, 200]]);
+    expect(believedValid({ claims: [{ t: 0, V: 100 }, { t: 150, V: 300 }], relT: 250 })).toEqual([
+      [0, 100],
+      [150, 250],
+    ]);
+    expect(believedValid({ claims: [{ t: 0, V: 100 }], lostT: 40 })).toEqual([[0, 40]]);
+    expect(believedValid({ claims: [{ t: 0, V: undefined }] })).toEqual([]);
+  });
+});
