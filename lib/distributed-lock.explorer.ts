@@ -1,8 +1,9 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { DiscoveryService } from '@nestjs/core';
 import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { DistributedLockService } from './distributed-lock.service.js';
-import { bindInstance, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './decorators/decorated-method.registry.js';
+import { bindInstance, declarationsOf, type DecoratedMethod } from './decorators/decorated-method.registry.js';
+import { DistributedLockError } from './errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import { resolveMethodLock, type MethodKind } from './options/decorator-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
@@ -38,29 +39,71 @@ export class DistributedLockExplorer implements OnModuleInit {
   }
 
   private bindDecoratedMethods(): void {
-    const scanner = new MetadataScanner();
+    this.refuseSecondModule();
     const controllers = this.discovery.getControllers();
     const wrappers = [...this.discovery.getProviders().map((w) => ({ w, controller: false })), ...controllers.map((w) => ({ w, controller: true }))];
     for (const { w, controller } of wrappers) {
       const instance = w.isDependencyTreeStatic() ? (w.instance as object | undefined) : undefined;
       const prototype = instance ? Object.getPrototypeOf(instance) : (w.metatype as Function | undefined)?.prototype;
       if (!prototype || typeof prototype !== 'object') continue;
-      for (const name of scanner.getAllMethodNames(prototype)) {
-        const method = prototype[name] as Function;
-        const recorded = Reflect.getMetadata(DISTRIBUTED_LOCK_METADATA, method) as DecoratedMethod | undefined;
-        if (!recorded) continue;
-        const lock = resolveMethodLock(recorded.options, recorded.className, recorded.methodName, kindOf(method, controller), this.options);
-        if (!instance) {
-          throw new InvalidLockOptionsError(
-            'scope',
-            'request-scoped and transient providers are not supported by the decorator; call DistributedLockService.using() instead',
-            `@DistributedLock on ${lock.where}`,
-          );
+      for (const { method, declarations } of declaredMethods(prototype)) {
+        for (const declaration of declarations) {
+          const lock = resolveMethodLock(declaration.options, declaration.className, declaration.methodName, kindOf(method, controller), this.options);
+          if (!instance) {
+            throw new InvalidLockOptionsError(
+              'scope',
+              'request-scoped and transient providers are not supported by the decorator; call DistributedLockService.using() instead',
+              `@DistributedLock on ${lock.where}`,
+            );
+          }
+          bindInstance(instance, this.service, declaration, lock);
         }
-        bindInstance(instance, this.service, name, lock);
       }
     }
   }
+
+  /**
+   * Every explorer binds every provider of the application it finds: with two lock modules the
+   * last one would silently serve all of them. One module per application, every backend in it.
+   */
+  private refuseSecondModule(): void {
+    const services = new Set(this.discovery.getProviders().map((w) => w.instance).filter((i) => i instanceof DistributedLockService));
+    if (services.size > 1) {
+      throw new DistributedLockError(
+        `DistributedLockModule.forRoot()/forRootAsync() is imported ${services.size} times in one application: decorated methods ` +
+          'could not tell which lock service serves them. Import it once (in the root module; it is global) and configure every backend there.',
+      );
+    }
+  }
+}
+
+/**
+ * The decorated methods of a class, walking its prototype chain: each level's own declarations
+ * (a decorated override and the decorated base it calls with `super` each take their lock). An
+ * override that declares no lock over a decorated base would run unlocked: refused.
+ */
+function declaredMethods(prototype: object): Array<{ method: Function; declarations: readonly DecoratedMethod[] }> {
+  const found: Array<{ method: Function; declarations: readonly DecoratedMethod[] }> = [];
+  const nearest = new Map<string | symbol, { level: object; declared: boolean }>();
+  for (let level: object | null = prototype; level && level !== Object.prototype; level = Object.getPrototypeOf(level)) {
+    for (const name of Reflect.ownKeys(level)) {
+      if (name === 'constructor') continue;
+      const descriptor = Object.getOwnPropertyDescriptor(level, name);
+      if (typeof descriptor?.value !== 'function') continue;
+      const declarations = declarationsOf(descriptor.value);
+      const first = nearest.get(name);
+      if (!first) nearest.set(name, { level, declared: declarations.length > 0 });
+      else if (!first.declared && declarations.length > 0) {
+        const sub = (first.level as { constructor?: Function }).constructor?.name ?? 'a subclass';
+        throw new DistributedLockError(
+          `${sub}.${String(name)} overrides @DistributedLock ${declarations[declarations.length - 1].className}.${String(name)} without declaring a lock, ` +
+            `so it would run unlocked: put @DistributedLock on the override too (it may call super.${String(name)}()), or rename it`,
+        );
+      }
+      if (declarations.length > 0) found.push({ method: descriptor.value, declarations });
+    }
+  }
+  return found;
 }
 
 function kindOf(method: Function, controller: boolean): MethodKind {

@@ -3,10 +3,19 @@ import type { DistributedLockOptions } from '../interfaces/distributed-lock-deco
 import type { CommonLockSettings } from '../options/lock-options.util.js';
 import type { Lease } from '../lease/lease.js';
 
-/** Metadata key under which `@DistributedLock` records its raw options on the method. */
-export const DISTRIBUTED_LOCK_METADATA = Symbol('nest-distributed-lock:options');
+/**
+ * Metadata key under which `@DistributedLock` records its declarations on the method: a list,
+ * innermost first, so stacked declarations (and wrappers that copy metadata) keep every one.
+ */
+export const DISTRIBUTED_LOCK_METADATA = Symbol('nest-distributed-lock:declarations');
 
-/** What the decorator recorded: the raw options and where they sit. */
+/** The declarations recorded on a method (empty when it has none). */
+export function declarationsOf(method: unknown): readonly DecoratedMethod[] {
+  if (typeof method !== 'function') return [];
+  return (Reflect.getMetadata(DISTRIBUTED_LOCK_METADATA, method) as DecoratedMethod[] | undefined) ?? [];
+}
+
+/** What one `@DistributedLock` recorded: the raw options and where they sit. Its identity names the declaration. */
 export interface DecoratedMethod {
   options: DistributedLockOptions;
   className: string;
@@ -33,7 +42,8 @@ export interface DecoratedCallRunner {
 
 interface InstanceBinding {
   runner: DecoratedCallRunner;
-  methods: Map<string | symbol, ResolvedMethodLock>;
+  /** Each declaration's resolved lock: a wrapper finds its own, whatever the property is called. */
+  locks: Map<DecoratedMethod, ResolvedMethodLock>;
 }
 
 /**
@@ -42,14 +52,14 @@ interface InstanceBinding {
  */
 const bindings = new WeakMap<object, InstanceBinding>();
 
-export function bindInstance(instance: object, runner: DecoratedCallRunner, method: string | symbol, lock: ResolvedMethodLock): void {
+export function bindInstance(instance: object, runner: DecoratedCallRunner, declaration: DecoratedMethod, lock: ResolvedMethodLock): void {
   let binding = bindings.get(instance);
   if (!binding) {
-    binding = { runner, methods: new Map() };
+    binding = { runner, locks: new Map() };
     bindings.set(instance, binding);
   }
   binding.runner = runner;
-  binding.methods.set(method, lock);
+  binding.locks.set(declaration, lock);
 }
 
 export function bindingOf(instance: unknown): InstanceBinding | undefined {

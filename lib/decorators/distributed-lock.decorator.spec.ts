@@ -43,7 +43,7 @@ describe('@DistributedLock wrapper', () => {
     expect(method.name).toBe(name);
     expect(Reflect.getMetadata(SCHEDULER_TYPE, method)).toBe(SchedulerType.CRON);
     expect(Reflect.getMetadata(CRON_OPTIONS, method)).toMatchObject({ cronTime: '*/5 * * * * *' });
-    expect(Reflect.getMetadata(DISTRIBUTED_LOCK_METADATA, method)).toMatchObject({ className: 'Jobs', methodName: name });
+    expect(Reflect.getMetadata(DISTRIBUTED_LOCK_METADATA, method)).toMatchObject([{ className: 'Jobs', methodName: name }]);
   });
 
   it('keeps @Interval and route metadata, and adds the interceptor', () => {

@@ -4,7 +4,7 @@ import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import { DistributedLockInterceptor } from '../distributed-lock.interceptor.js';
 import { copyMethodMetadata } from './copy-metadata.util.js';
-import { bindingOf, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './decorated-method.registry.js';
+import { bindingOf, declarationsOf, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './decorated-method.registry.js';
 import { invokeLocked, invokeLockedObservable } from './locked-invocation.js';
 
 /**
@@ -35,12 +35,20 @@ export function DistributedLock<A extends unknown[] = any[]>(options: Distribute
     if (typeof original !== 'function') {
       throw new DistributedLockError(`@DistributedLock on ${className}.${methodName}: can only decorate methods`);
     }
+    if (typeof target === 'function') {
+      // A static method has no instance for Nest to bind to a lock service: it could never run.
+      throw new DistributedLockError(
+        `@DistributedLock on static ${className}.${methodName}: only instance methods of providers and controllers can be locked; ` +
+          'use DistributedLockService.using() in a static method',
+      );
+    }
     const returnType = Reflect.getMetadata('design:returntype', target, propertyKey) as { name?: string } | undefined;
     const returnsObservable = returnType === Observable || returnType?.name === 'Observable';
 
+    const recorded: DecoratedMethod = { options: options as DistributedLockOptions, className, methodName };
     const locked = function (this: unknown, ...args: unknown[]): unknown {
       const binding = bindingOf(this);
-      const lock = binding?.methods.get(propertyKey);
+      const lock = binding?.locks.get(recorded);
       if (!binding || !lock) {
         // Fail closed: never run the method unlocked.
         const error = new DistributedLockError(
@@ -54,9 +62,10 @@ export function DistributedLock<A extends unknown[] = any[]>(options: Distribute
         ? invokeLockedObservable(binding.runner, lock, this, original, args)
         : invokeLocked(binding.runner, lock, this, original, args);
     };
+    // Stacked declarations: the inner wrapper's are kept, this one's added (each takes its lock).
+    const inner = declarationsOf(original);
     copyMethodMetadata(original, locked);
-    const recorded: DecoratedMethod = { options: options as DistributedLockOptions, className, methodName };
-    Reflect.defineMetadata(DISTRIBUTED_LOCK_METADATA, recorded, locked);
+    Reflect.defineMetadata(DISTRIBUTED_LOCK_METADATA, [...inner, recorded], locked);
     descriptor.value = locked as unknown as F;
     // Maps LockBusyError → 409 and LockBackendUnavailableError → 503 on HTTP handlers; a no-op elsewhere.
     UseInterceptors(DistributedLockInterceptor)(target, propertyKey, descriptor);

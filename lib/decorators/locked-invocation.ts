@@ -47,7 +47,7 @@ export async function invokeLocked(
     await runner.releaseQuietly(lease);
     throw error;
   }
-  if (isObservable(result)) return holdUntilDone(runner, lease, lock.policy.rejectOnLoss ? failOnLoss(lease, result) : result);
+  if (isObservable(result)) return lockedSubscriptions(runner, lock, key, lease, result);
   await runner.releaseQuietly(lease);
   return result;
 }
@@ -99,10 +99,38 @@ export function invokeLockedObservable(
   });
 }
 
-function holdUntilDone(runner: DecoratedCallRunner, lease: Lease, result: Observable<unknown>): Observable<unknown> {
-  return new Observable<unknown>((subscriber) =>
-    runner.runInLease(lease, () => result.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber)),
-  );
+/**
+ * An Observable the method returned without declaring it: the first subscription runs under the
+ * lease the call already took; every later one (a `retry()`, a `repeat()`, a second subscriber)
+ * re-runs the source's work, so it acquires the lock again first. Each releases when it ends.
+ */
+function lockedSubscriptions(runner: DecoratedCallRunner, lock: ResolvedMethodLock, key: string, firstLease: Lease, source: Observable<unknown>): Observable<unknown> {
+  let unused: Lease | undefined = firstLease;
+  return new Observable<unknown>((subscriber) => {
+    let inner: Subscription | undefined;
+    let unsubscribed = false;
+    const taken = unused;
+    unused = undefined;
+    void (async () => {
+      const lease = taken ?? (await runner.acquireForMethod(lock, key));
+      if (!lease) {
+        runner.skipped(lock, key);
+        subscriber.complete();
+        return;
+      }
+      if (unsubscribed || lease.signal.aborted) {
+        await runner.releaseQuietly(lease);
+        if (!unsubscribed) subscriber.error(lease.signal.reason);
+        return;
+      }
+      const guarded = lock.policy.rejectOnLoss ? failOnLoss(lease, source) : source;
+      inner = runner.runInLease(lease, () => guarded.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber));
+    })().catch((error: unknown) => subscriber.error(error));
+    return () => {
+      unsubscribed = true;
+      inner?.unsubscribe();
+    };
+  });
 }
 
 /** Error with the lease's `LeaseLostError` the moment it is lost (rejectOnLoss for Observables). */

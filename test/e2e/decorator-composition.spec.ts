@@ -1,0 +1,155 @@
+import { Injectable, Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { defer, lastValueFrom, Observable, of, retry, tap, throwError } from 'rxjs';
+import { DistributedLock, DistributedLockError, DistributedLockModule, DistributedLockService } from '../../lib/index.js';
+import { redisUrl, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+// Real applications on a real Redis: what the decorator does when declarations compose.
+
+async function bootWith(providers: Type[], lockModules: DynamicModule[] = [DistributedLockModule.forRoot({ redis: { url: redisUrl() } })]): Promise<INestApplicationContext> {
+  @Module({ imports: lockModules, providers })
+  class AppModule {}
+  return NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+}
+
+const keyA = uniqueKey('stacked-a');
+const keyB = uniqueKey('stacked-b');
+const keyBase = uniqueKey('base');
+const keySub = uniqueKey('sub');
+
+@Injectable()
+class Stacked {
+  constructor(readonly locks: DistributedLockService) {}
+  @DistributedLock({ purpose: 'efficiency', key: keyA })
+  @DistributedLock({ purpose: 'efficiency', key: keyB })
+  async run(): Promise<string[]> {
+    return this.locks.currentLeases().map((lease) => lease.key);
+  }
+}
+
+@Injectable()
+class Base {
+  constructor(readonly locks: DistributedLockService) {}
+  @DistributedLock({ purpose: 'efficiency', key: keyBase })
+  async run(): Promise<string[]> {
+    return this.locks.currentLeases().map((lease) => lease.key);
+  }
+}
+
+@Injectable()
+class Sub extends Base {
+  @DistributedLock({ purpose: 'efficiency', key: keySub })
+  override async run(): Promise<string[]> {
+    return super.run();
+  }
+}
+
+describe('@DistributedLock under composition (Redis)', () => {
+  let other: LockApp;
+  beforeAll(async () => {
+    other = await startLockApp({ redis: { url: redisUrl() } });
+  });
+  afterAll(async () => {
+    await other.close();
+  });
+
+  it('two stacked declarations hold both locks while the body runs', async () => {
+    const app = await bootWith([Stacked]);
+    try {
+      const held = await app.get(Stacked).run();
+      expect(held.sort()).toEqual([keyA, keyB].sort());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a decorated override calling a decorated super holds both keys in the base body', async () => {
+    const app = await bootWith([Sub]);
+    try {
+      const held = await app.get(Sub).run();
+      expect(held).toEqual([keySub, keyBase]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an undecorated override of a decorated method is refused at bootstrap, naming both', async () => {
+    @Injectable()
+    class Plain extends Base {
+      override async run(): Promise<string[]> {
+        return ['unlocked'];
+      }
+    }
+    const error = await bootWith([Plain]).then(
+      async (app) => {
+        await app.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DistributedLockError);
+    expect((error as Error).message).toMatch(/Plain\.run/);
+    expect((error as Error).message).toMatch(/Base\.run/);
+  });
+
+  it('a decorated static method is refused', () => {
+    expect(() => {
+      class Jobs {
+        @DistributedLock({ purpose: 'efficiency' })
+        static async nightly(): Promise<void> {}
+      }
+      return Jobs;
+    }).toThrow(DistributedLockError);
+  });
+
+  it('two forRoot() in one application are refused at bootstrap with a clear error', async () => {
+    @Injectable()
+    class Job {
+      @DistributedLock({ purpose: 'efficiency' })
+      async run(): Promise<void> {}
+    }
+    const error = await bootWith(
+      [Job],
+      [DistributedLockModule.forRoot({ redis: { url: redisUrl() } }), DistributedLockModule.forRoot({ redis: { url: redisUrl(), keyPrefix: 'other:' } })],
+    ).then(
+      async (app) => {
+        await app.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(DistributedLockError);
+    expect((error as Error).message).toMatch(/forRoot/);
+  });
+
+  it('an undeclared Observable return: every subscription (retry) runs under the lock', async () => {
+    const key = uniqueKey('observable');
+    const attempts: Array<boolean> = [];
+    @Injectable()
+    class Feed {
+      // No declared return type: the decorator learns of the Observable only from the value.
+      @DistributedLock({ purpose: 'efficiency', key, wait: 2_000 })
+      async stream() {
+        return defer(async () => {
+          const intruder = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
+          attempts.push(intruder === null);
+          await intruder?.release();
+          if (attempts.length < 3) throw new Error('transient');
+          return 'done';
+        });
+      }
+    }
+    const app = await bootWith([Feed]);
+    try {
+      const source = (await app.get(Feed).stream()) as unknown as Observable<string>;
+      expect(await lastValueFrom(source.pipe(retry(2)))).toBe('done');
+      expect(attempts).toEqual([true, true, true]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+void of;
+void tap;
+void throwError;
