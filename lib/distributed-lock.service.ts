@@ -188,7 +188,7 @@ export class DistributedLockService
       for (;;) {
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
-        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, queue, reportHolder: throwWhenBusy });
+        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy });
         if (result.acquired) {
           if (this.shuttingDown) {
             // Shutdown began while we asked: no work may start now. Give the key straight back.

@@ -15,6 +15,12 @@ export interface AcquireRequest {
   readonly owner: string;
   readonly ttlMs: number;
   /**
+   * How long the engine will trust the grant (the ttl without the lock-delay the server keeps the
+   * key for on top). A backend that judges a grant's remaining life (a Redis hand-off) uses this,
+   * not `ttlMs`. Defaults to `ttlMs`.
+   */
+  readonly validityMs?: number;
+  /**
    * true: if busy, join (or stay in) the key's wait queue so a release can hand the lock over.
    * false: a single try that leaves no trace when busy.
    */

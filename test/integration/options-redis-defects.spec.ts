@@ -317,11 +317,9 @@ describe('issue 12 #12: lockDelay does not change the Redis hand-off command cou
     return { scripts: await scriptCalls(raw), order: ['A', ...order.filter((n) => n !== 'A')] };
   }
 
-  // KNOWN FAILING (measured: 10 scripts without lockDelay, 12 with): the fix needs the engine to
-  // tell the backend how long it trusts a grant. The Redis backend already honours
-  // `AcquireRequest.validityMs`; once DistributedLockService.take() passes `validityMs: o.ttl`
-  // (and the interface declares it) this passes — then drop `.failing`.
-  it.failing('three hand-offs cost as many scripts with lockDelay: 1000 as without', async () => {
+  // Before the engine passed `validityMs` (the ttl it trusts, without lockDelay): 10 scripts
+  // without lockDelay, 12 with — every hand-off was judged with ttl + lockDelay and re-queued.
+  it('three hand-offs cost as many scripts with lockDelay: 1000 as without', async () => {
     // Warm up: load the scripts (a NOSCRIPT EVAL fallback would count twice) and open the subscribers.
     await threeHandOffs(0);
     const without = await threeHandOffs(0);

@@ -91,7 +91,7 @@ export class RedisBackend implements LockBackend {
     if (queue && this.handedOff.has(owner)) {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
       // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
-      const validityMs = Math.min(ttlMs, (request as AcquireRequest & { validityMs?: number }).validityMs ?? ttlMs);
+      const validityMs = Math.min(ttlMs, request.validityMs ?? ttlMs);
       const granted = this.takeHandOff(key, owner, ttlMs, validityMs);
       if (granted) return granted;
     }
