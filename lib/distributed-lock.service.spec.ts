@@ -297,4 +297,19 @@ describe('DistributedLockService engine under composition (in-process backend)',
     }
     expect(count()).toBe(0);
   });
+
+  it('an extend() whose answer is lost may still have shortened the key: the holder trusts the shorter of both', async () => {
+    class LostExtendAnswer extends MemoryBackend {
+      override async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+        await super.extend(key, owner, ttlMs); // applied on the server...
+        throw new LockBackendUnavailableError('m', 'extend', 'no answer within 10 ms'); // ...answer lost
+      }
+    }
+    const service = serviceOn(new LostExtendAnswer('m'));
+    const lease = await service.acquire('lost-extend', { purpose: 'efficiency', ttl: 10_000 });
+    await expect(lease.extend(200)).rejects.toBeInstanceOf(LockBackendUnavailableError);
+    expect(lease.remainingMs()).toBeLessThanOrEqual(200);
+    await expect(lease.extend(20_000)).rejects.toBeInstanceOf(LockBackendUnavailableError);
+    expect(lease.remainingMs()).toBeLessThanOrEqual(200); // a longer one that may not have landed changes nothing
+  });
 });
