@@ -15,7 +15,7 @@ import { Lease } from './lease/lease.js';
 import { LeaseCore, type LeaseObserver } from './lease/lease-core.js';
 import { untilLost } from './lease/until-lost.util.js';
 import { monotonicNow, validUntil } from './lease/validity.util.js';
-import { linkSignals, sleepUnlessAborted } from './lease/signals.util.js';
+import { linkSignals, sleepUnlessAborted, unlessAborted } from './lease/signals.util.js';
 import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
@@ -188,7 +188,13 @@ export class DistributedLockService
       for (;;) {
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
-        const result = await backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy });
+        const attempt = backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy });
+        // A caller's signal stops the wait for the answer too; whatever the answer turns out to be
+        // (a grant, a queue place) is given back, owner-checked, when it comes.
+        const attemptOwner = owner;
+        const result = o.signal
+          ? await unlessAborted(attempt, waiting.signal, () => void backend.release(o.key, attemptOwner).catch(() => undefined))
+          : await attempt;
         if (result.acquired) {
           if (this.shuttingDown) {
             // Shutdown began while we asked: no work may start now. Give the key straight back.

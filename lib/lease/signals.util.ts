@@ -38,3 +38,31 @@ export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<voi
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * Settle with `work`, or reject with the signal's reason as soon as it aborts. Work that settles
+ * after the abort is handed to `afterAbort` (to undo it: a grant nobody will use).
+ */
+export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal, afterAbort: () => void): Promise<T> {
+  if (signal.aborted) {
+    void work.then(afterAbort, afterAbort);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      void work.then(afterAbort, afterAbort);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}

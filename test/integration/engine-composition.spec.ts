@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { LeaseLostError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // The engine's promises on real servers when calls compose: shutdown while callers wait,
 // reentrant handles that outlive their outer lease, lockAtLeastFor across a shutdown.
@@ -92,4 +93,39 @@ describe('lockAtLeastFor survives a shutdown (Redis)', () => {
       await app.close();
     }
   });
+});
+
+describe('a caller\'s signal while the backend call is in flight (issue 13 item 4)', () => {
+  it.each(['efficiency', 'correctness'] as const)('%s: aborted at 50 ms during a 1 s stall, acquire rejects with the reason and leaves nothing held', async (purpose) => {
+    const target = purpose === 'efficiency' ? Number(new URL(redisUrl()).port) : Number(etcdHosts()[0].split(':').pop());
+    const proxy = await TcpProxy.start(target);
+    const options =
+      purpose === 'efficiency'
+        ? { redis: { url: `redis://${proxy.endpoint}`, commandTimeoutMs: 5_000 } }
+        : { etcd: { hosts: proxy.endpoint, commandTimeoutMs: 5_000 } };
+    const slow = await startLockApp(options);
+    const direct = await startLockApp(purpose === 'efficiency' ? { redis: { url: redisUrl() } } : { etcd: { hosts: etcdHosts() } });
+    try {
+      const warm = await slow.locks.acquire(uniqueKey('warm'), { purpose }); // connections and session up
+      await warm.release();
+      const key = uniqueKey('inflight-abort');
+      proxy.delay(1_000);
+      const controller = new AbortController();
+      const started = performance.now();
+      setTimeout(() => controller.abort(new Error('caller gave up')), 50);
+      const outcome = await slow.locks.acquire(key, { purpose, ttl: 10_000, signal: controller.signal }).catch((e: unknown) => e);
+      const tookMs = performance.now() - started;
+      expect(outcome).toBeInstanceOf(Error);
+      expect((outcome as Error).message).toBe('caller gave up');
+      expect(tookMs).toBeLessThan(500);
+      // The grant that lands late is given back: the key is free for others soon after.
+      const next = await direct.locks.acquire(key, { purpose, wait: 5_000 });
+      await next.release();
+    } finally {
+      proxy.heal();
+      await slow.close();
+      await direct.close();
+      await proxy.close();
+    }
+  }, 20_000);
 });
