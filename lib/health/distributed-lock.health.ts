@@ -30,8 +30,9 @@ export interface LockPingOptions {
 
 /**
  * Health of the lock backends for `@nestjs/terminus` (an optional peer: this class does not
- * import it). Each check resolves — never throws — with `status: 'down'` when the backend does not
- * answer in time, which terminus reports as 503.
+ * import it). An unreachable backend never makes a check throw: it resolves with `status: 'down'`
+ * when the backend does not answer in time, which terminus reports as 503. A backend name that is
+ * not configured, or a bad timeout, is a programming error: `InvalidLockOptionsError`, at once.
  * @example
  * this.health.check([() => this.locks.pingCheck('redis'), () => this.locks.pingCheck('etcd', { timeout: 500 })])
  */

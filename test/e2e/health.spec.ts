@@ -1,7 +1,7 @@
 import { Controller, Get, Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { DistributedLockHealthIndicator, DistributedLockModule } from '../../lib/index.js';
+import { DistributedLockHealthIndicator, DistributedLockModule, InvalidLockOptionsError } from '../../lib/index.js';
 import { sleep } from '../harness/lock-app.js';
 import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
 
@@ -91,6 +91,12 @@ describe('DistributedLockHealthIndicator with @nestjs/terminus (real Redis and e
     const all = await get('/health/all');
     expect(all.status).toBe(200);
     expect(Object.keys(all.body.info!).sort()).toEqual(['etcd', 'redis']);
+  });
+
+  it('an unknown backend name or a bad timeout is a programming error (InvalidLockOptionsError), not a "down"', async () => {
+    const indicator = app.get(DistributedLockHealthIndicator);
+    await expect(indicator.pingCheck('zookeeper')).rejects.toBeInstanceOf(InvalidLockOptionsError);
+    await expect(indicator.pingCheck('redis', { timeout: -1 })).rejects.toBeInstanceOf(InvalidLockOptionsError);
   });
 
   it('reports Redis down within its timeout after kill -9, and up again after a restart', async () => {
