@@ -132,6 +132,16 @@ describe('DistributedLockTestingModule (nest-distributed-lock/testing): busy, lo
     expect(tokens[2]).toBeGreaterThan(tokens[1]);
   });
 
+  it('reset() aborts the leases it takes away: never two unaborted holders of one key', async () => {
+    const held = await locks.acquire('ledger-reset', { purpose: 'correctness', ttl: 10_000 });
+    backend.reset();
+    expect(held.signal.aborted).toBe(true);
+    expect(held.signal.reason).toBeInstanceOf(LeaseLostError);
+    const next = await locks.acquire('ledger-reset', { purpose: 'correctness', wait: 0 });
+    expect(next.signal.aborted).toBe(false);
+    await next.release();
+  });
+
   it('reset() frees every key for the next test', async () => {
     await backend.occupy('invoices');
     backend.makeUnavailable();

@@ -74,11 +74,19 @@ export class TestingLockBackend extends MemoryBackend {
     return this.liveHolder(key, performance.now()) !== undefined;
   }
 
-  /** Forget every key and queue, answer again, no delay: a clean backend for the next test. */
+  /**
+   * Forget every key and queue, answer again, no delay: a clean backend for the next test. Leases
+   * still held are told first (their signal aborts with `LeaseLostError('not-owner')`), so a test
+   * never sees two unaborted holders of one key.
+   */
   reset(): void {
     this.restore();
+    const holders = [...this.holders.values()];
     this.holders.clear();
     this.queues.clear();
+    for (const holder of holders) {
+      for (const listener of [...this.lossListeners]) listener(holder.owner, 'the key was taken away by TestingLockBackend.reset()', 'not-owner');
+    }
   }
 
   override async acquire(request: AcquireRequest): Promise<AcquireResult> {
