@@ -1,12 +1,14 @@
 import {
   ConflictException,
   Injectable,
+  Logger,
   ServiceUnavailableException,
   type CallHandler,
   type ExecutionContext,
   type NestInterceptor,
 } from '@nestjs/common';
 import { catchError, type Observable } from 'rxjs';
+import { LOGGER_CONTEXT } from './distributed-lock.constants.js';
 import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from './errors/lock-busy.error.js';
 
@@ -18,6 +20,8 @@ import { LockBusyError } from './errors/lock-busy.error.js';
  */
 @Injectable()
 export class DistributedLockInterceptor implements NestInterceptor {
+  private readonly logger = new Logger(LOGGER_CONTEXT);
+
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() !== 'http') return next.handle();
     return next.handle().pipe(
@@ -32,8 +36,9 @@ export class DistributedLockInterceptor implements NestInterceptor {
           );
         }
         if (error instanceof LockBackendUnavailableError) {
+          this.logger.warn(`503 for ${context.getClass().name}.${context.getHandler().name}: ${error.message}`);
           throw new ServiceUnavailableException(
-            { statusCode: 503, error: 'Service Unavailable', message: error.message, key: error.key },
+            { statusCode: 503, error: 'Service Unavailable', message: 'The lock service is unavailable; try again later' },
             { cause: error },
           );
         }

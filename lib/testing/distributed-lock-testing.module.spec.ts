@@ -171,4 +171,23 @@ describe('DistributedLockTestingModule over HTTP', () => {
       await app.close();
     }
   });
+
+  it('a 503 tells the client the lock service is unavailable, without the backend\'s internals', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [DistributedLockTestingModule.forRoot()],
+      controllers: [ReportsController],
+    }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    try {
+      app.get(TestingLockBackend).makeUnavailable('connect ECONNREFUSED 10.0.3.7:6379');
+      const response = await fetch(`${await app.getUrl()}/reports`, { method: 'POST' });
+      expect(response.status).toBe(503);
+      const body = await response.text();
+      expect(body).not.toMatch(/10\.0\.3\.7|ECONNREFUSED|6379/);
+      expect(JSON.parse(body)).toMatchObject({ statusCode: 503 });
+    } finally {
+      await app.close();
+    }
+  });
 });
