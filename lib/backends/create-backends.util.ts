@@ -1,3 +1,5 @@
+import { Logger } from '@nestjs/common';
+import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { LockBackend } from '../interfaces/lock-backend.interface.js';
 import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
@@ -61,6 +63,7 @@ export async function createBackends(options: ResolvedModuleOptions): Promise<Ma
         keyPrefix: options.redis.keyPrefix,
         connectTimeoutMs: options.redis.connectTimeoutMs,
         commandTimeoutMs: options.redis.commandTimeoutMs,
+        log: new Logger(LOGGER_CONTEXT),
       }),
     );
   }

@@ -22,6 +22,8 @@ export interface RedisBackendConfig {
    */
   waiterHeartbeatMs?: number;
   name?: string;
+  /** Where connection outages of the clients this backend owns are reported (once per outage). */
+  log?: { warn(message: string): void; log(message: string): void };
 }
 
 /**
@@ -58,10 +60,14 @@ export class RedisBackend implements LockBackend {
   private subscribing?: Promise<void>;
   private connected?: Promise<void>;
   private closed = false;
+  /** An outage is logged once, when the first error of it arrives, and once more when it ends. */
+  private down = false;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
     this.name = config.name ?? 'redis';
+    // The application's own client reports its errors to the application; ours to our log.
+    if (config.ownsClient) this.logConnection(this.client, true);
     this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
     this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
@@ -200,6 +206,29 @@ export class RedisBackend implements LockBackend {
     if (this.config.ownsClient) await quit(this.client);
   }
 
+  /**
+   * Connection errors of the clients this backend owns go to its log once per outage (ioredis
+   * emits one per reconnect attempt), and their recovery once: `ready` of the main client.
+   */
+  private logConnection(client: RedisClientLike, main: boolean): void {
+    const log = this.config.log;
+    client.on('error', (error: unknown) => {
+      if (this.down || this.closed) return;
+      this.down = true;
+      log?.warn(
+        `Redis connection of lock backend "${this.name}" failed: ${scrubCredentials((error as Error)?.message ?? String(error))}; ` +
+          'reconnecting (locks fail fast with LockBackendUnavailableError meanwhile; further errors of this outage are not logged)',
+      );
+    });
+    if (main) {
+      client.on('ready', () => {
+        if (!this.down) return;
+        this.down = false;
+        log?.log(`Redis connection of lock backend "${this.name}" restored`);
+      });
+    }
+  }
+
   /** Remember (boundedly) which keys were contended recently. */
   private noteBusy(key: string): void {
     this.busyAt.delete(key);
@@ -219,6 +248,7 @@ export class RedisBackend implements LockBackend {
     this.subscribing ??= (async () => {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
+      this.logConnection(subscriber, false);
       subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
         // "<owner> <reservation ms>". The channel is shared by every process: remember only our
