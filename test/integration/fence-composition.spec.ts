@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { DistributedLockError, EtcdFence, InvalidLockOptionsError, LeaseLostError, PgFence, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { closablePool } from '../harness/pg-pool.js';
 import { PostgresServer, type PgSettings } from '../harness/postgres.mjs';
 
 describe('fences under composition: nested correctness leases and the implicit token', () => {
@@ -164,16 +165,17 @@ describe('fence keys with lone surrogates are refused, never collided', () => {
 describe('PgFence on awkward tables', () => {
   let server: PgSettings;
   let pool: pg.Pool;
+  let endPool: () => Promise<void>;
 
   beforeAll(async () => {
     server = PostgresServer.fromEnv() ?? (await PostgresServer.start());
-    pool = new pg.Pool({ host: server.host, port: server.port, user: server.user, database: server.database, password: server.password });
+    ({ pool, end: endPool } = closablePool(server));
     await pool.query('DROP TABLE IF EXISTS dup_rows, nullable_fence');
     await pool.query('CREATE TABLE dup_rows (id text, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0)');
     await pool.query('CREATE TABLE nullable_fence (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint)');
   }, 60_000);
   afterAll(async () => {
-    await pool?.end();
+    await endPool?.();
     await server?.stop();
   });
 

@@ -2,28 +2,23 @@ import { Etcd3 } from 'etcd3';
 import pg from 'pg';
 import { EtcdFence, PgFence, StaleFencingTokenError } from '../../lib/index.js';
 import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { closablePool } from '../harness/pg-pool.js';
 import { PostgresServer, type PgSettings } from '../harness/postgres.mjs';
 
 describe('PgFence: the SQL guard, in the caller\'s transaction, on a real PostgreSQL', () => {
   let server: PgSettings;
   let pool: pg.Pool;
-  /** Pool connections not yet closed: pool.end() resolves before its clients' sockets have. */
-  let connections = 0;
+  let endPool: () => Promise<void>;
   const fence = new PgFence({ table: 'accounts' });
 
   beforeAll(async () => {
     server = PostgresServer.fromEnv() ?? (await PostgresServer.start());
-    pool = new pg.Pool({ host: server.host, port: server.port, user: server.user, database: server.database, password: server.password });
-    pool.on('connect', () => (connections += 1));
-    pool.on('remove', () => (connections -= 1)); // emitted once the client's connection has ended
+    ({ pool, end: endPool } = closablePool(server));
     await pool.query('DROP TABLE IF EXISTS accounts');
     await pool.query('CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0)');
   }, 60_000);
   afterAll(async () => {
-    await pool?.end();
-    // Stopping the server while a backend has not yet read its client's Terminate makes it send
-    // FATAL 57P01 to that client, which its pool (no 'error' listener) throws as an unhandled error.
-    while (connections > 0) await new Promise((resolve) => pool.once('remove', resolve));
+    await endPool?.(); // waits for every connection to close before the server stops
     await server?.stop();
   });
 
