@@ -1,5 +1,19 @@
+import { LockBackendUnavailableError } from '../../lib/index.js';
 import { startLockApp, redisUrl, uniqueKey, sleep, type LockApp } from '../harness/lock-app.js';
+import { RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
+
+/** Per-owner collections of a backend (every Map and Set but the per-key busy cache), by name: size. */
+function ownerState(app: LockApp, backend: string): Record<string, number> {
+  const b = (app.locks as unknown as { backends: Map<string, Record<string, unknown>> }).backends.get(backend)!;
+  const out: Record<string, number> = {};
+  for (const [name, value] of Object.entries(b)) {
+    if ((value instanceof Map || value instanceof Set) && !/busy/i.test(name)) out[name] = value.size;
+    const inner = (value as { waiters?: unknown } | undefined)?.waiters;
+    if (inner instanceof Map) out[`${name}.waiters`] = inner.size;
+  }
+  return out;
+}
 
 /**
  * Violations the simulation found, each minimised by hand to the few steps that cause it, so a
@@ -48,6 +62,43 @@ describe('simulation findings, minimised', () => {
       await lease.release().catch(() => undefined);
       // Either the key stays the holder's while it trusts it, or the holder stops trusting it first.
       expect({ otherGotIt: theirs !== null && theirs !== undefined, holderStillTrustsIt: holderThinks }).not.toEqual({ otherGotIt: true, holderStillTrustsIt: true });
+    });
+  });
+
+  describe('seed 1 / old-library seed 7 (invariant 5): a queued acquire that cannot reach Redis leaves its owner in the backend for good', () => {
+    let server: RedisServer;
+    let holder: LockApp;
+    let waiter: LockApp;
+
+    beforeAll(async () => {
+      server = await RedisServer.start();
+      const redis = { url: server.url, connectTimeoutMs: 300, commandTimeoutMs: 300 };
+      holder = await startLockApp({ redis });
+      waiter = await startLockApp({ redis });
+    });
+    afterAll(async () => {
+      await holder?.close();
+      await waiter?.close();
+      await server?.stop();
+    });
+
+    it('forgets every owner whose acquire failed', async () => {
+      const key = uniqueKey('owner-leak');
+      const lease = await holder.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      // The key is busy: the waiter queues (it subscribes and remembers the key as busy).
+      await expect(waiter.locks.acquire(key, { purpose: 'efficiency', ttl: 1_000, wait: 100 })).rejects.toThrow(/held by another owner|busy/i);
+      expect(Object.values(ownerState(waiter, 'redis')).every((n) => n === 0)).toBe(true);
+      // Redis dies; the next acquire, within a second of the busy answer, goes straight to the
+      // queue and fails waiting for a connection.
+      await server.kill9();
+      await sleep(100); // the client notices: it is reconnecting now
+      const failed = await waiter.locks.acquire(key, { purpose: 'efficiency', ttl: 1_000, wait: 200 }).catch((e: unknown) => e);
+      expect(failed).toBeInstanceOf(LockBackendUnavailableError);
+      await server.restart();
+      await sleep(1_000);
+      await lease.release().catch(() => undefined);
+      // Nothing is held or waited for any more: no owner may be left behind.
+      expect(ownerState(waiter, 'redis')).toEqual(Object.fromEntries(Object.keys(ownerState(waiter, 'redis')).map((k) => [k, 0])));
     });
   });
 });

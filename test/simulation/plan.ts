@@ -90,7 +90,7 @@ export function generatePlan(params: SimParams): Plan {
   const keys = shape.int(2, 3);
   const sessionTtlSeconds = shape.pick([2, 2, 3]);
   // ttls around and beyond the session ttl; extends include very short ones.
-  const ttls = [250, 400, 700, 1_000, 1_500, 2_500];
+  const ttls = [150, 250, 250, 400, 400, 700, 1_000, 1_500, 2_500];
   const ctx: GenContext = { keys, ttls, control: params.control, maxTtl: 0 };
 
   const fibers: FiberOp[][][] = [];
@@ -162,12 +162,12 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       [3, 'hold'],
       [1.5, 'extend'],
       [fenced ? 4 : 0, 'rmw'],
-      [depth === 0 && fenced ? 1.5 : 0, 'split'],
+      [depth === 0 && fenced ? 2.5 : 0, 'split'],
       [depth === 0 ? 1.5 : 0, 'nest'],
     ]);
     if (choice === 'hold') {
       // Mostly short, sometimes around or past the ttl.
-      const ms = rng.chance(0.8) ? rng.int(0, Math.floor(ttl * 0.4)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4));
+      const ms = rng.chance(0.8) ? rng.int(0, Math.floor(ttl * 0.3)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4));
       op.steps.push({ s: 'hold', ms });
     } else if (choice === 'extend') {
       const t = rng.chance(0.3) ? rng.int(30, 300) : rng.pick(ctx.ttls);
@@ -193,7 +193,10 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       // be the program's bug, not the lock's): a reentrant nested lease does no RMW of its own.
       if (nested.key === op.key) nested.steps = nested.steps.filter((s) => s.s !== 'rmw');
       const token = ctx.control !== 'nolock' && rng.chance(0.6) ? 'implicit' : 'explicit';
-      nested.steps.splice(rng.int(0, nested.steps.length), 0, { s: 'write-outer', store, token });
+      const at = rng.int(0, nested.steps.length);
+      nested.steps.splice(at, 0, { s: 'write-outer', store, token });
+      // Often linger first, around the *outer* ttl: the outer lease may end before the write.
+      if (rng.chance(0.5)) nested.steps.splice(at, 0, { s: 'hold', ms: rng.int(Math.floor(ttl * 0.5), Math.floor(ttl * 1.5)) });
       op.steps.push({ s: 'nest', op: nested });
     } else {
       op.steps.push({ s: 'nest', op: genLockOp(rng, ctx, depth + 1, op) });

@@ -117,10 +117,8 @@ async function startApp(direct = false): Promise<void> {
   void direct;
   app = await NestFactory.createApplicationContext(SimModule, { logger: false });
   locks = app.get(DistributedLockService);
-  if (process.env.SIM_DEBUG) {
-    debugApps.push({ svc: locks, startedAt: now() });
-    traceBackends(locks);
-  }
+  traceBackends(locks);
+  if (process.env.SIM_DEBUG) debugApps.push({ svc: locks, startedAt: now() });
 }
 
 let restarting: Promise<void> = Promise.resolve();
@@ -164,7 +162,7 @@ async function restartOnce(downMs: number): Promise<void> {
   up();
 }
 
-/** SIM_DEBUG: every backend call per owner, to explain an owner left in a backend's maps. */
+/** Every backend call per owner (bounded), to explain an owner left in a backend's maps (invariant 5). */
 const ownerTrace = new Map<string, string[]>();
 function traceBackends(svc: DistributedLockService): void {
   const t0 = now();
@@ -174,7 +172,9 @@ function traceBackends(svc: DistributedLockService): void {
       backend[method] = (...args: unknown[]) => {
         const owner = method === 'acquire' ? (args[0] as { owner: string }).owner : (args[1] as string);
         const trace = ownerTrace.get(owner) ?? [];
-        ownerTrace.set(owner, trace);
+        ownerTrace.delete(owner);
+        ownerTrace.set(owner, trace); // most recent last; keep the last 2,000 owners
+        if (ownerTrace.size > 2_000) ownerTrace.delete(ownerTrace.keys().next().value!);
         const stamp = (): string => `+${(now() - t0).toFixed(0)}`;
         trace.push(`${stamp()} ${name}.${method}(${method === 'acquire' ? JSON.stringify({ ...(args[0] as object), owner: undefined }) : String(args[0])}${method === 'waitForTurn' ? `, ${String(args[2])}` : ''})`);
         const p = original(...args);
@@ -188,11 +188,11 @@ function traceBackends(svc: DistributedLockService): void {
   }
 }
 
-function explainLeftovers(): void {
+function explainLeftovers(baseline: Record<string, number>): void {
   const svc = locks as unknown as { backends: Map<string, Record<string, unknown>> };
   for (const [name, backend] of svc.backends) {
     for (const [prop, value] of Object.entries(backend)) {
-      if (!(value instanceof Map) || isKeyCache(prop)) continue;
+      if (!(value instanceof Map) || isKeyCache(prop) || value.size <= (baseline[`${name}.${prop}`] ?? 0)) continue;
       for (const owner of value.keys()) {
         emit({ ev: 'note', message: `${name}.${prop} still has ${String(owner)}: ${(ownerTrace.get(String(owner)) ?? ['no calls traced']).join(' | ')}` });
       }
@@ -207,10 +207,11 @@ registerRedis.on('error', () => undefined);
 const registerEtcd = new Etcd3({ hosts: config.etcdHosts });
 
 function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence {
-  const leases = { current: () => svc.current() };
-  return store === 'redis'
-    ? new RedisFence(registerRedis, { keyPrefix: REDIS_FENCE_PREFIX, leases })
-    : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases });
+  // The service is the lease source (current() and every lease of the context), as documented.
+  // The etcd register has its lock's name; the Redis one is mapped to it with lockKey.
+  const register = /\/register-(\d+)$/;
+  const redisOptions = { keyPrefix: REDIS_FENCE_PREFIX, leases: svc, lockKey: (name: string) => name.replace(register, '/k$1') };
+  return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc });
 }
 
 async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined): Promise<RegisterList> {
@@ -403,10 +404,14 @@ async function steps(fiber: number, op: LockOp, held: Held, chain: Held[]): Prom
   sample(held);
 }
 
-function tokenFor(mode: 'explicit' | 'implicit', lease: AnyLease, svc: DistributedLockService): { pass?: bigint; used?: bigint } {
+function tokenFor(mode: 'explicit' | 'implicit', lease: AnyLease, svc: DistributedLockService, registerKey: number): { pass?: bigint; used?: bigint } {
   if (mode === 'explicit') return { pass: lease.token, used: lease.token };
-  // What the fence will use: the innermost lease of this async context.
-  return { pass: undefined, used: svc.current()?.token };
+  // What the fence will use: the lease of this async context on the register's lock key (older
+  // versions of the library took the innermost lease, whatever its key).
+  const all = (svc as unknown as { currentLeases?: () => readonly Lease[] }).currentLeases;
+  const lockKey = lockKeyName(config.runId, registerKey);
+  const used = typeof all === 'function' ? all.call(svc).findLast((l) => l.key === lockKey)?.token : svc.current()?.token;
+  return { pass: undefined, used };
 }
 
 function classifyWrite(error: unknown): WriteResult {
@@ -433,16 +438,16 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       }
       return;
     case 'rmw': {
-      const token = tokenFor(step.token, lease, svc);
+      const token = tokenFor(step.token, lease, svc, op.key);
       const list = await fencedRead(held, step.store, op.key, token);
       if (!list) return;
       if (step.thinkMs > 0) await sleep(step.thinkMs, drain.signal);
       if (step.checkSignal && lease.signal.aborted) return;
-      await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc), lease.token);
+      await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc, op.key), lease.token);
       return;
     }
     case 'read': {
-      const list = await fencedRead(held, step.store, op.key, tokenFor('explicit', lease, svc));
+      const list = await fencedRead(held, step.store, op.key, tokenFor('explicit', lease, svc, op.key));
       if (list) held.pending.set(step.store, list);
       return;
     }
@@ -452,7 +457,7 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       if (!outer || !list) return;
       outer.pending.delete(step.store);
       // explicit: the outer lease's own token (right); implicit: whatever current() says here.
-      const token = step.token === 'explicit' ? { pass: outer.lease.token, used: outer.lease.token } : tokenFor('implicit', lease, svc);
+      const token = step.token === 'explicit' ? { pass: outer.lease.token, used: outer.lease.token } : tokenFor('implicit', lease, svc, outer.op.key);
       await fencedWrite(fiber, held, step.store, outer.op.key, list, token, outer.lease.token);
       return;
     }
@@ -632,7 +637,7 @@ async function main(): Promise<void> {
         await fibers;
         await appUp;
         const { sizes: final, settledMs } = await settledSizes(baseline);
-        if (process.env.SIM_DEBUG) explainLeftovers();
+        explainLeftovers(baseline);
         emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs });
         emit({ ev: 'drained' });
       })();
