@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setMaxListeners } from 'node:events';
 import { randomUUID } from 'node:crypto';
@@ -44,7 +44,7 @@ const newOwnerId = (): string => randomUUID();
  */
 @Injectable()
 export class DistributedLockService
-  implements LeaseObserver, DecoratedCallRunner, BeforeApplicationShutdown, OnApplicationShutdown
+  implements LeaseObserver, DecoratedCallRunner, OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
 {
   /** Lifecycle events: acquired, busy, released, release-failed, lost. */
   readonly events = new LockEvents();
@@ -64,6 +64,9 @@ export class DistributedLockService
   ) {
     // Every waiting call listens on it for as long as it waits: no limit, nothing is leaked.
     setMaxListeners(0, this.stopping.signal);
+    // Until the application has bootstrapped, our own clients must not keep the process alive: a
+    // failed onModuleInit elsewhere runs no shutdown hook, and the process would hang on them.
+    for (const backend of this.ownBackends()) backend.holdProcess?.(false);
     for (const backend of backends.values()) {
       const remove = backend.onLeaseLost?.((owner, detail, reason) => this.held.get(owner)?.lose(reason ?? 'session-lost', detail));
       if (typeof remove === 'function') this.lossListenerRemovals.push(remove);
@@ -323,6 +326,16 @@ export class DistributedLockService
     this.held.delete(core.owner);
   }
 
+  onApplicationBootstrap(): void {
+    for (const backend of this.ownBackends()) backend.holdProcess?.(true);
+  }
+
+  /** The backends this module built (not those the application passed in `backends`). */
+  private ownBackends(): LockBackend[] {
+    const userProvided = new Set(Object.keys(this.options.backends));
+    return [...this.backends.entries()].filter(([name]) => !userProvided.has(name)).map(([, backend]) => backend);
+  }
+
   /** Release every lease still held, so a clean stop leaves no key behind. */
   async beforeApplicationShutdown(): Promise<void> {
     if (this.shuttingDown) return;
@@ -347,11 +360,6 @@ export class DistributedLockService
     if (!this.shuttingDown) await this.beforeApplicationShutdown();
     for (const remove of this.lossListenerRemovals.splice(0)) remove();
     // Backends passed in `backends` belong to the application, like a client it passes in.
-    const userProvided = new Set(Object.keys(this.options.backends));
-    await Promise.all(
-      [...this.backends.entries()]
-        .filter(([name]) => !userProvided.has(name))
-        .map(([, backend]) => backend.close().catch(() => undefined)),
-    );
+    await Promise.all(this.ownBackends().map((backend) => backend.close().catch(() => undefined)));
   }
 }

@@ -89,6 +89,15 @@ export interface LockBackend {
    */
   ping?(timeoutMs: number): Promise<void>;
 
+  /**
+   * Whether the backend's idle connections may keep the process alive. The engine passes `false`
+   * until the application has bootstrapped (and `true` after): Nest runs no shutdown hook when
+   * another provider's `onModuleInit` fails, so a client that held the process then would leave a
+   * `bootstrap().catch(log)` process hanging instead of exiting. Calls in flight keep the process
+   * alive through their own timers either way.
+   */
+  holdProcess?(hold: boolean): void;
+
   /** Close what the backend opened itself; a client the application passed in stays open. */
   close(): Promise<void>;
 

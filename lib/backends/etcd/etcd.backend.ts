@@ -83,6 +83,7 @@ export class EtcdBackend implements LockBackend {
   private readonly sessions = new Set<EtcdSession>();
   private creating?: Promise<EtcdSession>;
   private closed = false;
+  private holdsProcess = true;
 
   private readonly ownsClient: boolean;
 
@@ -156,6 +157,8 @@ export class EtcdBackend implements LockBackend {
     this.holding.delete(owner);
     session?.holders.delete(owner);
     if (session) this.endIfDrained(session);
+    // Before bootstrap, an idle session must not keep the process alive (its keep-alives would).
+    if (!this.holdsProcess && (session ?? waitedOn)) this.retire((session ?? waitedOn)!);
     // If the delete's answer is lost (a leader election can hold a request for seconds), keep
     // trying in the background and retire the session: the healthy session would otherwise keep
     // the key alive.
@@ -167,6 +170,16 @@ export class EtcdBackend implements LockBackend {
       session ?? waitedOn,
     );
     return Number(response.deleted) > 0 && session !== undefined;
+  }
+
+  /**
+   * Before the application has bootstrapped (`false`), a session is revoked as soon as it is idle
+   * (the next acquisition grants a new one): etcd3's keep-alive stream and timer of a lingering
+   * session would keep a process whose bootstrap failed elsewhere from exiting.
+   */
+  holdProcess(hold: boolean): void {
+    this.holdsProcess = hold;
+    if (!hold && this.session) this.retire(this.session);
   }
 
   async close(): Promise<void> {

@@ -62,12 +62,17 @@ export class RedisBackend implements LockBackend {
   private closed = false;
   /** An outage is logged once, when the first error of it arrives, and once more when it ends. */
   private down = false;
+  /** Whether the connections this backend owns may keep the process alive (see holdProcess). */
+  private holds = true;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
     this.name = config.name ?? 'redis';
     // The application's own client reports its errors to the application; ours to our log.
-    if (config.ownsClient) this.logConnection(this.client, true);
+    if (config.ownsClient) {
+      this.logConnection(this.client, true);
+      this.client.on('connect', () => this.applyHold(this.client));
+    }
     this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
     this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
@@ -229,6 +234,19 @@ export class RedisBackend implements LockBackend {
     }
   }
 
+  /** Our own connections (not the application's client) keep the process alive only when `hold`. */
+  holdProcess(hold: boolean): void {
+    this.holds = hold;
+    if (this.config.ownsClient) this.applyHold(this.client);
+    if (this.subscriber) this.applyHold(this.subscriber);
+  }
+
+  private applyHold(client: RedisClientLike): void {
+    const stream = (client as { stream?: { ref?(): void; unref?(): void } }).stream;
+    if (this.holds) stream?.ref?.();
+    else stream?.unref?.();
+  }
+
   /** Remember (boundedly) which keys were contended recently. */
   private noteBusy(key: string): void {
     this.busyAt.delete(key);
@@ -249,6 +267,7 @@ export class RedisBackend implements LockBackend {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
       this.logConnection(subscriber, false);
+      subscriber.on('connect', () => this.applyHold(subscriber));
       subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
         // "<owner> <reservation ms>". The channel is shared by every process: remember only our
