@@ -130,12 +130,20 @@ export class RedisBackend implements LockBackend {
       throw error;
     }
     if (!this.enqueuedAt.has(owner)) this.enqueuedAt.set(owner, performance.now());
-    const reply = (await this.call(
-      'acquire',
-      key,
-      () => this.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel]),
-      owner,
-    )) as [number, number?];
+    let reply: [number, number?];
+    try {
+      reply = (await this.call(
+        'acquire',
+        key,
+        () => this.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel]),
+        owner,
+      )) as [number, number?];
+    } catch (error) {
+      // Not queued as far as we know (no connection, no answer): forget the owner here; a request
+      // that did reach Redis is undone by call()'s clean-up, and its queue entry expires anyway.
+      this.forget(owner);
+      throw error;
+    }
     if (reply[0] === 1) {
       this.forget(owner);
       return { acquired: true };
