@@ -312,4 +312,15 @@ describe('DistributedLockService engine under composition (in-process backend)',
     await expect(lease.extend(20_000)).rejects.toBeInstanceOf(LockBackendUnavailableError);
     expect(lease.remainingMs()).toBeLessThanOrEqual(200); // a longer one that may not have landed changes nothing
   });
+
+  it('re-entering a key for another purpose (one backend serving both) is refused, not silently inherited', async () => {
+    const service = serviceOn(new MemoryBackend('m'));
+    await service.using('mixed', { purpose: 'efficiency' }, async () => {
+      const error = await service.acquire('mixed', { purpose: 'correctness', wait: 0 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      expect((error as InvalidLockOptionsError).field).toBe('purpose');
+      const same = await service.acquire('mixed', { purpose: 'efficiency', wait: 0 });
+      expect(same.reentrant).toBe(true);
+    });
+  });
 });

@@ -279,6 +279,16 @@ export class DistributedLockService
       (lease) => lease.key === o.key && lease.backend === o.backend && lease.held && !lease.signal.aborted,
     );
     if (!outer) return undefined;
+    if (outer.purpose !== o.purpose) {
+      // One backend serves both purposes: inheriting would hand a '${o.purpose}' caller a lease
+      // taken for another purpose, and a fresh acquisition would wait on this very context.
+      throw new InvalidLockOptionsError(
+        'purpose',
+        `this async context already holds "${o.key}" for '${outer.purpose}' on backend "${o.backend}"; ` +
+          `a nested '${o.purpose}' acquisition of the same key would wait on itself — use one purpose per key`,
+        `acquire(${JSON.stringify(o.key)})`,
+      );
+    }
     this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token: outer.token, waitedMs: 0, reentrant: true });
     return new Lease(outer.leaseCore, false, (lease, error) => this.reportReleaseFailure(lease, error));
   }
