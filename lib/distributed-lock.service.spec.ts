@@ -85,28 +85,79 @@ describe('DistributedLockService engine under composition (in-process backend)',
     expect(heldCount(service)).toBe(0);
   });
 
-  it('a reentrant handle aborts when the outer lease ends, even if it was taken by a detached task', async () => {
+  it('a reentrant handle taken by a detached task keeps the key until it is released, then it is free', async () => {
     const backend = new MemoryBackend('m');
     const a = serviceOn(backend);
     const b = serviceOn(backend);
     let detached: Promise<import('./lease/lease.js').Lease> | undefined;
-    await a.using('re-key', { purpose: 'efficiency', ttl: 10_000 }, async (outer) => {
+    await a.using('re-key', { purpose: 'efficiency', ttl: 10_000 }, async () => {
       detached = (async () => {
         await sleep(5);
         return a.acquire('re-key', { purpose: 'efficiency', wait: 0 });
       })();
-      const inner = await detached;
-      expect(inner.reentrant).toBe(true);
-      expect(inner.signal.aborted).toBe(false);
-      expect(outer.signal.aborted).toBe(false);
+      expect((await detached).reentrant).toBe(true);
     });
     const inner = await detached!;
-    // The outer lease was released: another instance can take the key, so the handle must say so.
-    expect(await b.tryAcquire('re-key', { purpose: 'efficiency' })).not.toBeNull();
+    // The outer call is over, but the task it started still works under the lock: never two holders.
+    expect(await b.tryAcquire('re-key', { purpose: 'efficiency' })).toBeNull();
+    expect(inner.signal.aborted).toBe(false);
+    expect(inner.remainingMs()).toBeGreaterThan(0);
+    await inner.release();
+    await sleep(5);
+    const next = await b.tryAcquire('re-key', { purpose: 'efficiency' });
+    expect(next).not.toBeNull();
+    await next!.release();
+  });
+
+  it('an open reentrant handle aborts when the lease is lost', async () => {
+    const backend = new MemoryBackend('m');
+    const service = serviceOn(backend);
+    let inner!: import('./lease/lease.js').Lease;
+    const outer = await service.acquire('re-lost', { purpose: 'efficiency', ttl: 10_000 });
+    await service.runHolding(outer, async () => {
+      inner = await service.acquire('re-lost', { purpose: 'efficiency', wait: 0 });
+      await backend.release('re-lost', outer.leaseCore.owner); // someone deleted the key
+      await expect(outer.extend()).rejects.toBeInstanceOf(LeaseLostError);
+    });
     expect(inner.signal.aborted).toBe(true);
     expect(inner.signal.reason).toBeInstanceOf(LeaseLostError);
     expect(inner.remainingMs()).toBe(0);
     await expect(inner.extend()).rejects.toBeInstanceOf(LeaseLostError);
+  });
+
+  it('a re-acquisition right after this process released the key does not find its own release in flight busy', async () => {
+    class SlowRelease extends MemoryBackend {
+      override async release(key: string, owner: string): Promise<boolean> {
+        await sleep(30);
+        return super.release(key, owner);
+      }
+    }
+    const service = serviceOn(new SlowRelease('m'));
+    const first = await service.acquire('again', { purpose: 'efficiency' });
+    void first.release(); // not awaited: a finalize(), a loop
+    const second = await service.acquire('again', { purpose: 'efficiency', wait: 0 });
+    expect(second.reentrant).toBe(false);
+    await second.release();
+  });
+
+  it('an inner acquisition stops waiting as soon as the lease it is nested in is lost, and its work never starts', async () => {
+    const backend = new MemoryBackend('m');
+    const a = serviceOn(backend);
+    const b = serviceOn(backend);
+    const other = await b.acquire('inner-key', { purpose: 'efficiency', ttl: 10_000 });
+    let innerRan = false;
+    const started = performance.now();
+    const outcome = await a
+      .using('outer-key', { purpose: 'efficiency', ttl: 200 }, () =>
+        a.using('inner-key', { purpose: 'efficiency', wait: 3_000 }, () => {
+          innerRan = true;
+        }),
+      )
+      .catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(LeaseLostError);
+    expect(innerRan).toBe(false);
+    expect(performance.now() - started).toBeLessThan(1_500);
+    await other.release();
   });
 
   it('a reentrant handle released early does not abort the outer lease', async () => {

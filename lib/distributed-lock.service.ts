@@ -32,6 +32,8 @@ function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptio
   return o;
 }
 
+const releaseKey = (backend: string, key: string): string => `${backend}\u0000${key}`;
+
 /**
  * A fresh id per acquisition: ownership must never be shared by a whole process. randomUUID draws
  * from a pooled entropy buffer (122 random bits); randomBytes(16) cost ~15 µs a call under load.
@@ -55,6 +57,8 @@ export class DistributedLockService
   private shuttingDown = false;
   /** Aborts when shutdown begins: every call still waiting for a lock stops waiting. */
   private readonly stopping = new AbortController();
+  /** Releases in flight, by backend and key (see take()). */
+  private readonly releasingKeys = new Map<string, Promise<void>>();
   /** Detach this engine's loss listeners from the backends when the application closes. */
   private readonly lossListenerRemovals: Array<() => void> = [];
 
@@ -131,13 +135,23 @@ export class DistributedLockService
    */
   async runHolding<T>(lease: Lease, fn: () => T | Promise<T>, rejectOnLoss = false): Promise<T> {
     try {
-      // Lost between the grant and now (shutdown began, or it ran out): the work must not start.
-      if (lease.signal.aborted) throw lease.signal.reason;
+      // Lost between the grant and now (shutdown began, it ran out), or a lease it is nested in
+      // was lost while it waited: the work must not start.
+      this.assertHeldAround(lease);
       const running = this.runInLease(lease, fn);
       return await (rejectOnLoss ? untilLost(lease, running) : running);
     } finally {
       await this.releaseQuietly(lease);
     }
+  }
+
+  /**
+   * Throw the loss of `lease`, or of any lease this context is nested in, if one is known lost.
+   * @internal
+   */
+  assertHeldAround(lease: Lease): void {
+    if (lease.signal.aborted) throw lease.signal.reason;
+    for (const outer of this.context.getStore()?.leases ?? []) if (outer.signal.aborted) throw outer.signal.reason;
   }
 
   /**
@@ -178,8 +192,14 @@ export class DistributedLockService
     if (reentered) return reentered;
     const backend = this.backends.get(o.backend)!;
     if (this.shuttingDown) throw this.shutdownError(o);
-    // Waiting stops at the caller's signal or when shutdown begins, whichever comes first.
-    const waiting = linkSignals(o.signal, this.stopping.signal);
+    // Waiting stops at the caller's signal, when shutdown begins, or when a lease this call is
+    // nested in is lost (its work is unprotected now) — whichever comes first.
+    const enclosing = this.context.getStore()?.leases ?? [];
+    const waiting = linkSignals([o.signal, this.stopping.signal, ...enclosing.map((lease) => lease.signal)]);
+    // A release of this key by this process still in flight (a re-subscription, a loop) goes
+    // first: otherwise our own lock would look busy to us.
+    const pending = this.releasingKeys.get(releaseKey(o.backend, o.key));
+    if (pending) await pending;
     let owner = newOwnerId();
     const started = monotonicNow();
     const deadline = started + o.wait;
@@ -195,7 +215,7 @@ export class DistributedLockService
         // A caller's signal stops the wait for the answer too; whatever the answer turns out to be
         // (a grant, a queue place) is given back, owner-checked, when it comes.
         const attemptOwner = owner;
-        const result = o.signal
+        const result = o.signal || enclosing.length > 0
           ? await unlessAborted(attempt, waiting.signal, () => void backend.release(o.key, attemptOwner).catch(() => undefined))
           : await attempt;
         if (result.acquired) {
@@ -329,6 +349,19 @@ export class DistributedLockService
       `Renewal of "${core.key}" (${core.purpose}, ${core.backendName}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
     );
     this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
+  }
+
+  /** @internal LeaseObserver */
+  releasing(core: LeaseCore, done: Promise<void>): void {
+    const k = releaseKey(core.backendName, core.key);
+    const settled = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.releasingKeys.set(k, settled);
+    void settled.then(() => {
+      if (this.releasingKeys.get(k) === settled) this.releasingKeys.delete(k);
+    });
   }
 
   /** @internal LeaseObserver */

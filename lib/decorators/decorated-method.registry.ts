@@ -37,6 +37,8 @@ export interface DecoratedCallRunner {
   /** Run `fn` with `lease` as the current lease of its async context (no release). */
   runInLease<T>(lease: Lease, fn: () => T): T;
   releaseQuietly(lease: Lease): Promise<void>;
+  /** Throw if `lease`, or a lease this async context is nested in, is known lost. */
+  assertHeldAround(lease: Lease): void;
   skipped(lock: ResolvedMethodLock, key: string): void;
 }
 

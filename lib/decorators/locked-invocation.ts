@@ -39,8 +39,9 @@ export async function invokeLocked(
   }
   let result: unknown;
   try {
-    // Lost between the grant and now (shutdown began, or it ran out): the method must not start.
-    if (lease.signal.aborted) throw lease.signal.reason;
+    // Lost between the grant and now (shutdown began, it ran out), or a lease this call is nested
+    // in (a stacked or overriding declaration) was lost while it waited: the method must not start.
+    runner.assertHeldAround(lease);
     const running = runner.runInLease(lease, () => method.apply(thisArg, args));
     result = await (lock.policy.rejectOnLoss ? untilLost(lease, running) : running);
   } catch (error) {
@@ -80,7 +81,7 @@ export function invokeLockedObservable(
       }
       let source: unknown;
       try {
-        if (lease.signal.aborted) throw lease.signal.reason;
+        runner.assertHeldAround(lease);
         source = runner.runInLease(lease, () => method.apply(thisArg, args));
       } catch (error) {
         await runner.releaseQuietly(lease);

@@ -12,6 +12,8 @@ export interface LeaseObserver {
   released(core: LeaseCore, wasOwner: boolean): void;
   renewed(core: LeaseCore): void;
   renewalFailed(core: LeaseCore, error: unknown): void;
+  /** A release of the key went out (settles when the backend answered). */
+  releasing?(core: LeaseCore, done: Promise<void>): void;
 }
 
 export type LeaseState = 'held' | 'released' | 'lost';
@@ -63,6 +65,10 @@ export class LeaseCore {
    * when the lease ends, however it ends — a released outer lease means the key may have a new holder.
    */
   private reentrant?: AbortController;
+  /** Reentrant handles taken and not yet released: the key stays held while any is open. */
+  private openHandles = 0;
+  /** The owner released while handles were open: give the key back when the last one closes. */
+  private releaseDeferred = false;
 
   constructor(init: LeaseCoreInit) {
     this.key = init.key;
@@ -87,6 +93,24 @@ export class LeaseCore {
       if (this.state !== 'held') this.reentrant.abort(this.endReason());
     }
     return this.reentrant.signal;
+  }
+
+  /**
+   * A reentrant handle opened on this lease. While any is open the key stays held even if the
+   * owner releases first (a listener or detached task the owner started may still be running
+   * under it); the last one to close gives the key back then. Expiry still ends it all.
+   */
+  openHandle(): AbortSignal {
+    this.openHandles += 1;
+    return this.reentrantSignal();
+  }
+
+  closeHandle(): void {
+    if (this.openHandles > 0) this.openHandles -= 1;
+    if (this.openHandles === 0 && this.releaseDeferred) {
+      this.releaseDeferred = false;
+      void this.release().catch(() => undefined);
+    }
   }
 
   private endReason(): LeaseLostError {
@@ -183,10 +207,18 @@ export class LeaseCore {
    * once the backend answered; rejects only if it could not be reached. Idempotent.
    */
   release(): Promise<void> {
+    if (this.state === 'held' && this.openHandles > 0) {
+      // Reentrant handles still open: the key stays theirs until the last one is released.
+      this.releaseDeferred = true;
+      return Promise.resolve();
+    }
     if (this.state === 'held') this.state = 'released';
     this.stopTimers();
     this.endHandles();
-    this.releasing ??= this.giveBack();
+    if (!this.releasing) {
+      this.releasing = this.giveBack();
+      this.observer.releasing?.(this, this.releasing);
+    }
     return this.releasing;
   }
 

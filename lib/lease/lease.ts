@@ -23,7 +23,7 @@ export class Lease implements AsyncDisposable {
     private readonly owning: boolean,
     private readonly onDisposeError: (lease: Lease, error: unknown) => void,
   ) {
-    if (!owning) this.handle = { signal: core.reentrantSignal() };
+    if (!owning) this.handle = { signal: core.openHandle() };
   }
 
   /** The key as the caller named it (without backend prefixes). */
@@ -82,12 +82,14 @@ export class Lease implements AsyncDisposable {
 
   /**
    * Give the lock back. Idempotent. Never deletes another owner's key. A reentrant handle only
-   * marks itself released; the outermost lease releases the key.
+   * marks itself released; the outermost lease releases the key — once every reentrant handle
+   * taken from it is released too (until then, or until the ttl runs out, the key stays held).
    */
   async release(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
     if (this.owning) await this.core.release();
+    else this.core.closeHandle();
   }
 
   /** `await using lease = …`: releases on scope exit and never throws over the scope's own error. */

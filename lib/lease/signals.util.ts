@@ -1,26 +1,23 @@
 /**
- * One signal that aborts when either input does (with that input's reason), and a `dispose()`
+ * One signal that aborts when any input does (with that input's reason), and a `dispose()`
  * that detaches it — unlike `AbortSignal.any`, nothing stays attached to a long-lived input
  * (the service's shutdown signal) after the wait is over.
  */
-export function linkSignals(a: AbortSignal | undefined, b: AbortSignal): { signal: AbortSignal; dispose(): void } {
-  if (!a) return { signal: b, dispose: () => undefined };
+export function linkSignals(inputs: ReadonlyArray<AbortSignal | undefined>): { signal: AbortSignal; dispose(): void } {
+  const signals = inputs.filter((s): s is AbortSignal => s !== undefined);
+  if (signals.length === 1) return { signal: signals[0], dispose: () => undefined };
   const linked = new AbortController();
-  const fromA = (): void => linked.abort(a.reason);
-  const fromB = (): void => linked.abort(b.reason);
-  if (a.aborted) fromA();
-  else if (b.aborted) fromB();
-  else {
-    a.addEventListener('abort', fromA, { once: true });
-    b.addEventListener('abort', fromB, { once: true });
+  const already = signals.find((s) => s.aborted);
+  if (already) {
+    linked.abort(already.reason);
+    return { signal: linked.signal, dispose: () => undefined };
   }
-  return {
-    signal: linked.signal,
-    dispose: () => {
-      a.removeEventListener('abort', fromA);
-      b.removeEventListener('abort', fromB);
-    },
-  };
+  const listeners = signals.map((s) => {
+    const onAbort = (): void => linked.abort(s.reason);
+    s.addEventListener('abort', onAbort, { once: true });
+    return () => s.removeEventListener('abort', onAbort);
+  });
+  return { signal: linked.signal, dispose: () => listeners.forEach((remove) => remove()) };
 }
 
 /** Resolve after `ms`, or reject with the signal's reason as soon as it aborts. */

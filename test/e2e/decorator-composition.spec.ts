@@ -1,6 +1,6 @@
 import { Injectable, Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { defer, lastValueFrom, Observable, of, retry, tap, throwError } from 'rxjs';
+import { defer, lastValueFrom, Observable, of, repeat, retry, tap, throwError } from 'rxjs';
 import { DistributedLock, DistributedLockError, DistributedLockModule, DistributedLockService } from '../../lib/index.js';
 import { redisUrl, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
@@ -153,3 +153,89 @@ describe('@DistributedLock under composition (Redis)', () => {
 void of;
 void tap;
 void throwError;
+
+describe('@DistributedLock under composition, after review', () => {
+  let other: LockApp;
+  beforeAll(async () => {
+    other = await startLockApp({ redis: { url: redisUrl() } });
+  });
+  afterAll(async () => {
+    await other.close();
+  });
+
+  it('a declared Observable re-subscribed with repeat(3) takes its own lock each time (no LockBusyError from its own release)', async () => {
+    const key = uniqueKey('repeat');
+    let runs = 0;
+    @Injectable()
+    class Ticker {
+      @DistributedLock({ purpose: 'efficiency', key })
+      tick(): Observable<number> {
+        return defer(async () => ++runs);
+      }
+    }
+    const app = await bootWith([Ticker]);
+    try {
+      const values: number[] = [];
+      await lastValueFrom(app.get(Ticker).tick().pipe(repeat(3), tap((v) => values.push(v))));
+      expect(values).toEqual([1, 2, 3]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('stacked declarations: when the outer lock runs out while the inner one waits, the body never starts', async () => {
+    const outerKey = uniqueKey('outer');
+    const innerKey = uniqueKey('inner');
+    let ran = false;
+    @Injectable()
+    class Job {
+      @DistributedLock({ purpose: 'efficiency', key: outerKey, ttl: 300 })
+      @DistributedLock({ purpose: 'efficiency', key: innerKey, wait: 3_000 })
+      async run(): Promise<void> {
+        ran = true;
+      }
+    }
+    const app = await bootWith([Job]);
+    const blocker = await other.locks.acquire(innerKey, { purpose: 'efficiency', ttl: 10_000 });
+    try {
+      const outcome = await app.get(Job).run().catch((e: unknown) => e);
+      expect(outcome).toBeInstanceOf(DistributedLockError);
+      expect(ran).toBe(false);
+    } finally {
+      await blocker.release();
+      await app.close();
+    }
+  });
+
+  it('a decorated listener called synchronously from a locked method, with its key, keeps the lock until it is done', async () => {
+    const key = uniqueKey('order');
+    const seen: Array<boolean> = [];
+    let listenerDone!: Promise<void>;
+    @Injectable()
+    class Orders {
+      @DistributedLock({ purpose: 'efficiency', key })
+      async place(): Promise<void> {
+        listenerDone = this.onPlaced(); // an event emitter calls its listeners like this
+      }
+      @DistributedLock({ purpose: 'efficiency', key, wait: 5_000 })
+      async onPlaced(): Promise<void> {
+        for (let i = 0; i < 3; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          const intruder = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
+          seen.push(intruder === null);
+          await intruder?.release();
+        }
+      }
+    }
+    const app = await bootWith([Orders]);
+    try {
+      await app.get(Orders).place();
+      await listenerDone;
+      expect(seen).toEqual([true, true, true]);
+      const after = await other.locks.acquire(key, { purpose: 'efficiency', wait: 2_000 });
+      await after.release();
+    } finally {
+      await app.close();
+    }
+  });
+});
