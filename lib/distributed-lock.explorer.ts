@@ -46,7 +46,9 @@ export class DistributedLockExplorer implements OnModuleInit {
       const instance = w.isDependencyTreeStatic() ? (w.instance as object | undefined) : undefined;
       const prototype = instance ? Object.getPrototypeOf(instance) : (w.metatype as Function | undefined)?.prototype;
       if (!prototype || typeof prototype !== 'object') continue;
-      for (const { method, declarations } of declaredMethods(prototype)) {
+      const declared = declaredMethods(prototype);
+      if (instance) refuseShadowing(instance, declared);
+      for (const { method, declarations } of declared) {
         for (const declaration of declarations) {
           const lock = resolveMethodLock(declaration.options, declaration.className, declaration.methodName, kindOf(method, controller), this.options);
           if (!instance) {
@@ -56,7 +58,7 @@ export class DistributedLockExplorer implements OnModuleInit {
               `@DistributedLock on ${lock.where}`,
             );
           }
-          bindInstance(instance, this.service, declaration, lock);
+          bindInstance(instance, this.service, declaration, lock, () => !this.service.isShuttingDown);
         }
       }
     }
@@ -77,6 +79,19 @@ export class DistributedLockExplorer implements OnModuleInit {
   }
 }
 
+/** An own property of the instance (set in the constructor) that hides a decorated method would run unlocked. */
+function refuseShadowing(instance: object, declared: ReadonlyArray<{ declarations: readonly DecoratedMethod[] }>): void {
+  for (const { declarations } of declared) {
+    const d = declarations[declarations.length - 1];
+    if (Object.prototype.hasOwnProperty.call(instance, d.methodName)) {
+      throw new DistributedLockError(
+        `${instance.constructor?.name ?? 'An instance'}.${d.methodName} is an own property of the instance that hides @DistributedLock ` +
+          `${d.className}.${d.methodName}, so calls to it would run unlocked: bind it another way (an arrow calling the method) or rename it`,
+      );
+    }
+  }
+}
+
 /**
  * The decorated methods of a class, walking its prototype chain: each level's own declarations
  * (a decorated override and the decorated base it calls with `super` each take their lock). An
@@ -89,8 +104,11 @@ function declaredMethods(prototype: object): Array<{ method: Function; declarati
     for (const name of Reflect.ownKeys(level)) {
       if (name === 'constructor') continue;
       const descriptor = Object.getOwnPropertyDescriptor(level, name);
-      if (typeof descriptor?.value !== 'function') continue;
-      const declarations = declarationsOf(descriptor.value);
+      // An accessor (an autobind-style @Bind getter, say) counts as an undeclared definition: it
+      // can hide a decorated method below it.
+      const accessor = descriptor !== undefined && (descriptor.get !== undefined || descriptor.set !== undefined);
+      if (!accessor && typeof descriptor?.value !== 'function') continue;
+      const declarations = accessor ? [] : declarationsOf(descriptor!.value);
       const first = nearest.get(name);
       if (!first) nearest.set(name, { level, declared: declarations.length > 0 });
       else if (!first.declared && declarations.length > 0) {
@@ -100,7 +118,7 @@ function declaredMethods(prototype: object): Array<{ method: Function; declarati
             `so it would run unlocked: put @DistributedLock on the override too (it may call super.${String(name)}()), or rename it`,
         );
       }
-      if (declarations.length > 0) found.push({ method: descriptor.value, declarations });
+      if (declarations.length > 0) found.push({ method: descriptor!.value as Function, declarations });
     }
   }
   return found;

@@ -57,6 +57,11 @@ export class DistributedLockService
   private shuttingDown = false;
   /** Aborts when shutdown begins: every call still waiting for a lock stops waiting. */
   private readonly stopping = new AbortController();
+  /** @internal Whether this service's application has begun to shut down. */
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
+
   /** Releases in flight, by backend and key (see take()). */
   private readonly releasingKeys = new Map<string, Promise<void>>();
   /** Detach this engine's loss listeners from the backends when the application closes. */

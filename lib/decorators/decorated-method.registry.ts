@@ -2,6 +2,7 @@ import type { OnBusy } from '../interfaces/distributed-lock-decorator-options.in
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import type { CommonLockSettings } from '../options/lock-options.util.js';
 import type { Lease } from '../lease/lease.js';
+import { DistributedLockError } from '../errors/distributed-lock.error.js';
 
 /**
  * Metadata key under which `@DistributedLock` records its declarations on the method: a list,
@@ -44,6 +45,8 @@ export interface DecoratedCallRunner {
 
 interface InstanceBinding {
   runner: DecoratedCallRunner;
+  /** Whether the application that bound it is still running (a closed one may be replaced). */
+  live: () => boolean;
   /** Each declaration's resolved lock: a wrapper finds its own, whatever the property is called. */
   locks: Map<DecoratedMethod, ResolvedMethodLock>;
 }
@@ -54,13 +57,27 @@ interface InstanceBinding {
  */
 const bindings = new WeakMap<object, InstanceBinding>();
 
-export function bindInstance(instance: object, runner: DecoratedCallRunner, declaration: DecoratedMethod, lock: ResolvedMethodLock): void {
+export function bindInstance(
+  instance: object,
+  runner: DecoratedCallRunner,
+  declaration: DecoratedMethod,
+  lock: ResolvedMethodLock,
+  live: () => boolean,
+): void {
   let binding = bindings.get(instance);
   if (!binding) {
-    binding = { runner, locks: new Map() };
+    binding = { runner, live, locks: new Map() };
     bindings.set(instance, binding);
   }
+  else if (binding.runner !== runner && binding.live()) {
+    // One object provided to two applications: its calls would silently use whichever bound last.
+    throw new DistributedLockError(
+      `@DistributedLock on ${lock.where}: this instance is already served by another application's lock service ` +
+        '(the same object provided to two Nest applications); give each application its own instance',
+    );
+  }
   binding.runner = runner;
+  binding.live = live;
   binding.locks.set(declaration, lock);
 }
 

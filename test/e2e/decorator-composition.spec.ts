@@ -239,3 +239,66 @@ describe('@DistributedLock under composition, after review', () => {
     }
   });
 });
+
+describe('@DistributedLock: overrides that are not plain methods, and one instance in two applications', () => {
+  const refusal = async (providers: Parameters<typeof bootWith>[0]): Promise<unknown> =>
+    bootWith(providers).then(
+      async (app) => {
+        await app.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+
+  it('an autobind-style getter over a decorated method is refused at bootstrap', async () => {
+    @Injectable()
+    class Bound extends Base {}
+    Object.defineProperty(Bound.prototype, 'run', {
+      configurable: true,
+      get(this: Base) {
+        return async () => ['unlocked'];
+      },
+    });
+    const error = await refusal([Bound]);
+    expect(error).toBeInstanceOf(DistributedLockError);
+    expect((error as Error).message).toMatch(/Base\.run/);
+  });
+
+  it('an own property set in the constructor that hides a decorated method is refused at bootstrap', async () => {
+    @Injectable()
+    class Shadowed extends Base {
+      constructor(locks: DistributedLockService) {
+        super(locks);
+        (this as unknown as { run: () => Promise<string[]> }).run = async () => ['unlocked'];
+      }
+    }
+    const error = await refusal([Shadowed]);
+    expect(error).toBeInstanceOf(DistributedLockError);
+    expect((error as Error).message).toMatch(/own property/);
+  });
+
+  it('the same object provided to two running applications is refused by the second', async () => {
+    const shared = new Base(undefined as unknown as DistributedLockService);
+    @Module({ imports: [DistributedLockModule.forRoot({ redis: { url: redisUrl() } })], providers: [{ provide: Base, useValue: shared }] })
+    class First {}
+    @Module({ imports: [DistributedLockModule.forRoot({ redis: { url: redisUrl(), keyPrefix: 'second:' } })], providers: [{ provide: Base, useValue: shared }] })
+    class Second {}
+    const first = await NestFactory.createApplicationContext(First, { logger: false, abortOnError: false });
+    try {
+      const error = await NestFactory.createApplicationContext(Second, { logger: false, abortOnError: false }).then(
+        async (app) => {
+          await app.close();
+          return undefined;
+        },
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(DistributedLockError);
+      expect((error as Error).message).toMatch(/another application/);
+    } finally {
+      await first.close();
+    }
+    // Once the first application is closed, another may serve it.
+    const third = await NestFactory.createApplicationContext(Second, { logger: false, abortOnError: false });
+    await third.close();
+  });
+});
