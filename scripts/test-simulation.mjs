@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run test:simulation [-- --seed N | --seeds N | --long …]`: compile, then run the seeded
 // simulation outside jest (see test/simulation/cli.ts for the options).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,5 +17,9 @@ const args = process.argv.slice(2);
 for (const file of readdirSync(path.join(root, 'test/harness')).filter((f) => f.endsWith('.mjs'))) {
   copyFileSync(path.join(root, 'test/harness', file), path.join(root, '.tmp/compiled/test/harness', file));
 }
-const run = spawnSync(process.execPath, [path.join(root, '.tmp/compiled/test/simulation/cli.js'), ...args], { cwd: root, stdio: 'inherit' });
-process.exit(run.status ?? 1);
+const run = spawn(process.execPath, [path.join(root, '.tmp/compiled/test/simulation/cli.js'), ...args], { cwd: root, stdio: 'inherit' });
+// A terminal's Ctrl-C reaches the run directly (same process group); a SIGTERM (timeout, kill) is
+// passed on. Either way the run finishes its seed and prints the summary.
+process.on('SIGINT', () => undefined);
+process.on('SIGTERM', () => run.kill('SIGTERM'));
+run.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));

@@ -57,10 +57,15 @@ async function main(): Promise<void> {
   const results: SeedResult[] = [];
   const started = Date.now();
   let interrupted = false;
-  process.on('SIGINT', () => {
-    interrupted = true;
-    console.log('\n[simulation] interrupted: finishing this seed, then the summary');
-  });
+  // Ctrl-C or a timeout: finish the seed under way, then the summary; a second signal stops at once
+  // (the servers are killed by PID on exit).
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => {
+      if (interrupted) process.exit(130);
+      interrupted = true;
+      console.log(`\n[simulation] ${signal}: finishing this seed, then the summary`);
+    });
+  }
   try {
     for (const seed of seeds) {
       if (interrupted) break;

@@ -192,7 +192,11 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       // The same holder must not update the register between its own read and write (that would
       // be the program's bug, not the lock's): a reentrant nested lease does no RMW of its own.
       if (nested.key === op.key) nested.steps = nested.steps.filter((s) => s.s !== 'rmw');
-      const token = ctx.control !== 'nolock' && rng.chance(0.6) ? 'implicit' : 'explicit';
+      // An implicit token is the one of the lease on the register's key in this async context: the
+      // outer lease only if it is in the context (using). Under acquire/try, a nested re-acquisition
+      // of the same key would lend its newer token to a read made under the older lease — the
+      // program's bug (read and write under different leases), which no fence can see.
+      const token = ctx.control !== 'nolock' && kind === 'using' && rng.chance(0.6) ? 'implicit' : 'explicit';
       const at = rng.int(0, nested.steps.length);
       nested.steps.splice(at, 0, { s: 'write-outer', store, token });
       // Often linger first, around the *outer* ttl: the outer lease may end before the write.

@@ -10,6 +10,7 @@ export interface WorkerConfig {
   redisUrl: string;
   etcdHosts: string[];
   registerRedisUrl: string;
+  registerEtcdHosts: string[];
   sessionTtlSeconds: number;
   keys: number;
   fibers: FiberOp[][];
@@ -51,7 +52,8 @@ export type SimEventBody =
   | { ev: 'write-start'; id: string; store: Store; key: number; el: string; token?: string }
   | { ev: 'write'; id: string; store: Store; key: number; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
   | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
-  | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number }
+  /** final: `above` = what was still above the baseline when the worker had finished (before settling). */
+  | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number; above?: Record<string, number> }
   | { ev: 'exit-resources'; leaked: string[] }
   | { ev: 'drained' }
   | { ev: 'probe'; key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }

@@ -96,6 +96,8 @@ interface Proc {
 interface WorkerProxies {
   redis: TcpProxy;
   register: TcpProxy;
+  /** The EtcdFence register's client: its own proxies (the 'register' target), apart from the lock client's. */
+  registerEtcd: TcpProxy[];
   etcd: TcpProxy[];
 }
 
@@ -172,6 +174,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     redisUrl: `redis://${proxies[w].redis.endpoint}`,
     etcdHosts: proxies[w].etcd.map((p) => p.endpoint),
     registerRedisUrl: `redis://${proxies[w].register.endpoint}`,
+    registerEtcdHosts: proxies[w].registerEtcd.map((p) => p.endpoint),
     sessionTtlSeconds: plan.sessionTtlSeconds,
     keys: plan.keys,
     fibers: plan.fibers[w],
@@ -201,7 +204,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const targetsOf = (w: number, targets: string[]): TcpProxy[] => [
     ...(targets.includes('redis') ? [proxies[w].redis] : []),
     ...(targets.includes('etcd') ? proxies[w].etcd : []),
-    ...(targets.includes('register') ? [proxies[w].register] : []),
+    ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd] : []),
   ];
 
   const pauseProc = async (proc: Proc, ms: number): Promise<void> => {
@@ -328,11 +331,13 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         redis: await TcpProxy.start(servers.lockRedis.port),
         register: await TcpProxy.start(servers.registerRedis.port),
         etcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
+        registerEtcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
       };
       proxies.push(p);
       portNames.set(p.redis.port, `w${w}'s proxy to the lock redis`);
       portNames.set(p.register.port, `w${w}'s proxy to the register redis`);
       p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
+      p.registerEtcd.forEach((e, i) => portNames.set(e.port, `w${w}'s register proxy to etcd n${i + 1} (our EtcdFence client)`));
     }
     await Promise.all(Array.from({ length: params.workers }, (_, w) => startWorker(w, 0)));
     const t0 = wallNow();
@@ -355,7 +360,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     phase('operations and faults done');
 
     // Heal: every proxy passes, every process runs, every server is up.
-    for (const p of proxies) for (const proxy of [p.redis, p.register, ...p.etcd]) proxy.heal();
+    for (const p of proxies) for (const proxy of [p.redis, p.register, ...p.etcd, ...p.registerEtcd]) proxy.heal();
     for (const proc of current) if (alive(proc)) proc.child.kill('SIGCONT');
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     await servers.etcd.waitHealthy(20_000);
@@ -388,7 +393,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     }
     tGone = wallNow();
     phase('workers gone');
-    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd]).map((proxy) => proxy.close()));
+    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd, ...p.registerEtcd]).map((proxy) => proxy.close()));
     proxies.length = 0;
 
     // Liveness: a fresh instance, straight to the servers, acquires every lock the run used.
@@ -404,6 +409,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       redisUrl: servers.lockRedis.url,
       etcdHosts: servers.etcd.hosts,
       registerRedisUrl: servers.registerRedis.url,
+      registerEtcdHosts: servers.etcd.hosts,
       sessionTtlSeconds: plan.sessionTtlSeconds,
       keys: plan.keys,
       fibers: [],
@@ -432,7 +438,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   } finally {
     await Promise.allSettled(injectors);
     for (const proc of procs) if (alive(proc)) await crash(proc);
-    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd]).map((proxy) => proxy.close().catch(() => undefined)));
+    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd, ...p.registerEtcd]).map((proxy) => proxy.close().catch(() => undefined)));
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,6 +7,7 @@
 // writing: only the fence stands between a stale holder and the register.
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import { createHook } from 'node:async_hooks';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
@@ -38,12 +39,26 @@ import {
 // SIM_DEBUG: remember where every socket was opened, to name a leaked one's creator.
 const socketOrigins = new WeakMap<object, string>();
 if (process.env.SIM_DEBUG) {
-  const original = net.createConnection;
-  (net as { createConnection: unknown }).createConnection = function (this: unknown, ...args: unknown[]) {
-    const socket = (original as (...a: unknown[]) => net.Socket).apply(this, args);
-    socketOrigins.set(socket, (new Error().stack ?? '').split('\n').slice(2, 14).join(' | '));
-    return socket;
-  };
+  for (const name of ['createConnection', 'connect'] as const) {
+    const original = net[name];
+    (net as Record<string, unknown>)[name] = function (this: unknown, ...args: unknown[]) {
+      const socket = (original as (...a: unknown[]) => net.Socket).apply(this, args);
+      socketOrigins.set(socket, (new Error().stack ?? '').split('\n').slice(2, 14).join(' | '));
+      return socket;
+    };
+  }
+}
+// SIM_DEBUG: where every live timer was created, to name a timer that outlives app.close().
+const timerOrigins = new Map<number, { resource: { hasRef?: () => boolean }; stack: string }>();
+if (process.env.SIM_DEBUG) {
+  createHook({
+    init(asyncId, type, _trigger, resource) {
+      if (type === 'Timeout') timerOrigins.set(asyncId, { resource: resource as { hasRef?: () => boolean }, stack: (new Error().stack ?? '').split('\n').slice(3, 12).join(' | ') });
+    },
+    destroy(asyncId) {
+      timerOrigins.delete(asyncId);
+    },
+  }).enable();
 }
 const redisInstances = new Map<object, string>();
 if (process.env.SIM_DEBUG) {
@@ -204,7 +219,7 @@ function explainLeftovers(baseline: Record<string, number>): void {
 
 const registerRedis = new Redis(config.registerRedisUrl, { commandTimeout: 1_000, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
 registerRedis.on('error', () => undefined);
-const registerEtcd = new Etcd3({ hosts: config.etcdHosts });
+const registerEtcd = new Etcd3({ hosts: config.registerEtcdHosts });
 
 function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence {
   // The service is the lease source (current() and every lease of the context), as documented.
@@ -541,17 +556,19 @@ function collect(prefix: string, value: object, out: Record<string, number>, dep
 /** Per-owner collections must empty once nothing is held; a per-key cache (busyAt) may keep a few keys. */
 export const isKeyCache = (name: string): boolean => /busy/i.test(name);
 
-async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: Record<string, number>; settledMs: number }> {
+async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: Record<string, number>; settledMs: number; above: Record<string, number> }> {
   const started = now();
   let current = sizes();
   // Back to the baseline (per-key caches: within the keys this seed uses).
-  const settled = (s: Record<string, number>): boolean =>
-    Object.entries(s).every(([name, n]) => n <= (baseline[name] ?? 0) + (isKeyCache(name) ? 2 * config.keys : 0));
+  const over = (s: Record<string, number>): Array<[string, number]> =>
+    Object.entries(s).filter(([name, n]) => n > (baseline[name] ?? 0) + (isKeyCache(name) ? 2 * config.keys : 0));
+  const settled = (s: Record<string, number>): boolean => over(s).length === 0;
+  const above = Object.fromEntries(over(current));
   while (!settled(current) && now() - started < 12_000) {
     await sleep(100);
     current = sizes();
   }
-  return { sizes: current, settledMs: now() - started };
+  return { sizes: current, settledMs: now() - started, above };
 }
 
 async function warmUp(): Promise<void> {
@@ -636,9 +653,9 @@ async function main(): Promise<void> {
       void (async () => {
         await fibers;
         await appUp;
-        const { sizes: final, settledMs } = await settledSizes(baseline);
+        const { sizes: final, settledMs, above } = await settledSizes(baseline);
         explainLeftovers(baseline);
-        emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs });
+        emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs, above });
         emit({ ev: 'drained' });
       })();
     } else if (message.cmd === 'exit') {
@@ -657,6 +674,9 @@ async function main(): Promise<void> {
         }
         emit({ ev: 'exit-resources', leaked: leaked.length ? [...leaked, ...sockets()] : [] });
         if (process.env.SIM_DEBUG) {
+          for (const { resource, stack } of timerOrigins.values()) {
+            if (resource.hasRef?.() && !/at sleep \(/.test(stack)) emit({ ev: 'note', message: `ref'd timer created at ${stack}` });
+          }
           for (const [i, a] of debugApps.entries()) {
             const r = (a.svc as unknown as { backends: Map<string, { client?: { status?: string; stream?: { localPort?: number } }; subscriber?: { status?: string }; closed?: boolean }> }).backends.get('redis');
             emit({ ev: 'note', message: `app #${i} (started ${a.startedAt.toFixed(0)}): redis backend closed=${r?.closed} client ${r?.client?.status} :${r?.client?.stream?.localPort}, subscriber ${r?.subscriber?.status}` });
