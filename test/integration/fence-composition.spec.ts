@@ -22,7 +22,7 @@ describe('fences under composition: nested correctness leases and the implicit t
     etcd.close();
   });
 
-  it('a write under a nested lease, for the OUTER lease\'s resource, is refused once the outer lease was lost; the other holder\'s value survives', async () => {
+  it('the outer lease runs out while a nested acquisition waits: the nested wait stops, nothing stale is written, the other holder\'s value survives', async () => {
     const acct1 = uniqueKey('acct:1');
     const acct2 = uniqueKey('acct:2');
     const fenceA = new EtcdFence(etcd, { leases: a.locks });
@@ -32,25 +32,52 @@ describe('fences under composition: nested correctness leases and the implicit t
     let staleWrite: unknown = 'not attempted';
     let aHoldsAcct1!: () => void;
     const aHolds = new Promise<void>((resolve) => (aHoldsAcct1 = resolve));
-    const aDone = a.locks.using(acct1, { purpose: 'correctness', ttl: 1_500 }, async (outer) => {
-      aHoldsAcct1();
-      await a.locks.using(acct2, { purpose: 'correctness', ttl: 10_000, wait: 15_000 }, async () => {
-        expect(outer.signal.aborted).toBe(true); // acct:1 ran out while A waited
-        staleWrite = await fenceA.write(acct1, 'A (stale)').catch((e: unknown) => e);
-      });
-    });
+    const aDone = a.locks
+      .using(acct1, { purpose: 'correctness', ttl: 1_500 }, async () => {
+        aHoldsAcct1();
+        await a.locks.using(acct2, { purpose: 'correctness', ttl: 10_000, wait: 15_000 }, async () => {
+          staleWrite = await fenceA.write(acct1, 'A (stale)').catch((e: unknown) => e);
+        });
+      })
+      .catch((e: unknown) => e);
     await aHolds;
     // acct:1 expires at A (~1.5 s); B takes it and writes through the fence: acknowledged.
     await b.locks.using(acct1, { purpose: 'correctness', ttl: 10_000, wait: 5_000 }, async () => {
       await fenceB.write(acct1, 'B');
     });
-    await bHoldsAcct2.release(); // now A gets acct:2, with a token newer than B's acct:1 token
+    await bHoldsAcct2.release(); // A would now get acct:2, with a token newer than B's acct:1 token
+    expect(await aDone).toBeInstanceOf(LeaseLostError); // …but its wait stopped when acct:1 was lost
+    expect(staleWrite).toBe('not attempted');
+    expect(await etcd.get(`fence/${encodeURIComponent(acct1)}`).string()).toBe('B');
+  });
+
+  it('a write under a nested lease for the outer lease\'s resource is refused once the outer lease was lost; the other holder\'s value survives', async () => {
+    const acct1 = uniqueKey('acct:1');
+    const acct2 = uniqueKey('acct:2');
+    const fenceA = new EtcdFence(etcd, { leases: a.locks });
+    const fenceB = new EtcdFence(etcd, { leases: b.locks });
+    let staleWrite: unknown = 'not attempted';
+    let aInside!: () => void;
+    const inside = new Promise<void>((resolve) => (aInside = resolve));
+    let bWrote!: () => void;
+    const written = new Promise<void>((resolve) => (bWrote = resolve));
+    const aDone = a.locks.using(acct1, { purpose: 'correctness', ttl: 1_500 }, async (outer) => {
+      await a.locks.using(acct2, { purpose: 'correctness', ttl: 10_000 }, async () => {
+        aInside();
+        await new Promise((resolve) => outer.signal.addEventListener('abort', resolve, { once: true }));
+        await written;
+        staleWrite = await fenceA.write(acct1, 'A (stale)').catch((e: unknown) => e);
+      });
+    });
+    await inside;
+    await b.locks.using(acct1, { purpose: 'correctness', ttl: 10_000, wait: 5_000 }, async () => {
+      await fenceB.write(acct1, 'B');
+    });
+    bWrote();
     await aDone;
     expect(staleWrite).toBeInstanceOf(DistributedLockError);
     expect(staleWrite).toBeInstanceOf(LeaseLostError);
-    expect(await fenceB.read(acct1, 0n).catch(() => undefined)).toBeUndefined(); // token 0 is stale: fence stays
-    const raw = await etcd.get(`fence/${encodeURIComponent(acct1)}`).string();
-    expect(raw).toBe('B');
+    expect(await etcd.get(`fence/${encodeURIComponent(acct1)}`).string()).toBe('B');
   });
 
   it('with several correctness leases in context, the implicit token is the one of the lease on the same key', async () => {
