@@ -39,6 +39,29 @@ describe('simulation findings, minimised', () => {
       await proxy?.close();
     });
 
+    it('seed 343: nor while a shorter extend() is in flight (it may land at any moment)', async () => {
+      const key = uniqueKey('inflight-extend');
+      // Patient: the extend is answered (late) rather than timed out.
+      const patient = await startLockApp({ redis: { url: `redis://${proxy.endpoint}`, commandTimeoutMs: 3_000 } });
+      const lease = await patient.locks.acquire(key, { purpose: 'efficiency', ttl: 3_000 });
+      // A slow network: the extend reaches Redis 300 ms from now, its answer comes 300 ms later.
+      proxy.delay(300);
+      const extending = lease.extend(200).catch((e: Error) => e);
+      let theirs;
+      const deadline = performance.now() + 1_500;
+      while (!theirs && performance.now() < deadline) {
+        theirs = await other.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 1_000 });
+        if (!theirs) await sleep(10);
+      }
+      const holderThinks = lease.remainingMs() > 0 && !lease.signal.aborted;
+      proxy.heal();
+      await extending;
+      await theirs?.release();
+      await lease.release().catch(() => undefined);
+      await patient.close();
+      expect({ otherGotIt: theirs !== null && theirs !== undefined, holderStillTrustsIt: holderThinks }).not.toEqual({ otherGotIt: true, holderStillTrustsIt: true });
+    });
+
     it('never lets another owner in while the holder is told it has time left', async () => {
       const key = uniqueKey('late-extend');
       const lease = await holder.locks.acquire(key, { purpose: 'efficiency', ttl: 3_000 });
