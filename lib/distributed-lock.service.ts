@@ -390,6 +390,8 @@ export class DistributedLockService
     this.shuttingDown = true;
     // Waiting calls reject now (before any release below could hand a key to one of them).
     this.stopping.abort(new Error('the application is shutting down'));
+    // From here on nothing of ours may keep the process alive beyond its own timeouts.
+    for (const backend of this.ownBackends()) backend.holdProcess?.(false);
     const cores = [...this.held.values()];
     await Promise.all(
       cores.map(async (core) => {

@@ -8,14 +8,15 @@ export interface EtcdClientLike {
     range(request: unknown, options?: unknown): Promise<any>;
     deleteRange(request: unknown, options?: unknown): Promise<any>;
   };
-  lease(ttlSeconds: number, options?: { autoKeepAlive?: boolean }): EtcdLeaseLike;
+  lease(ttlSeconds: number, options?: { autoKeepAlive?: boolean; deadline?: Date }): EtcdLeaseLike;
   watch(): EtcdWatchBuilderLike;
   close(): void;
 }
 
 export interface EtcdLeaseLike {
   grant(): Promise<string>;
-  revoke(): Promise<void>;
+  revoke(options?: { deadline?: Date }): Promise<void>;
+  keepaliveOnce(options?: { deadline?: Date }): Promise<{ TTL: string }>;
   release(): void;
   on(event: string, listener: (...args: any[]) => void): unknown;
 }

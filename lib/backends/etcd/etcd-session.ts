@@ -4,8 +4,11 @@ import { monotonicNow, validUntil } from '../../lease/validity.util.js';
 /**
  * One etcd lease shared by every lock key this backend writes while it lives (etcd's own
  * concurrency recipe). Its validity is tracked on the monotonic clock from the moment each
- * keep-alive was *sent*: when no keep-alive has succeeded by then, the session is presumed lost
- * even if etcd3 has not said so yet (it measures with `Date.now()` and waits 2 × ttl).
+ * keep-alive was *sent*: when no keep-alive has succeeded by then, the session is presumed lost.
+ *
+ * Keep-alives are ours, not etcd3's: one unary request every ttl/3 with a deadline, on an unref'd
+ * timer. etcd3's own keep-alive stream is only half-closed when the lease is closed, so with etcd
+ * unreachable it kept a closed application's process alive; ours end with their deadline.
  */
 export class EtcdSession {
   /** Owners whose lock key is attached to this lease and who hold the lock. */
@@ -22,8 +25,8 @@ export class EtcdSession {
   id = '';
   lost = false;
   private until: number;
-  private readonly fired: number[] = [];
   private timer?: NodeJS.Timeout;
+  private keepaliveTimer?: NodeJS.Timeout;
 
   constructor(
     readonly lease: EtcdLeaseLike,
@@ -31,19 +34,39 @@ export class EtcdSession {
     private readonly driftFactor: number,
     grantSentAt: number,
     private readonly onPresumedLost: (session: EtcdSession, detail: string) => void,
+    /** One keep-alive request (bounded by its own deadline); resolves with the granted TTL in seconds. */
+    private readonly keepAlive: () => Promise<number>,
   ) {
     this.until = validUntil(grantSentAt, ttlSeconds * 1000, driftFactor);
-    lease.on('keepaliveFired', () => this.fired.push(monotonicNow()));
-    lease.on('keepaliveSucceeded', (response: { TTL?: string }) => this.renewed(Number(response?.TTL ?? ttlSeconds)));
-    // A new keep-alive stream: earlier requests will never be answered.
-    lease.on('keepaliveEstablished', () => (this.fired.length = 0));
-    lease.on('keepaliveFailed', () => (this.fired.length = 0));
   }
 
-  /** Start watching validity once the lease is granted. */
+  /** Start keeping it alive and watching its validity once the lease is granted. */
   start(id: string): void {
     this.id = id;
     this.schedule();
+    this.scheduleKeepAlive();
+  }
+
+  private scheduleKeepAlive(): void {
+    if (this.lost) return;
+    this.keepaliveTimer = setTimeout(() => void this.sendKeepAlive(), Math.max(100, Math.floor((this.ttlSeconds * 1000) / 3)));
+    this.keepaliveTimer.unref();
+  }
+
+  private async sendKeepAlive(): Promise<void> {
+    if (this.lost) return;
+    const sentAt = monotonicNow();
+    try {
+      this.renewed(await this.keepAlive(), sentAt);
+    } catch (error) {
+      // etcd answered that the lease is gone (revoked, expired): no point waiting for the deadline.
+      if (/lease.*(not found|invalid|expired)|EtcdLeaseInvalid/i.test(`${(error as Error)?.name} ${(error as Error)?.message}`)) {
+        this.onPresumedLost(this, `the session lease is gone on the server: ${(error as Error)?.message ?? error}`);
+        return;
+      }
+      // Unanswered: validity runs out on its own unless a later keep-alive gets through.
+    }
+    this.scheduleKeepAlive();
   }
 
   remainingMs(): number {
@@ -67,11 +90,11 @@ export class EtcdSession {
   end(): void {
     this.lost = true;
     clearTimeout(this.timer);
+    clearTimeout(this.keepaliveTimer);
   }
 
-  private renewed(ttlSeconds: number): void {
-    const sentAt = this.fired.shift();
-    if (sentAt === undefined || this.lost || ttlSeconds <= 0) return;
+  private renewed(ttlSeconds: number, sentAt: number): void {
+    if (this.lost || !(ttlSeconds > 0)) return;
     this.until = Math.max(this.until, validUntil(sentAt, ttlSeconds * 1000, this.driftFactor));
     this.schedule();
   }

@@ -365,10 +365,15 @@ export class EtcdBackend implements LockBackend {
   private async createSession(key: string): Promise<EtcdSession> {
     if (this.closed) throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
     const sentAt = monotonicNow();
-    const lease = this.client.lease(this.sessionTtlSeconds, { autoKeepAlive: true });
-    const session = new EtcdSession(lease, this.sessionTtlSeconds, this.driftFactor, sentAt, (s, detail) => this.loseSession(s, detail));
-    // etcd3 may emit 'lost' more than once (seen after a pause): loseSession acts once.
-    lease.on('lost', (error: Error) => this.loseSession(session, `the session lease was lost: ${error?.message ?? error}`));
+    // Our own keep-alives (see EtcdSession), each bounded by a deadline.
+    const lease = this.client.lease(this.sessionTtlSeconds, { autoKeepAlive: false, ...this.deadline() });
+    const keepAlive = async (): Promise<number> => {
+      // The gRPC deadline has the usual slack (a request cut at our own timeout counts against
+      // etcd3's circuit breaker); we stop waiting at commandTimeoutMs either way.
+      const response = await withTimeout(lease.keepaliveOnce(this.deadline()), this.commandTimeoutMs, () => new Error('keep-alive timed out'));
+      return Number(response?.TTL ?? 0);
+    };
+    const session = new EtcdSession(lease, this.sessionTtlSeconds, this.driftFactor, sentAt, (s, detail) => this.loseSession(s, detail), keepAlive);
     try {
       const id = await this.call('grant', key, () => lease.grant());
       session.start(id);
@@ -414,7 +419,7 @@ export class EtcdBackend implements LockBackend {
    */
   private async revoke(session: EtcdSession, retry: boolean): Promise<void> {
     const attempt = (): Promise<boolean> =>
-      withTimeout(session.lease.revoke(), this.commandTimeoutMs, () => new Error('revoke timed out')).then(
+      withTimeout(session.lease.revoke(this.deadline()), this.commandTimeoutMs, () => new Error('revoke timed out')).then(
         () => true,
         () => false,
       );
@@ -490,7 +495,10 @@ export class EtcdBackend implements LockBackend {
    * — but only well after our own timeout gave up on it (see GRPC_DEADLINE_SLACK_MS).
    */
   private deadline(): { deadline: Date } {
-    return { deadline: new Date(Date.now() + this.commandTimeoutMs + GRPC_DEADLINE_SLACK_MS) };
+    // Not holding the process (before bootstrap, during shutdown): no request may outlive our own
+    // timeout by much, or its pending gRPC call would keep a closing process alive.
+    const slack = this.holdsProcess ? GRPC_DEADLINE_SLACK_MS : 0;
+    return { deadline: new Date(Date.now() + this.commandTimeoutMs + slack) };
   }
 
   private scheduleCleanup(myKey: string): void {
