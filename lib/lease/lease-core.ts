@@ -175,21 +175,14 @@ export class LeaseCore {
   async extend(ttlMs: number): Promise<void> {
     this.assertHeld();
     const sentAt = monotonicNow();
-    let owned: boolean;
-    try {
-      owned = await this.backend.extend(this.key, this.owner, ttlMs + this.policy.lockDelay);
-    } catch (error) {
-      // The answer was lost, not necessarily the request: it may have set the key's expiry to
-      // ttlMs from now. Trust the shorter of both (a shorter extend may have landed late).
-      if (this.state === 'held') {
-        const mayEndAt = validUntil(sentAt, ttlMs, this.driftFactor);
-        if (mayEndAt < this.validUntilMs) {
-          this.validUntilMs = mayEndAt;
-          this.scheduleExpiry();
-        }
-      }
-      throw error;
+    // A shorter ttl may take effect on the server the moment the request lands — before its answer
+    // comes, or even if the answer is lost: trust the shorter of both from now on.
+    const mayEndAt = validUntil(sentAt, ttlMs, this.driftFactor);
+    if (mayEndAt < this.validUntilMs) {
+      this.validUntilMs = mayEndAt;
+      this.scheduleExpiry();
     }
+    const owned = await this.backend.extend(this.key, this.owner, ttlMs + this.policy.lockDelay);
     if (!owned) {
       this.lose('not-owner', 'the backend no longer has this owner on the key');
       this.assertHeld();
