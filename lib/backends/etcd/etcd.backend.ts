@@ -40,9 +40,12 @@ const REVOKE_RETRY_DELAYS_MS = [1_000, 3_000, 10_000];
  * (default fault handling) reset its channels and retry the call with the expired deadline —
  * three failures in a row, which open its circuit breaker: every call on the client then fails
  * with BrokenCircuitError for 5 s, healthy network or not. Our timeout already bounds the caller;
- * the deadline only has to stop a request that is truly stuck from being kept forever.
+ * the deadline only has to stop a request that is truly stuck from being kept forever — and not
+ * much later than that: a pending call keeps its connection, and so a closed application's
+ * process, alive until its deadline (2.5 s: a late answer still arrives within it; a request
+ * pending at close() ends within commandTimeoutMs + 2.5 s).
  */
-const GRPC_DEADLINE_SLACK_MS = 10_000;
+const GRPC_DEADLINE_SLACK_MS = 2_500;
 /** A UTF-16 surrogate not part of a pair (`!key.isWellFormed()`, which this TS lib target lacks). */
 const LONE_SURROGATE = /\p{Cs}/u;
 /** A queued waiter re-reads its place this often even without a watch event. */
