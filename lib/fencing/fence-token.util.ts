@@ -15,8 +15,8 @@ export interface LeaseSource {
 /**
  * The token a fenced operation carries.
  *
- * - Given explicitly: used as is (after checking it is a non-negative integer); if it belongs to a
- *   lease of this context that is already known lost, refused with that lease's `LeaseLostError`.
+ * - Given explicitly: used as is (after checking it is a non-negative integer); the resource's
+ *   fence decides.
  * - Implicit: the token of the lease in this async context on `lockKey` — the lock that protects
  *   the resource (by default the resource's own key). Only that lease: tokens of different keys
  *   come from one sequence, so another lease's (an inner lease's, usually the newest) would pass
@@ -25,7 +25,6 @@ export interface LeaseSource {
  *   `LeaseLostError`: work nested under a lost lease is no longer protected.
  */
 export function fenceToken(token: bigint | number | undefined, leases: LeaseSource | undefined, where: string, lockKey?: string): bigint {
-  const inContext = leasesOf(leases);
   if (token !== undefined) {
     if (typeof token === 'number' && !Number.isSafeInteger(token)) {
       throw new InvalidLockOptionsError('token', `must be a bigint or a safe integer, got ${token}`, where);
@@ -33,11 +32,11 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
     if ((typeof token !== 'bigint' && typeof token !== 'number') || BigInt(token) < 0n) {
       throw new InvalidLockOptionsError('token', `must be a non-negative bigint, got ${String(token)}`, where);
     }
-    const given = BigInt(token);
-    const own = inContext.find((lease) => lease.token === given && lease.signal.aborted);
-    if (own) throw own.signal.reason;
-    return given;
+    // The caller's choice: the resource's fence decides (a holder that does not know yet that its
+    // lease is gone is exactly the case the fence exists for).
+    return BigInt(token);
   }
+  const inContext = leasesOf(leases);
   if (inContext.length === 0) {
     throw new InvalidLockOptionsError(
       'token',
