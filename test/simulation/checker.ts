@@ -83,6 +83,8 @@ export interface CheckStats {
   reads: Record<string, number>;
   /** Writes acknowledged although the writer's lease on that lock had already ended (the fence let them in; fine unless something was lost). */
   writesAfterLeaseEnd: number;
+  /** Slowest liveness probe: ms after the last worker was gone, and its bound. */
+  livenessMaxMs?: number;
   /** Why calls failed and writes were refused or of unknown outcome (messages with numbers and names masked). */
   reasons: Record<string, number>;
   /** Overlaps of a paused/late holder's *awareness* with a successor (not violations: the interval ends at the validity). */
@@ -359,6 +361,7 @@ export function check(input: CheckInput): CheckResult {
   if (input.probes) {
     const used = new Set(intervals.map((i) => i.lock));
     for (const e of input.events) if (e.ev === 'req') used.add(lockId(e.purpose, e.key));
+    stats.livenessMaxMs = Math.max(0, ...input.probes.filter((p) => p.ok).map((p) => p.elapsedMs));
     for (const lock of used) {
       const [purpose, key] = lock.split(':');
       const probe = input.probes.find((p) => p.purpose === purpose && String(p.key) === key);

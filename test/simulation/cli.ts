@@ -116,7 +116,17 @@ async function main(): Promise<void> {
     violationsByKind,
     runErrors: results.filter((r) => r.error).length,
     failingSeeds: failing.map((r) => ({ seed: r.seed, violations: r.result.violations.length, kinds: [...new Set(r.result.violations.map((v) => `inv${v.invariant}:${v.kind}`))], replay: r.replay, error: r.error?.split('\n')[0] })),
-    perSeed: results.map((r) => ({ seed: r.seed, seconds: Math.round(r.elapsedMs / 100) / 10, ops: r.result.stats.ops, grants: r.result.stats.grants, faults: r.faults.filter((f) => !f.skipped).length, violations: r.result.violations.length })),
+    livenessMaxMs: Math.round(Math.max(0, ...results.map((r) => r.result.stats.livenessMaxMs ?? 0))),
+    perSeed: results.map((r) => ({
+      seed: r.seed,
+      seconds: Math.round(r.elapsedMs / 100) / 10,
+      ops: r.result.stats.ops,
+      grants: r.result.stats.grants,
+      faults: r.faults.filter((f) => !f.skipped).length,
+      endCrash: r.faults.some((f) => f.kind === 'end-crash'),
+      livenessMs: Math.round(r.result.stats.livenessMaxMs ?? 0),
+      violations: r.result.violations.length,
+    })),
   };
   const file = path.join(outDir, `summary-${control ? `${control}-` : ''}${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify(summary, null, 1));

@@ -492,8 +492,12 @@ export function violationReport(r: SeedResult, max = 8): string {
   const byKind = new Map<string, number>();
   for (const v of r.result.violations) byKind.set(`inv${v.invariant}:${v.kind}`, (byKind.get(`inv${v.invariant}:${v.kind}`) ?? 0) + 1);
   lines.push(`  by kind: ${[...byKind].map(([k, n]) => `${k} ×${n}`).join(', ')}`);
-  for (const v of r.result.violations.slice(0, max)) lines.push(`  [${v.invariant}] ${v.kind}${v.lock ? ` ${v.lock}` : ''}: ${v.detail}`);
-  if (r.result.violations.length > max) lines.push(`  … ${r.result.violations.length - max} more`);
+  // The first of every kind, then the rest in order, up to `max`.
+  const firsts = new Map<string, (typeof r.result.violations)[number]>();
+  for (const v of r.result.violations) if (!firsts.has(`${v.invariant}:${v.kind}`)) firsts.set(`${v.invariant}:${v.kind}`, v);
+  const shown = [...new Set([...firsts.values(), ...r.result.violations])].slice(0, Math.max(max, firsts.size));
+  for (const v of shown) lines.push(`  [${v.invariant}] ${v.kind}${v.lock ? ` ${v.lock}` : ''}: ${v.detail}`);
+  if (r.result.violations.length > shown.length) lines.push(`  … ${r.result.violations.length - shown.length} more`);
   lines.push(`  faults: ${r.faults.map((f) => `${f.description}${f.skipped ? ` (skipped: ${f.skipped})` : ''}`).join('; ') || 'none'}`);
   if (r.error) lines.push(`  run error: ${r.error}`);
   return lines.join('\n');

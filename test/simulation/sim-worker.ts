@@ -680,6 +680,9 @@ async function main(): Promise<void> {
           for (const [i, a] of debugApps.entries()) {
             const r = (a.svc as unknown as { backends: Map<string, { client?: { status?: string; stream?: { localPort?: number } }; subscriber?: { status?: string }; closed?: boolean }> }).backends.get('redis');
             emit({ ev: 'note', message: `app #${i} (started ${a.startedAt.toFixed(0)}): redis backend closed=${r?.closed} client ${r?.client?.status} :${r?.client?.stream?.localPort}, subscriber ${r?.subscriber?.status}` });
+            const e = (a.svc as unknown as { backends: Map<string, { client?: { watchManager?: { state: number; watchers: unknown[]; expectedClosers: Set<unknown> } }; queued?: Map<string, unknown> }> }).backends.get('etcd');
+            const wm = e?.client?.watchManager;
+            emit({ ev: 'note', message: `app #${i}: etcd backend queued ${e?.queued?.size}, watch manager state ${wm?.state} (0 idle, 1 connecting, 2 connected), ${wm?.watchers.length} watchers, ${wm?.expectedClosers.size} closing` });
           }
           for (const [client, stack] of redisInstances) {
             const c = client as { status?: string; stream?: { localPort?: number } };
