@@ -6,9 +6,10 @@
  *
  * 1. Mutual exclusion: never two unended leases with time left on one lock. A lease's interval
  *    is [grant received, min(signal aborted, release called, the latest validity end the holder
- *    was told)] — the validity end comes from remainingMs() at grant, after extend() and at every
- *    step (Date-calibrated clock + remainingMs). A paused holder's interval ends at its validity,
- *    not when it learns it lost the lease.
+ *    was told)] — the validity end comes from remainingMs() at grant, while an extend() is in
+ *    flight, after it, and at every step (Date-calibrated clock + remainingMs); a later, shorter
+ *    answer replaces a longer one. A paused holder's interval ends at its validity, not when it
+ *    learns it lost the lease.
  * 2. Fenced registers: no acknowledged element missing from the final value, no element twice,
  *    nothing in it that a write was told was refused, tokens in append order never decreasing.
  * 3. Fencing tokens per lock (correctness): unique, and a grant requested after another was

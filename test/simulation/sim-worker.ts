@@ -446,7 +446,10 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
     case 'extend':
       emit({ ev: 'ext-req', id: held.root, ttl: step.ttl });
       try {
-        await lease.extend(step.ttl);
+        const extending = lease.extend(step.ttl);
+        // What the holder is told while the request is in flight (it may land at any moment).
+        sample(held);
+        await extending;
         emit({ ev: 'ext-ok', id: held.root, ttl: step.ttl, V: validity(lease) });
       } catch (error) {
         emit({ ev: 'ext-fail', id: held.root, ...errorInfo(error) });
