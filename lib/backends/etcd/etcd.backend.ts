@@ -197,7 +197,14 @@ export class EtcdBackend implements LockBackend {
         return this.revoke(session, false);
       }),
     );
-    if (this.ownsClient) this.client.close();
+    if (this.ownsClient) {
+      // etcd3's watch manager retries a broken watch stream on a ref'd timer with growing backoff,
+      // and keeps doing so after close() (each retry fails on the closed pool and schedules the
+      // next): a closed application's process would never exit. End that chain at its next tick.
+      const watchManager = (this.client as unknown as { watchManager?: { establishStream?: () => void } }).watchManager;
+      if (watchManager && typeof watchManager.establishStream === 'function') watchManager.establishStream = () => undefined;
+      this.client.close();
+    }
   }
 
   /**
