@@ -7,6 +7,7 @@ import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import { DistributedLockModule, DistributedLockService, RedisFence, StaleFencingTokenError, type Lease } from '../../lib/index.js';
 import type { HistoryEvent } from './checker.js';
+import { wallNow } from '../simulation/clock.js';
 
 export interface FaultWorkerConfig {
   id: number;
@@ -23,7 +24,12 @@ export interface FaultWorkerConfig {
 }
 
 type Report = Omit<HistoryEvent, 't' | 'worker'>;
-const send = (event: Report): void => void process.send?.(event);
+// Stamped here, with a wall clock the processes on this machine agree on: the time the controller
+// receives a message can lag by most of a second under load (seen: one worker's first grant
+// arriving after another's later ones), which made the order checks see regressions that never
+// happened. A worker under faketime has no trustworthy clock: the controller stamps its events.
+const stamp = process.env.FAULT_CLOCK_SKEWED ? (): number | undefined => undefined : wallNow;
+const send = (event: Report): void => void process.send?.({ ...event, at: stamp() });
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {

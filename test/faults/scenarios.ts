@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { wallNow } from '../simulation/clock.js';
 import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { check, type CheckResult, type FaultEvent, type HistoryEvent, type Register } from './checker.js';
@@ -98,8 +99,8 @@ export interface ScenarioResult {
 
 /** Run one scenario against the servers: workers, faults, then the checker over the history. */
 export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Promise<ScenarioResult> {
-  const t0 = performance.now();
-  const now = (): number => performance.now() - t0;
+  const t0 = wallNow();
+  const now = (): number => wallNow() - t0;
   const history: HistoryEvent[] = [];
   const faults: FaultEvent[] = [];
   const registerName = `${spec.name}-${Date.now().toString(36)}`;
@@ -129,7 +130,7 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       workMs: spec.workMs,
     };
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '', FAULT_WORKER: JSON.stringify(config) };
-    if (spec.skew && index === 0) Object.assign(env, { LD_PRELOAD: faketimeLibrary(), FAKETIME: spec.skew, DYLD_INSERT_LIBRARIES: faketimeLibrary() });
+    if (spec.skew && index === 0) Object.assign(env, { LD_PRELOAD: faketimeLibrary(), FAKETIME: spec.skew, DYLD_INSERT_LIBRARIES: faketimeLibrary(), FAULT_CLOCK_SKEWED: '1' });
     const child = spawn(process.execPath, [WORKER], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const handle: WorkerHandle = { index, child, paused: false };
     workers.push(handle);
@@ -141,7 +142,9 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
           resolve();
           return;
         }
-        const ev = { ...(message as Omit<HistoryEvent, 't' | 'worker'>), t: now(), worker: index };
+        // The worker's own stamp when it has one (see fault-worker.ts), the receipt time otherwise.
+        const { at, ...body } = message as Omit<HistoryEvent, 't' | 'worker'> & { at?: number };
+        const ev = { ...body, t: at === undefined ? now() : at - t0, worker: index };
         history.push(ev);
         for (const listener of listeners) listener(ev);
       });
