@@ -44,6 +44,11 @@ export class TcpProxy {
     for (const deliver of this.held.splice(0)) deliver();
   }
 
+  /** Reset every connection open now (a server that died): clients must reconnect. */
+  cut(): void {
+    for (const socket of this.sockets) socket.destroy();
+  }
+
   async close(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));

@@ -10,10 +10,19 @@ async function main(): Promise<void> {
   class AppModule {}
   const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
   const locks = app.get(DistributedLockService);
-  const lease = await locks.acquire('close-exit', { purpose: 'correctness', ttl: 10_000 });
+  const lease = await locks.acquire(process.env.WORKER_KEY ?? 'close-exit', { purpose: 'correctness', ttl: 10_000 });
   process.stdout.write('ready\n');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   void lease; // still held: close() releases it
+  if (process.env.WORKER_UNKNOWN_WRITE) {
+    // Into the silence: this attempt times out with its outcome unknown, so the backend schedules
+    // deletes of the key it may have written (they must not outlive close() either).
+    const outcome = await locks.tryAcquire('close-exit-unknown', { purpose: 'correctness', ttl: 10_000 }).then(
+      () => 'granted',
+      (error: Error) => error.name,
+    );
+    process.stdout.write(`unknown write: ${outcome}\n`);
+  }
   const started = Date.now();
   await app.close();
   process.stdout.write(`closed in ${Date.now() - started} ms\n`);

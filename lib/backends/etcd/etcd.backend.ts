@@ -520,7 +520,9 @@ export class EtcdBackend implements LockBackend {
           if (left > 0) this.cleaning.set(myKey, left);
           else this.cleaning.delete(myKey);
         }
-        void this.client.kv.deleteRange({ key: Buffer.from(myKey) }).catch(() => undefined);
+        // With a deadline like every other request: a delete sent into a partition would
+        // otherwise stay pending for good, and keep a closed application's process alive.
+        void this.client.kv.deleteRange({ key: Buffer.from(myKey) }, this.deadline()).catch(() => undefined);
       }, delay).unref();
     });
   }
