@@ -33,8 +33,11 @@ export interface ResolvedMethodLock extends CommonLockSettings {
 
 /** What a decorated call needs from the lock engine (implemented by DistributedLockService). */
 export interface DecoratedCallRunner {
-  /** The lease, or null when busy and `onBusy` is `'skip'`; throws `LockBusyError` otherwise. */
-  acquireForMethod(lock: ResolvedMethodLock, key: string): Promise<Lease | null>;
+  /**
+   * The lease, or null when busy and `onBusy` is `'skip'`; throws `LockBusyError` otherwise.
+   * `signal` (an Observable's unsubscription) stops the wait and gives back a late grant.
+   */
+  acquireForMethod(lock: ResolvedMethodLock, key: string, signal?: AbortSignal): Promise<Lease | null>;
   /** Run `fn` with `lease` as the current lease of its async context (no release). */
   runInLease<T>(lease: Lease, fn: () => T): T;
   releaseQuietly(lease: Lease): Promise<void>;

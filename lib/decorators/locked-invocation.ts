@@ -21,8 +21,8 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): string {
 
 /**
  * Acquire, run the method inside the lease's async context, release when its Promise settles.
- * A method returning an Observable (without declaring it) keeps the lock until the Observable
- * finishes. The method's own error is rethrown as is; a release failure is only reported.
+ * An Observable returned without being declared is locked per subscription (see below). The
+ * method's own error is rethrown as is; a release failure is only reported.
  */
 export async function invokeLocked(
   runner: DecoratedCallRunner,
@@ -48,9 +48,12 @@ export async function invokeLocked(
     await runner.releaseQuietly(lease);
     throw error;
   }
-  if (isObservable(result)) return lockedSubscriptions(runner, lock, key, lease, result);
   await runner.releaseQuietly(lease);
-  return result;
+  // An Observable it did not declare: the method ran under the lock, the Observable's work runs
+  // when it is subscribed — perhaps much later, perhaps never. Holding the key until then would
+  // block every other replica for nothing (until the ttl, if nobody ever subscribes); each
+  // subscription takes the lock itself instead.
+  return isObservable(result) ? lockedSubscriptions(runner, lock, key, result) : result;
 }
 
 /**
@@ -64,71 +67,63 @@ export function invokeLockedObservable(
   method: Function,
   args: unknown[],
 ): Observable<unknown> {
-  return new Observable<unknown>((subscriber) => {
-    let inner: Subscription | undefined;
-    let unsubscribed = false;
-    void (async () => {
-      const key = keyOf(lock, args);
-      const lease = await runner.acquireForMethod(lock, key);
-      if (!lease) {
-        runner.skipped(lock, key);
-        subscriber.complete();
-        return;
-      }
-      if (unsubscribed) {
-        await runner.releaseQuietly(lease);
-        return;
-      }
-      let source: unknown;
-      try {
-        runner.assertHeldAround(lease);
-        source = runner.runInLease(lease, () => method.apply(thisArg, args));
-      } catch (error) {
-        await runner.releaseQuietly(lease);
-        throw error;
-      }
-      let observable = isObservable(source) ? source : from(Promise.resolve(source));
-      if (lock.policy.rejectOnLoss) observable = failOnLoss(lease, observable);
-      inner = runner.runInLease(lease, () =>
-        observable.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber),
-      );
-    })().catch((error: unknown) => subscriber.error(error));
-    return () => {
-      unsubscribed = true;
-      inner?.unsubscribe();
-    };
+  return lockedEachSubscription(runner, lock, () => keyOf(lock, args), (lease) => {
+    const source = runner.runInLease(lease, () => method.apply(thisArg, args));
+    return isObservable(source) ? source : from(Promise.resolve(source));
   });
 }
 
 /**
- * An Observable the method returned without declaring it: the first subscription runs under the
- * lease the call already took; every later one (a `retry()`, a `repeat()`, a second subscriber)
- * re-runs the source's work, so it acquires the lock again first. Each releases when it ends.
+ * An Observable the method returned without declaring it (the method itself already ran under
+ * the lock, released since): every subscription — the first, a `retry()`, a `repeat()`, a second
+ * subscriber — runs the source's work, so each acquires the lock first and releases when it ends.
  */
-function lockedSubscriptions(runner: DecoratedCallRunner, lock: ResolvedMethodLock, key: string, firstLease: Lease, source: Observable<unknown>): Observable<unknown> {
-  let unused: Lease | undefined = firstLease;
+function lockedSubscriptions(runner: DecoratedCallRunner, lock: ResolvedMethodLock, key: string, source: Observable<unknown>): Observable<unknown> {
+  return lockedEachSubscription(runner, lock, () => key, () => source);
+}
+
+/**
+ * Each subscription: acquire (an unsubscription stops the wait, and a grant that comes anyway is
+ * given back), then subscribe to the work inside the lease's async context, and release when it
+ * completes, errors or is unsubscribed. Lost before the work starts: the error, no work.
+ */
+function lockedEachSubscription(
+  runner: DecoratedCallRunner,
+  lock: ResolvedMethodLock,
+  keyFor: () => string,
+  work: (lease: Lease) => Observable<unknown>,
+): Observable<unknown> {
   return new Observable<unknown>((subscriber) => {
     let inner: Subscription | undefined;
-    let unsubscribed = false;
-    const taken = unused;
-    unused = undefined;
+    const unsubscribed = new AbortController();
     void (async () => {
-      const lease = taken ?? (await runner.acquireForMethod(lock, key));
+      const key = keyFor();
+      const lease = await runner.acquireForMethod(lock, key, unsubscribed.signal);
       if (!lease) {
         runner.skipped(lock, key);
         subscriber.complete();
         return;
       }
-      if (unsubscribed || lease.signal.aborted) {
+      if (unsubscribed.signal.aborted) {
         await runner.releaseQuietly(lease);
-        if (!unsubscribed) subscriber.error(lease.signal.reason);
         return;
       }
-      const guarded = lock.policy.rejectOnLoss ? failOnLoss(lease, source) : source;
-      inner = runner.runInLease(lease, () => guarded.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber));
-    })().catch((error: unknown) => subscriber.error(error));
+      let observable: Observable<unknown>;
+      try {
+        runner.assertHeldAround(lease);
+        observable = work(lease);
+      } catch (error) {
+        await runner.releaseQuietly(lease);
+        throw error;
+      }
+      if (lock.policy.rejectOnLoss) observable = failOnLoss(lease, observable);
+      inner = runner.runInLease(lease, () => observable.pipe(finalize(() => void runner.releaseQuietly(lease))).subscribe(subscriber));
+    })().catch((error: unknown) => {
+      // Unsubscribed: nobody listens; the abort (or whatever came after it) is not an error.
+      if (!unsubscribed.signal.aborted) subscriber.error(error);
+    });
     return () => {
-      unsubscribed = true;
+      unsubscribed.abort(new Error('unsubscribed'));
       inner?.unsubscribe();
     };
   });

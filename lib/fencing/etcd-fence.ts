@@ -13,6 +13,11 @@ export interface EtcdFenceOptions {
    * the lease on that key. @default the resource key itself
    */
   lockKey?: (key: string) => string;
+  /**
+   * gRPC deadline of every call, ms: a call into a partition fails (outcome unknown for a write)
+   * instead of staying pending — and keeping the process alive — for good. @default 10000
+   */
+  timeoutMs?: number;
 }
 
 /** Tokens are stored zero-padded to 20 digits, so etcd's byte order is numeric order below 10^20. */
@@ -27,12 +32,18 @@ const pad = (token: bigint): Buffer => Buffer.from(token.toString().padStart(20,
  */
 export class EtcdFence {
   private readonly prefix: string;
+  private readonly timeoutMs: number;
 
   constructor(
     private readonly client: EtcdClientLike,
     private readonly options: EtcdFenceOptions = {},
   ) {
     this.prefix = options.prefix ?? 'fence/';
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2_147_483_647) {
+      throw new InvalidLockOptionsError('timeoutMs', `must be a whole number of ms between 1 and 2147483647, got ${String(timeoutMs)}`, 'EtcdFence');
+    }
+    this.timeoutMs = timeoutMs;
   }
 
   async write(key: string, value: string, token?: bigint | number): Promise<void> {
@@ -47,7 +58,7 @@ export class EtcdFence {
         { request_put: { key: this.dataKey(key), value: Buffer.from(value) } },
         { request_put: { key: this.fenceKey(key), value: pad(fenced) } },
       ],
-    });
+    }, this.deadline());
     if (response.succeeded) throw this.stale(key, fenced, response);
   }
 
@@ -60,7 +71,7 @@ export class EtcdFence {
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
       success: [{ request_range: { key: this.fenceKey(key) } }],
       failure: [{ request_put: { key: this.fenceKey(key), value: pad(fenced) } }, { request_range: { key: this.dataKey(key) } }],
-    });
+    }, this.deadline());
     if (response.succeeded) throw this.stale(key, fenced, response);
     const kv = response.responses[1].response_range.kvs[0];
     return kv ? kv.value.toString() : null;
@@ -69,7 +80,7 @@ export class EtcdFence {
   /** The key's fence (highest token seen), or undefined. */
   async fence(key: string): Promise<bigint | undefined> {
     checkResourceKey(key, `EtcdFence.fence(${JSON.stringify(key)})`);
-    const response = await this.client.kv.range({ key: this.fenceKey(key) });
+    const response = await this.client.kv.range({ key: this.fenceKey(key) }, this.deadline());
     return response.kvs[0] ? BigInt(response.kvs[0].value.toString()) : undefined;
   }
 
@@ -84,6 +95,10 @@ export class EtcdFence {
       throw new InvalidLockOptionsError('token', `must be below 10^20 (EtcdFence compares 20-digit values), got ${fenced}`, where);
     }
     return fenced;
+  }
+
+  private deadline(): { deadline: Date } {
+    return { deadline: new Date(Date.now() + this.timeoutMs) };
   }
 
   private dataKey(key: string): Buffer {

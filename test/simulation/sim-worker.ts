@@ -226,7 +226,7 @@ function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdF
   // The etcd register has its lock's name; the Redis one is mapped to it with lockKey.
   const register = /\/register-(\d+)$/;
   const redisOptions = { keyPrefix: REDIS_FENCE_PREFIX, leases: svc, lockKey: (name: string) => name.replace(register, '/k$1') };
-  return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc });
+  return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc, timeoutMs: 1_500 });
 }
 
 async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined): Promise<RegisterList> {
