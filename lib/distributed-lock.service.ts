@@ -172,9 +172,9 @@ export class DistributedLockService
    * The decorator's acquisition: `onBusy` decides between waiting, throwing and skipping (null).
    * @internal
    */
-  acquireForMethod(lock: ResolvedMethodLock, key: string): Promise<Lease | null> {
+  acquireForMethod(lock: ResolvedMethodLock, key: string, signal?: AbortSignal): Promise<Lease | null> {
     const wait = lock.onBusy === 'wait' ? lock.wait : 0;
-    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy }, lock.onBusy !== 'skip');
+    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy, signal }, lock.onBusy !== 'skip');
   }
 
   /** @internal */
