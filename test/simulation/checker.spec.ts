@@ -105,6 +105,11 @@ describe('simulation checker', () => {
       ];
       expect(kinds(check(input(events, { registers: [] })).violations)).toEqual(['1:reentrant-after-end', '3:reentrant-token']);
     });
+
+    it('reports a decorated body that ran without its lock', () => {
+      const events = [...lease(1, 'A', '10', 0, 5, 1_000), ev(60, 2, { ev: 'unlocked', id: 'B', detail: 'no held lease on k0' })];
+      expect(kinds(check(input(events, { registers: [] })).violations)).toEqual(['1:ran-unlocked']);
+    });
   });
 
   describe('invariant 2: fenced registers', () => {

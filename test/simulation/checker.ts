@@ -76,6 +76,8 @@ export interface CheckStats {
   ops: number;
   grants: number;
   reentrantGrants: number;
+  /** Calls of decorated methods, and the grants their declarations took (both leases of a stacked one, each subscription's). */
+  decorated: { calls: number; grants: number };
   busy: number;
   failures: Record<string, number>;
   lost: Record<string, number>;
@@ -142,6 +144,7 @@ export function check(input: CheckInput): CheckResult {
     ops: 0,
     grants: 0,
     reentrantGrants: 0,
+    decorated: { calls: 0, grants: 0 },
     busy: 0,
     failures: {},
     lost: {},
@@ -159,6 +162,7 @@ export function check(input: CheckInput): CheckResult {
 
   // ---- leases, per worker stream order (a worker's events arrive in the order it sent them)
   const reqT = new Map<string, number>();
+  const decoratedIds = new Set<string>();
   const leases = new Map<string, LeaseTrack>();
   const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
   for (const e of input.events) {
@@ -166,9 +170,12 @@ export function check(input: CheckInput): CheckResult {
       case 'req':
         stats.ops += 1;
         reqT.set(e.id, e.t);
+        if (e.kind === 'decorated') stats.decorated.calls += 1;
+        if (e.kind.startsWith('decorated')) decoratedIds.add(e.id);
         break;
       case 'grant': {
         stats.grants += 1;
+        if (decoratedIds.has(e.id)) stats.decorated.grants += 1;
         if (!e.reentrant) {
           const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
           leases.set(e.id, lease);
@@ -222,6 +229,9 @@ export function check(input: CheckInput): CheckResult {
       }
       case 'busy':
         stats.busy += 1;
+        break;
+      case 'unlocked':
+        violations.push({ invariant: 1, kind: 'ran-unlocked', detail: `${e.id}: a decorated body ran without its lock: ${e.detail}`, at: e.t });
         break;
       case 'fail':
         stats.failures[e.name] = (stats.failures[e.name] ?? 0) + 1;

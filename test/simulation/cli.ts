@@ -105,6 +105,8 @@ async function main(): Promise<void> {
     operations: sum((r) => r.result.stats.ops),
     grants: sum((r) => r.result.stats.grants),
     reentrantGrants: sum((r) => r.result.stats.reentrantGrants),
+    decoratedCalls: sum((r) => r.result.stats.decorated.calls),
+    decoratedGrants: sum((r) => r.result.stats.decorated.grants),
     busy: sum((r) => r.result.stats.busy),
     leasesLost: sum((r) => Object.values(r.result.stats.lost).reduce((a, b) => a + b, 0)),
     writes: mergeCounts(results.map((r) => r.result.stats.writes)),
@@ -132,7 +134,7 @@ async function main(): Promise<void> {
   writeFileSync(file, JSON.stringify(summary, null, 1));
 
   console.log('\n=== simulation summary ===');
-  console.log(`seeds ${summary.seeds} in ${summary.wallSeconds} s; ${summary.operations} operations, ${summary.grants} grants (${summary.reentrantGrants} reentrant), ${summary.busy} busy, ${summary.leasesLost} leases lost`);
+  console.log(`seeds ${summary.seeds} in ${summary.wallSeconds} s; ${summary.operations} operations, ${summary.grants} grants (${summary.reentrantGrants} reentrant), ${summary.busy} busy, ${summary.leasesLost} leases lost; decorated methods: ${summary.decoratedCalls} calls, ${summary.decoratedGrants} grants`);
   console.log(`fenced writes: ${Object.entries(summary.writes).map(([k, n]) => `${k} ${n}`).join(', ')} (${summary.writesAfterLeaseEnd} acknowledged after the writer's lease had ended)`);
   console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
   console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);

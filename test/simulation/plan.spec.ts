@@ -31,8 +31,11 @@ describe('simulation plan', () => {
     const ops = new Set<string>();
     const steps = new Set<string>();
     const faults = new Set<string>();
+    const shapes = new Set<string>();
+    const plans: Array<ReturnType<typeof generatePlan>> = [];
     const walk = (op: LockOp): void => {
       ops.add(`${op.kind}/${op.purpose}`);
+      if (op.deco) shapes.add(plans.at(-1)!.decorated[op.deco.method].shape + (op.deco.unsubscribeAfterMs !== undefined ? '/unsubscribed' : ''));
       for (const s of op.steps) {
         steps.add(s.s === 'rmw' ? `rmw/${s.store}/${s.token}` : s.s);
         if (s.s === 'nest') walk(s.op);
@@ -40,14 +43,16 @@ describe('simulation plan', () => {
     };
     for (let seed = 1; seed <= 10; seed++) {
       const plan = generatePlan({ ...params, seed });
+      plans.push(plan);
       for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') walk(op);
       for (const f of plan.faults) {
         faults.add(f.kind);
         expect(f.at + f.dur).toBeLessThanOrEqual(params.durationMs * 0.9);
       }
     }
-    for (const kind of ['acquire', 'try', 'using', 'abort-wait']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
+    for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
     for (const s of ['hold', 'extend', 'read', 'write-outer', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
+    for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
     for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
   });
 

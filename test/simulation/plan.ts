@@ -23,8 +23,42 @@ export type Step =
   /** A nested lock operation: another key (either order across fibers) or the same key (reentrant). */
   | { s: 'nest'; op: LockOp };
 
+/**
+ * A method of a provider decorated with `@DistributedLock` (the worker builds one class per entry
+ * of the seed's catalog; declarations are static, so ttl, wait, purpose and onBusy are per method):
+ * - single: one declaration;
+ * - stacked: two declarations on one method (outer: key2/purpose2, inner: key/purpose), both held;
+ * - inherited: a decorated override (key2/purpose2) calling the decorated base method (key/purpose);
+ * - observable: a declared `Observable` return, re-subscribed (`repeat`), sometimes unsubscribed
+ *   mid-way (while it waits or while it runs).
+ */
+export type DecoShape = 'single' | 'stacked' | 'inherited' | 'observable';
+
+export interface DecoSpec {
+  shape: DecoShape;
+  purpose: Purpose;
+  /** stacked / inherited: the purpose of the second declaration (key2). */
+  purpose2: Purpose;
+  ttl: number;
+  wait: number;
+  onBusy: 'wait' | 'throw' | 'skip';
+}
+
+export interface DecoCall {
+  /** Index into the plan's catalog. */
+  method: number;
+  /** stacked / inherited: the second declaration's key (index into the key set). */
+  key2: number;
+  /** observable: subscriptions in a row (repeat). */
+  repeat: number;
+  /** observable: unsubscribe this long after the first subscription. */
+  unsubscribeAfterMs?: number;
+}
+
 export interface LockOp {
-  kind: 'acquire' | 'try' | 'using' | 'abort-wait';
+  kind: 'acquire' | 'try' | 'using' | 'abort-wait' | 'decorated';
+  /** decorated: which method, and its other arguments. */
+  deco?: DecoCall;
   /** Index into the key set. */
   key: number;
   purpose: Purpose;
@@ -80,6 +114,8 @@ export interface Plan {
   faults: Array<Fault & { index: number }>;
   /** A worker kill -9'd at the end while it may hold locks (liveness check), or undefined. */
   endCrash?: number;
+  /** The decorated methods every worker's app provides (see DecoSpec). */
+  decorated: DecoSpec[];
 }
 
 export const DEFAULT_PARAMS: Omit<SimParams, 'seed'> = { durationMs: 9_000, workers: 3, fibers: 2 };
@@ -91,7 +127,8 @@ export function generatePlan(params: SimParams): Plan {
   const sessionTtlSeconds = shape.pick([2, 2, 3]);
   // ttls around and beyond the session ttl; extends include very short ones.
   const ttls = [150, 250, 250, 400, 400, 700, 1_000, 1_500, 2_500];
-  const ctx: GenContext = { keys, ttls, control: params.control, maxTtl: 0 };
+  const ctx: GenContext = { keys, ttls, control: params.control, maxTtl: 0, decorated: [] };
+  if (params.control !== 'nolock') ctx.decorated = genCatalog(root.fork('decorated'), ctx);
 
   const fibers: FiberOp[][][] = [];
   for (let w = 0; w < params.workers; w++) {
@@ -117,7 +154,20 @@ export function generatePlan(params: SimParams): Plan {
   const kept = faults
     .map((fault, index) => ({ ...fault, index }))
     .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index));
-  return { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash };
+  return { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated };
+}
+
+/** One method of each shape, with the seed's purposes, ttls and busy behaviour. */
+function genCatalog(rng: Prng, ctx: GenContext): DecoSpec[] {
+  return (['single', 'stacked', 'inherited', 'observable'] as const).map((shape) => {
+    const purpose = ctx.control === 'unfenced' ? 'correctness' : rng.pick<Purpose>(['efficiency', 'correctness']);
+    const purpose2 = shape === 'stacked' || shape === 'inherited' ? rng.pick<Purpose>(['efficiency', 'correctness']) : purpose;
+    const ttl = rng.pick(ctx.ttls);
+    ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
+    const onBusy = rng.weighted<DecoSpec['onBusy']>([[4, 'wait'], [1, 'throw'], [1, 'skip']]);
+    const wait = onBusy === 'wait' ? rng.weighted([[3, 200], [3, 1_000], [2, 3_000]]) : 0;
+    return { shape, purpose, purpose2, ttl, wait, onBusy };
+  });
 }
 
 interface GenContext {
@@ -125,6 +175,7 @@ interface GenContext {
   ttls: number[];
   control?: ControlMode;
   maxTtl: number;
+  decorated: DecoSpec[];
 }
 
 function nominalMs(op: LockOp): number {
@@ -137,10 +188,12 @@ function genFiberOp(rng: Prng, ctx: GenContext): FiberOp {
 }
 
 function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | undefined): LockOp {
+  const deco = ctx.decorated.length > 0 ? (depth > 0 ? 1.5 : 3) : 0;
   const kind =
     depth > 0
-      ? rng.weighted<LockOp['kind']>([[6, 'using'], [2, 'try'], [2, 'acquire']])
-      : rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [5, 'using'], [1, 'abort-wait']]);
+      ? rng.weighted<LockOp['kind']>([[6, 'using'], [2, 'try'], [2, 'acquire'], [deco, 'decorated']])
+      : rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [5, 'using'], [1, 'abort-wait'], [deco, 'decorated']]);
+  if (kind === 'decorated') return genDecorated(rng, ctx, depth, outer);
   // Nested: the same key (reentrant under using) or another one.
   const key = outer && rng.chance(0.3) ? outer.key : rng.int(0, ctx.keys - 1);
   const purpose: Purpose =
@@ -149,6 +202,41 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
   ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
   const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 200], [3, 1_000], [2, 3_000]]);
   const op: LockOp = { kind, key, purpose, ttl, wait, steps: [] };
+  genSteps(rng, ctx, depth, op);
+  return op;
+}
+
+/**
+ * A call of a decorated method. Keys are arguments; a key the enclosing lease holds is used only
+ * with that lease's purpose (another purpose on one key in one context is refused by design).
+ */
+function genDecorated(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | undefined): LockOp {
+  const method = rng.int(0, ctx.decorated.length - 1);
+  const spec = ctx.decorated[method];
+  const allowed = (k: number, purpose: Purpose): boolean => !outer || k !== outer.key || purpose === outer.purpose;
+  const pickKey = (purpose: Purpose, not?: number): number => {
+    const candidates = Array.from({ length: ctx.keys }, (_, k) => k).filter((k) => k !== not && allowed(k, purpose));
+    // Reentrant on the enclosing key now and then, when the purposes agree.
+    if (outer && outer.purpose === purpose && outer.key !== not && rng.chance(0.3)) return outer.key;
+    return rng.pick(candidates.length ? candidates : [0]);
+  };
+  const key = pickKey(spec.purpose);
+  let key2 = key;
+  if (spec.shape === 'stacked' || spec.shape === 'inherited') {
+    // Two declarations on one key with different purposes can never both be held; stacked ones
+    // always get two keys; an override may share its base's key (a reentrant super call).
+    const sameOk = spec.shape === 'inherited' && spec.purpose2 === spec.purpose && rng.chance(0.3);
+    key2 = sameOk ? key : pickKey(spec.purpose2, key);
+  }
+  const call: DecoCall = { method, key2, repeat: spec.shape === 'observable' ? rng.weighted([[3, 1], [2, 2], [1, 3]]) : 1 };
+  if (spec.shape === 'observable' && rng.chance(0.3)) call.unsubscribeAfterMs = rng.int(0, 800);
+  const op: LockOp = { kind: 'decorated', deco: call, key, purpose: spec.purpose, ttl: spec.ttl, wait: spec.onBusy === 'wait' ? spec.wait : 0, steps: [] };
+  genSteps(rng, ctx, depth, op);
+  return op;
+}
+
+function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
+  const { purpose, ttl, kind } = op;
   if (kind === 'abort-wait') {
     op.wait = 3_000;
     op.abortAfterMs = rng.int(0, 600);
@@ -177,7 +265,8 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       op.steps.push({
         s: 'rmw',
         store: rng.pick<Store>(['etcd', 'redis']),
-        token: kind === 'using' && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
+        // An implicit token needs the lease in the async context: using() and decorated bodies.
+        token: (kind === 'using' || kind === 'decorated') && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
         thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
         checkSignal: rng.chance(0.3),
       });
@@ -187,6 +276,7 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       const store = rng.pick<Store>(['etcd', 'redis']);
       const nested = genLockOp(rng, ctx, depth + 1, op);
       nested.kind = 'using';
+      delete nested.deco;
       nested.wait = Math.max(nested.wait, 200);
       op.steps.push({ s: 'read', store });
       // The same holder must not update the register between its own read and write (that would
@@ -196,7 +286,7 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       // outer lease only if it is in the context (using). Under acquire/try, a nested re-acquisition
       // of the same key would lend its newer token to a read made under the older lease — the
       // program's bug (read and write under different leases), which no fence can see.
-      const token = ctx.control !== 'nolock' && kind === 'using' && rng.chance(0.6) ? 'implicit' : 'explicit';
+      const token = ctx.control !== 'nolock' && (kind === 'using' || kind === 'decorated') && rng.chance(0.6) ? 'implicit' : 'explicit';
       const at = rng.int(0, nested.steps.length);
       nested.steps.splice(at, 0, { s: 'write-outer', store, token });
       // Often linger first, around the *outer* ttl: the outer lease may end before the write.
@@ -206,7 +296,6 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       op.steps.push({ s: 'nest', op: genLockOp(rng, ctx, depth + 1, op) });
     }
   }
-  return op;
 }
 
 /** Faults at seeded times; at most one per resource at a time (one etcd member down: quorum stays). */

@@ -1,5 +1,5 @@
 /** What the simulation controller and its worker processes say to each other (IPC). */
-import type { ControlMode, FiberOp, Purpose, Store } from './plan.js';
+import type { ControlMode, DecoSpec, FiberOp, Purpose, Store } from './plan.js';
 
 export interface WorkerConfig {
   role: 'worker' | 'probe';
@@ -14,6 +14,8 @@ export interface WorkerConfig {
   sessionTtlSeconds: number;
   keys: number;
   fibers: FiberOp[][];
+  /** The decorated methods the app provides (plan.decorated). */
+  decorated: DecoSpec[];
   control?: ControlMode;
   /** probe: acquire every lock, each within its bound counted from `since` (wall clock, ms). */
   probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; boundMs: number }> };
@@ -58,7 +60,9 @@ export type SimEventBody =
   | { ev: 'drained' }
   | { ev: 'probe'; key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }
   | { ev: 'register'; store: Store | 'plain'; key: number; list: RegisterList | null }
-  | { ev: 'note'; message: string };
+  | { ev: 'note'; message: string }
+  /** A decorated method's body ran without one of its declared leases (or after its caller unsubscribed). */
+  | { ev: 'unlocked'; id: string; detail: string };
 
 /** `t`: the worker's wall clock (Date-calibrated performance.now()), ms; `w`/`inc`: worker and incarnation. */
 export type SimEvent = SimEventBody & { t: number; w: number; inc: number };

@@ -178,6 +178,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     sessionTtlSeconds: plan.sessionTtlSeconds,
     keys: plan.keys,
     fibers: plan.fibers[w],
+    decorated: plan.decorated,
     control: params.control,
   });
 
@@ -413,6 +414,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       sessionTtlSeconds: plan.sessionTtlSeconds,
       keys: plan.keys,
       fibers: [],
+      decorated: [],
       control: params.control,
       probe: { since: tGone, locks: probeLocks },
     });
@@ -481,7 +483,7 @@ export function summaryLine(r: SeedResult): string {
   const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
     `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant), ${s.busy} busy, ` +
-    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}], ` +
+    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}], decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

@@ -8,11 +8,13 @@
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { createHook } from 'node:async_hooks';
-import { Module, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, Module, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { defer, Observable, repeat } from 'rxjs';
 import {
+  DistributedLock,
   DistributedLockError,
   DistributedLockModule,
   DistributedLockService,
@@ -22,7 +24,7 @@ import {
   type Lease,
 } from '../../lib/index.js';
 import { wallNow } from './clock.js';
-import type { FiberOp, LockOp, Step, Store } from './plan.js';
+import type { DecoSpec, FiberOp, LockOp, Step, Store } from './plan.js';
 import {
   ETCD_FENCE_PREFIX,
   lockKeyName,
@@ -127,11 +129,13 @@ async function startApp(direct = false): Promise<void> {
         metrics: false,
       }),
     ],
+    providers: decoratedClasses,
   })
   class SimModule {}
   void direct;
   app = await NestFactory.createApplicationContext(SimModule, { logger: false });
   locks = app.get(DistributedLockService);
+  decoratedInstances = decoratedClasses.map((cls) => app!.get(cls) as DecoratedMethodHost);
   traceBackends(locks);
   if (process.env.SIM_DEBUG) debugApps.push({ svc: locks, startedAt: now() });
 }
@@ -292,6 +296,8 @@ interface Held {
   svc: DistributedLockService;
   /** Split read-modify-write: what `read` saw, waiting for `write-outer`. */
   pending: Map<Store, RegisterList>;
+  /** The holder stopped using it (an unsubscribed Observable's body): no more steps, no samples. */
+  stopped?: boolean;
 }
 
 function validity(lease: AnyLease): number | undefined {
@@ -302,6 +308,7 @@ function validity(lease: AnyLease): number | undefined {
 }
 
 function sample(held: Held): void {
+  if (held.stopped) return;
   const V = validity(held.lease);
   if (V !== undefined) emit({ ev: 'sample', id: held.root, V });
 }
@@ -324,6 +331,207 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
     );
   }
   return { id, root, op, lease, svc, pending: new Map() };
+}
+
+// ---------------------------------------------------------------- decorated methods
+
+/** One call of a decorated method, passed as its last argument: how its body reports. */
+interface DecoCallState {
+  /** Event id of the (current subscription's) lease on `key`; the key2 lease is `${id}.2`. */
+  id: string;
+  fiber: number;
+  op: LockOp;
+  chain: Held[];
+  /** The body started (false after a skip). */
+  ran: boolean;
+  /** observable: the caller unsubscribed. */
+  cancelled: boolean;
+}
+
+interface DecoratedMethodHost {
+  run(k: number, k2: number, call: DecoCallState): Promise<void> | Observable<number>;
+}
+
+/**
+ * The body's view of one declared lock: the lease for `key` in its async context. A decorated
+ * body without it ran unlocked — the promise "a decorated method never runs without its lock".
+ */
+function enter(call: DecoCallState, svc: DistributedLockService, id: string, key: number, purpose: LockOp['purpose']): Held | undefined {
+  if (call.cancelled) emit({ ev: 'unlocked', id, detail: 'the body started after its caller unsubscribed' });
+  const name = lockKeyName(config.runId, key);
+  const lease = svc.currentLeases().findLast((l) => l.key === name && l.purpose === purpose);
+  if (!lease || !lease.held) {
+    emit({ ev: 'unlocked', id, detail: `no held lease on ${name} (${purpose}) in the body's context: [${svc.currentLeases().map((l) => `${l.key}:${l.held}`).join(', ')}]` });
+    return undefined;
+  }
+  return granted(id, { ...call.op, key, purpose, steps: [] }, lease, svc);
+}
+
+/** The primary lease's body: the op's steps, then "stop using it" (the decorator releases after). */
+async function primaryBody(call: DecoCallState, svc: DistributedLockService, stopped?: { stop?: () => void }): Promise<void> {
+  call.ran = true;
+  const held = enter(call, svc, call.id, call.op.key, call.op.purpose);
+  if (!held) return;
+  let relSent = false;
+  const rel = (): void => {
+    if (relSent) return;
+    relSent = true;
+    held.stopped = true;
+    emit({ ev: 'rel', id: held.id });
+  };
+  if (stopped) stopped.stop = rel;
+  try {
+    await steps(call.fiber, call.op, held, call.chain);
+  } finally {
+    rel();
+  }
+}
+
+const declaration = (spec: DecoSpec, which: 'key' | 'key2') => {
+  const purpose = which === 'key' ? spec.purpose : spec.purpose2;
+  const key = which === 'key' ? (k: number) => lockKeyName(config.runId, k) : (_k: number, k2: number) => lockKeyName(config.runId, k2);
+  return spec.onBusy === 'wait' ? { purpose, key, ttl: spec.ttl, wait: spec.wait } : { purpose, key, ttl: spec.ttl, onBusy: spec.onBusy };
+};
+
+/** One provider class per catalog entry (declarations are static: built once per process). */
+function buildDecoratedClass(spec: DecoSpec, index: number): Type {
+  switch (spec.shape) {
+    case 'single': {
+      @Injectable()
+      class Single {
+        constructor(readonly svc: DistributedLockService) {}
+        @DistributedLock(declaration(spec, 'key'))
+        async run(_k: number, _k2: number, call: DecoCallState): Promise<void> {
+          await primaryBody(call, this.svc);
+        }
+      }
+      Object.defineProperty(Single, 'name', { value: `Single${index}` });
+      return Single;
+    }
+    case 'stacked': {
+      @Injectable()
+      class Stacked {
+        constructor(readonly svc: DistributedLockService) {}
+        @DistributedLock(declaration(spec, 'key2'))
+        @DistributedLock(declaration(spec, 'key'))
+        async run(_k: number, k2: number, call: DecoCallState): Promise<void> {
+          // Both declarations hold while the body runs: the outer (key2) one too.
+          const second = enter(call, this.svc, `${call.id}.2`, k2, spec.purpose2);
+          try {
+            await primaryBody(call, this.svc);
+          } finally {
+            if (second) {
+              second.stopped = true;
+              emit({ ev: 'rel', id: second.id });
+            }
+          }
+        }
+      }
+      Object.defineProperty(Stacked, 'name', { value: `Stacked${index}` });
+      return Stacked;
+    }
+    case 'inherited': {
+      @Injectable()
+      class Base {
+        constructor(readonly svc: DistributedLockService) {}
+        @DistributedLock(declaration(spec, 'key'))
+        async run(_k: number, _k2: number, call: DecoCallState): Promise<void> {
+          await primaryBody(call, this.svc);
+        }
+      }
+      @Injectable()
+      class Sub extends Base {
+        @DistributedLock(declaration(spec, 'key2'))
+        override async run(k: number, k2: number, call: DecoCallState): Promise<void> {
+          // The override holds key2; its super call takes key (reentrant when they are one).
+          const second = enter(call, this.svc, `${call.id}.2`, k2, spec.purpose2);
+          try {
+            await super.run(k, k2, call);
+          } finally {
+            if (second) {
+              second.stopped = true;
+              emit({ ev: 'rel', id: second.id });
+            }
+          }
+        }
+      }
+      Object.defineProperty(Sub, 'name', { value: `Inherited${index}` });
+      return Sub;
+    }
+    case 'observable': {
+      @Injectable()
+      class Streams {
+        constructor(readonly svc: DistributedLockService) {}
+        @DistributedLock(declaration(spec, 'key'))
+        run(_k: number, _k2: number, call: DecoCallState): Observable<number> {
+          return new Observable<number>((subscriber) => {
+            const stopped: { stop?: () => void } = {};
+            primaryBody(call, this.svc, stopped).then(
+              () => {
+                subscriber.next(1);
+                subscriber.complete();
+              },
+              (error: unknown) => subscriber.error(error),
+            );
+            // Unsubscribed: the holder stops using the lease now (the decorator releases it).
+            return () => stopped.stop?.();
+          });
+        }
+      }
+      Object.defineProperty(Streams, 'name', { value: `Observable${index}` });
+      return Streams;
+    }
+  }
+}
+
+const decoratedClasses: Type[] = config.decorated.map(buildDecoratedClass);
+let decoratedInstances: DecoratedMethodHost[] = [];
+
+/** A call of a decorated method: its events, its outcome (busy, skipped, failed). */
+async function runDecorated(fiber: number, op: LockOp, chain: Held[], id: string): Promise<void> {
+  const deco = op.deco!;
+  const spec = config.decorated[deco.method];
+  const host = decoratedInstances[deco.method];
+  const call: DecoCallState = { id, fiber, op, chain, ran: false, cancelled: false };
+  if (spec.shape === 'stacked' || spec.shape === 'inherited') {
+    // The second declaration's lease (its request is logged at the call: never later than it was made).
+    emit({ ev: 'req', id: `${id}.2`, key: deco.key2, purpose: spec.purpose2, kind: `decorated-${spec.shape}-2`, ttl: spec.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+  }
+  if (spec.shape !== 'observable') {
+    await (host.run(op.key, deco.key2, call) as Promise<void>);
+    if (!call.ran) emit({ ev: 'busy', id });
+    return;
+  }
+  // Re-subscribed with repeat(): each subscription locks anew, under its own event id.
+  let n = 0;
+  const source = defer(() => {
+    if (n > 0) {
+      call.id = `${id}.s${n}`;
+      emit({ ev: 'req', id: call.id, key: op.key, purpose: op.purpose, kind: 'decorated-observable', ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+    }
+    n += 1;
+    return host.run(op.key, deco.key2, call) as Observable<number>;
+  }).pipe(repeat(deco.repeat));
+  await new Promise<void>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const subscription = source.subscribe({
+      complete: () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      error: (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    });
+    if (deco.unsubscribeAfterMs !== undefined) {
+      timer = setTimeout(() => {
+        call.cancelled = true;
+        subscription.unsubscribe();
+        resolve();
+      }, deco.unsubscribeAfterMs);
+    }
+  });
 }
 
 // ---------------------------------------------------------------- fibers
@@ -353,6 +561,10 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
       const lease = new FakeLease(++fakeTokens, op.ttl);
       clearTimeout(abortTimer);
       await body(fiber, op, granted(id, op, lease, svc), chain);
+      return;
+    }
+    if (op.kind === 'decorated') {
+      await runDecorated(fiber, op, chain, id);
       return;
     }
     if (op.kind === 'using') {
@@ -408,7 +620,7 @@ async function body(fiber: number, op: LockOp, held: Held, chain: Held[]): Promi
 
 async function steps(fiber: number, op: LockOp, held: Held, chain: Held[]): Promise<void> {
   for (const step of op.steps) {
-    if (draining) return;
+    if (draining || held.stopped) return;
     sample(held);
     try {
       await runStep(fiber, step, held, chain);
