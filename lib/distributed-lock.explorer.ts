@@ -1,11 +1,11 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
-import { DiscoveryService } from '@nestjs/core';
+import { DiscoveryService, LazyModuleLoader } from '@nestjs/core';
 import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { DistributedLockService } from './distributed-lock.service.js';
-import { bindInstance, declarationsOf, type DecoratedMethod } from './decorators/decorated-method.registry.js';
+import { bindInstance, declarationsOf, type DecoratedMethod, type ResolvedMethodLock } from './decorators/decorated-method.registry.js';
 import { DistributedLockError } from './errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
-import { resolveMethodLock, type MethodKind } from './options/decorator-options.util.js';
+import { refuseConflictingLocks, resolveMethodLock, type MethodKind } from './options/decorator-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
 /** Metadata keys of Nest's route decorators, @nestjs/schedule and @nestjs/event-emitter (read, never imported). */
@@ -17,15 +17,24 @@ const EVENT_LISTENER = 'EVENT_LISTENER_METADATA';
  * At bootstrap: finds every `@DistributedLock` method of this application's providers and
  * controllers, validates its options against the configured backends (a bad one fails
  * `app.init()` naming class, method and field), and binds the instance to this application's
- * lock service. Until then a decorated method refuses to run.
+ * lock service. Until then a decorated method refuses to run. Modules loaded later with
+ * `LazyModuleLoader` are explored the same way when they load (a bad declaration fails `load()`).
  */
 @Injectable()
 export class DistributedLockExplorer implements OnModuleInit {
+  /** Whether the bootstrap scan has run (loads before it are left to it). */
+  private initialised = false;
+  /** Instances (or, for scoped providers, wrappers) already explored: a later scan skips them. */
+  private readonly explored = new WeakSet<object>();
+
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly service: DistributedLockService,
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
-  ) {}
+    lazyModules: LazyModuleLoader,
+  ) {
+    this.exploreLazilyLoadedModules(lazyModules);
+  }
 
   async onModuleInit(): Promise<void> {
     try {
@@ -36,6 +45,29 @@ export class DistributedLockExplorer implements OnModuleInit {
       await this.service.onApplicationShutdown();
       throw error;
     }
+    this.initialised = true;
+  }
+
+  /**
+   * Nest runs no lifecycle hook in a lazily loaded module and announces no load, so without this
+   * its decorated providers would never be bound and would refuse every call. The application's
+   * one `LazyModuleLoader` (a singleton of Nest's core module, the one `app.get()` and injection
+   * give) is the only way in: its `load()` is wrapped, on this instance only, to explore the
+   * providers that are new once the modules are built. A bad declaration there rejects that
+   * `load()` naming the method and the field, and its provider stays unbound (its calls refuse to
+   * run). Wrapped from construction on, so a load still in flight at bootstrap is explored when
+   * it lands; one that lands before bootstrap is left to the bootstrap scan.
+   */
+  private exploreLazilyLoadedModules(loader: LazyModuleLoader): void {
+    const load = loader.load;
+    const explore = (): void => {
+      if (this.initialised) this.bindDecoratedMethods();
+    };
+    loader.load = async function (this: LazyModuleLoader, ...args: Parameters<LazyModuleLoader['load']>) {
+      const moduleRef = await load.apply(this, args);
+      explore();
+      return moduleRef;
+    };
   }
 
   private bindDecoratedMethods(): void {
@@ -44,21 +76,35 @@ export class DistributedLockExplorer implements OnModuleInit {
     const wrappers = [...this.discovery.getProviders().map((w) => ({ w, controller: false })), ...controllers.map((w) => ({ w, controller: true }))];
     for (const { w, controller } of wrappers) {
       const instance = w.isDependencyTreeStatic() ? (w.instance as object | undefined) : undefined;
+      if (this.explored.has(instance ?? w)) continue;
+      this.explored.add(instance ?? w);
       const prototype = instance ? Object.getPrototypeOf(instance) : (w.metatype as Function | undefined)?.prototype;
       if (!prototype || typeof prototype !== 'object') continue;
       const declared = declaredMethods(prototype);
       if (instance) refuseShadowing(instance, declared);
-      for (const { method, declarations } of declared) {
-        for (const declaration of declarations) {
-          const lock = resolveMethodLock(declaration.options, declaration.className, declaration.methodName, kindOf(method, controller), this.options);
-          if (!instance) {
-            throw new InvalidLockOptionsError(
-              'scope',
-              'request-scoped and transient providers are not supported by the decorator; call DistributedLockService.using() instead',
-              `@DistributedLock on ${lock.where}`,
-            );
+      for (const { levels } of declared) {
+        // One call of the method takes every declaration found here: the outermost of the
+        // override first, then (through super) those of the method it overrides.
+        const resolved: Array<{ declaration: DecoratedMethod; lock: ResolvedMethodLock }> = [];
+        for (const { method, declarations } of levels) {
+          const level: typeof resolved = [];
+          for (const declaration of declarations) {
+            const lock = resolveMethodLock(declaration.options, declaration.className, declaration.methodName, kindOf(method, controller), this.options);
+            if (!instance) {
+              throw new InvalidLockOptionsError(
+                'scope',
+                'request-scoped and transient providers are not supported by the decorator; call DistributedLockService.using() instead',
+                `@DistributedLock on ${lock.where}`,
+              );
+            }
+            level.push({ declaration, lock });
           }
-          bindInstance(instance, this.service, declaration, lock, () => !this.service.isShuttingDown);
+          // Recorded innermost first; a call takes the outermost first.
+          resolved.push(...level.reverse());
+        }
+        refuseConflictingLocks(resolved.map(({ lock }) => lock));
+        for (const { declaration, lock } of resolved) {
+          bindInstance(instance!, this.service, declaration, lock, () => !this.service.isShuttingDown);
         }
       }
     }
@@ -80,8 +126,9 @@ export class DistributedLockExplorer implements OnModuleInit {
 }
 
 /** An own property of the instance (set in the constructor) that hides a decorated method would run unlocked. */
-function refuseShadowing(instance: object, declared: ReadonlyArray<{ declarations: readonly DecoratedMethod[] }>): void {
-  for (const { declarations } of declared) {
+function refuseShadowing(instance: object, declared: readonly DeclaredMethod[]): void {
+  for (const { levels } of declared) {
+    const declarations = levels[0].declarations;
     const d = declarations[declarations.length - 1];
     if (Object.prototype.hasOwnProperty.call(instance, d.methodName)) {
       throw new DistributedLockError(
@@ -92,13 +139,19 @@ function refuseShadowing(instance: object, declared: ReadonlyArray<{ declaration
   }
 }
 
+/** A decorated method of a class: its definition on each level of the prototype chain that declares locks, most derived first. */
+interface DeclaredMethod {
+  name: string | symbol;
+  levels: Array<{ method: Function; declarations: readonly DecoratedMethod[] }>;
+}
+
 /**
  * The decorated methods of a class, walking its prototype chain: each level's own declarations
  * (a decorated override and the decorated base it calls with `super` each take their lock). An
  * override that declares no lock over a decorated base would run unlocked: refused.
  */
-function declaredMethods(prototype: object): Array<{ method: Function; declarations: readonly DecoratedMethod[] }> {
-  const found: Array<{ method: Function; declarations: readonly DecoratedMethod[] }> = [];
+function declaredMethods(prototype: object): DeclaredMethod[] {
+  const found = new Map<string | symbol, DeclaredMethod>();
   const nearest = new Map<string | symbol, { level: object; declared: boolean }>();
   for (let level: object | null = prototype; level && level !== Object.prototype; level = Object.getPrototypeOf(level)) {
     for (const name of Reflect.ownKeys(level)) {
@@ -118,10 +171,13 @@ function declaredMethods(prototype: object): Array<{ method: Function; declarati
             `so it would run unlocked: put @DistributedLock on the override too (it may call super.${String(name)}()), or rename it`,
         );
       }
-      if (declarations.length > 0) found.push({ method: descriptor!.value as Function, declarations });
+      if (declarations.length === 0) continue;
+      let entry = found.get(name);
+      if (!entry) found.set(name, (entry = { name, levels: [] }));
+      entry.levels.push({ method: descriptor!.value as Function, declarations });
     }
   }
-  return found;
+  return [...found.values()];
 }
 
 function kindOf(method: Function, controller: boolean): MethodKind {

@@ -1,6 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { resolveMethodLock } from './decorator-options.util.js';
+import { refuseConflictingLocks, resolveMethodLock } from './decorator-options.util.js';
 import { resolveModuleOptions } from './module-options.util.js';
 
 const module = resolveModuleOptions({ redis: { url: 'redis://h:1' }, memory: true });
@@ -31,5 +31,55 @@ describe('resolveMethodLock (issue 12)', () => {
     const error = refused({ purpose: 'correctness' });
     expect(error.field).toBe('purpose');
     expect(error.message).toMatch(/purposes\.correctness/);
+  });
+});
+
+describe('refuseConflictingLocks (issue 13, finding 10)', () => {
+  const both = resolveModuleOptions({ redis: { url: 'redis://h:1' }, etcd: { hosts: ['h:2379'] } });
+  const lock = (options: Record<string, unknown>, className = 'Ledger', mod = both) =>
+    resolveMethodLock({ key: 'k', ...options } as unknown as DistributedLockOptions, className, 'post', 'provider', mod);
+  const conflict = (...locks: ReturnType<typeof lock>[]): InvalidLockOptionsError => {
+    try {
+      refuseConflictingLocks(locks);
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      return error as InvalidLockOptionsError;
+    }
+    throw new Error('expected a conflict');
+  };
+
+  it('refuses one static key for two purposes on one backend, naming the method', () => {
+    const etcdOnly = resolveModuleOptions({ etcd: { hosts: ['h:2379'] } });
+    const error = conflict(lock({ purpose: 'correctness' }, 'Ledger', etcdOnly), lock({ purpose: 'efficiency' }, 'Ledger', etcdOnly));
+    expect(error.field).toBe('purpose');
+    expect(error.message).toContain('@DistributedLock on Ledger.post');
+    expect(error.message).toContain('a second time on the same method');
+  });
+
+  it('names the overridden method when the conflict is with it', () => {
+    const error = conflict(lock({ purpose: 'efficiency', ttl: 1_000 }, 'Sub'), lock({ purpose: 'efficiency', ttl: 2_000 }, 'Base'));
+    expect(error.field).toBe('ttl');
+    expect(error.message).toContain('@DistributedLock on Sub.post');
+    expect(error.message).toContain('again on Base.post, which it overrides');
+  });
+
+  it.each<[Record<string, unknown>, Record<string, unknown>, string]>([
+    [{ ttl: 1_000 }, { ttl: 2_000 }, 'ttl'],
+    [{ watchdog: true, maxHold: 60_000 }, {}, 'watchdog'],
+    [{ watchdog: true, maxHold: 60_000 }, { watchdog: true, maxHold: 90_000 }, 'maxHold'],
+    [{ lockAtLeastFor: 10 }, {}, 'lockAtLeastFor'],
+    [{ lockDelay: 10 }, {}, 'lockDelay'],
+  ])('refuses one key on one backend with different lease settings (%j vs %j: %s)', (a, b, field) => {
+    expect(conflict(lock({ purpose: 'efficiency', ...a }), lock({ purpose: 'efficiency', ...b })).field).toBe(field);
+  });
+
+  it('accepts what can be held together: same settings, different keys or backends, onBusy/wait/rejectOnLoss, key functions', () => {
+    const ok = (...locks: ReturnType<typeof lock>[]) => expect(() => refuseConflictingLocks(locks)).not.toThrow();
+    ok(lock({ purpose: 'efficiency', onBusy: 'skip' }), lock({ purpose: 'efficiency', wait: 100, rejectOnLoss: true }));
+    ok(lock({ purpose: 'efficiency', key: 'a' }), lock({ purpose: 'correctness', key: 'b' }));
+    // Redis serves efficiency, etcd correctness: two locks.
+    ok(lock({ purpose: 'efficiency' }), lock({ purpose: 'correctness' }));
+    ok(lock({ purpose: 'efficiency', backend: 'redis', ttl: 1_000 }), lock({ purpose: 'efficiency', backend: 'etcd', ttl: 2_000 }));
+    ok(lock({ purpose: 'efficiency', key: () => 'k' }), lock({ purpose: 'correctness', key: () => 'k' }));
   });
 });
