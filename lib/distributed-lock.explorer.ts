@@ -76,8 +76,10 @@ export class DistributedLockExplorer implements OnModuleInit {
     const wrappers = [...this.discovery.getProviders().map((w) => ({ w, controller: false })), ...controllers.map((w) => ({ w, controller: true }))];
     for (const { w, controller } of wrappers) {
       const instance = w.isDependencyTreeStatic() ? (w.instance as object | undefined) : undefined;
-      if (this.explored.has(instance ?? w)) continue;
-      this.explored.add(instance ?? w);
+      // A value provider's value may be a string, a number or null: only objects have locks to bind.
+      const seen: object = (typeof instance === 'object' && instance !== null) || typeof instance === 'function' ? instance : w;
+      if (this.explored.has(seen)) continue;
+      this.explored.add(seen);
       const prototype = instance ? Object.getPrototypeOf(instance) : (w.metatype as Function | undefined)?.prototype;
       if (!prototype || typeof prototype !== 'object') continue;
       const declared = declaredMethods(prototype);

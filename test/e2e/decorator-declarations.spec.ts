@@ -202,7 +202,8 @@ describe('@DistributedLock in a lazily loaded module (finding 9)', () => {
         return intruder === null ? this.locks.current()?.key : 'unlocked';
       }
     }
-    @Module({ providers: [LazyReports] })
+    // Value providers whose value is no object (a string, a number, null) sit beside it.
+    @Module({ providers: [LazyReports, { provide: 'REPORTS_NAME', useValue: 'reports' }, { provide: 'REPORTS_MAX', useValue: 3 }, { provide: 'REPORTS_NONE', useValue: null }] })
     class LazyReportsModule {}
 
     // isGlobal: a lazily loaded module cannot import forRoot() itself (a second lock module).
