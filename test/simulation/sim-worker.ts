@@ -881,9 +881,11 @@ async function main(): Promise<void> {
         // What still keeps the event loop alive beyond what a fresh process had (and the IPC
         // channel, referenced while we listen to it): leaked handles.
         const active = (): string[] => difference(process.getActiveResourcesInfo(), [...pristine, 'PipeWrap']);
+        // The documented bound: a request pending at close() ends within commandTimeoutMs + 2.5 s
+        // (its gRPC deadline); etcd's commandTimeoutMs here is 1 s. Anything later is a leak.
         const started = now();
         let leaked = active();
-        while (leaked.length > 0 && now() - started < 3_000) {
+        while (leaked.length > 0 && now() - started < 1_000 + 2_500 + 500) {
           await sleep(100);
           leaked = active();
         }
