@@ -40,24 +40,16 @@ export function resolveMethodLock(
   return { where: `${className}.${methodName}`, key, onBusy, ...common };
 }
 
-/** The settings of one lock that a reentrant (inner) acquisition cannot give itself: it shares the outer lease. */
-const LEASE_SETTINGS: ReadonlyArray<[field: string, of: (lock: ResolvedMethodLock) => unknown]> = [
-  ['ttl', (l) => l.ttl],
-  ['watchdog', (l) => l.policy.watchdog !== undefined],
-  ['maxHold', (l) => l.policy.watchdog?.maxHold],
-  ['lockAtLeastFor', (l) => l.policy.lockAtLeastFor],
-  ['lockDelay', (l) => l.policy.lockDelay],
-];
-
 /**
  * The locks one call of a method takes nest in one async context: its stacked declarations, and
  * those of the decorated methods it overrides (reached through `super`). Two of them with one
- * static key on one backend are one lock — the inner one re-enters the outer's lease. So they can
- * never both be held when their purposes differ (the reentry is refused at every call), and the
- * inner would silently live by the outer's ttl, watchdog, lockAtLeastFor and lockDelay when those
- * differ. Both are refused at bootstrap, naming the method and the field. (`onBusy`, `wait` and
- * `rejectOnLoss` may differ: a reentry is never busy, and each declaration applies its own
- * `rejectOnLoss`.) Key functions cannot be compared before a call.
+ * static key on one backend are one lock — the inner one re-enters the outer's lease — so they can
+ * never both be held when their purposes differ: the reentry is refused at every call. Refused
+ * here instead, at bootstrap, naming the method and the field. Everything else composes: one key
+ * for two purposes on two backends is two locks; for one purpose, the inner declaration's lease
+ * settings apply to the shared lease as a nested acquisition's do; `onBusy` and `wait` never
+ * matter to a reentry; each declaration applies its own `rejectOnLoss`. Key functions cannot be
+ * compared before a call (the reentry check names the method then).
  *
  * @param locks outermost first: the override's declarations before those of the method it overrides
  */
@@ -67,31 +59,15 @@ export function refuseConflictingLocks(locks: readonly ResolvedMethodLock[]): vo
     if (typeof outer.key !== 'string') continue;
     for (let j = i + 1; j < locks.length; j++) {
       const inner = locks[j];
-      if (inner.key !== outer.key || inner.backend !== outer.backend) continue;
-      const where = `@DistributedLock on ${outer.where}`;
-      const lock = `the lock "${outer.key}" on backend "${outer.backend}"`;
+      if (inner.key !== outer.key || inner.backend !== outer.backend || inner.purpose === outer.purpose) continue;
       const second = inner.where === outer.where ? 'a second time on the same method' : `again on ${inner.where}, which it overrides`;
-      if (inner.purpose !== outer.purpose) {
-        throw new InvalidLockOptionsError(
-          'purpose',
-          `declares ${lock} for '${outer.purpose}' and ${second} for '${inner.purpose}': both are taken in one call, and ` +
-            `a key this call holds for one purpose cannot be taken again for the other, so every call would fail. ` +
-            'Use one purpose per key, or give the declarations different keys',
-          where,
-        );
-      }
-      for (const [field, of] of LEASE_SETTINGS) {
-        const a = of(outer);
-        const b = of(inner);
-        if (a === b) continue;
-        throw new InvalidLockOptionsError(
-          field,
-          `declares ${lock} with ${field} ${String(a)} and ${second} with ${field} ${String(b)}: both are taken in one call and ` +
-            `are one lock — the inner declaration re-enters the outer lease and would silently run with its ${field}, not its own. ` +
-            `Give both the same ${field}, declare the lock once, or give them different keys`,
-          where,
-        );
-      }
+      throw new InvalidLockOptionsError(
+        'purpose',
+        `declares the lock "${outer.key}" on backend "${outer.backend}" for '${outer.purpose}' and ${second} for '${inner.purpose}': ` +
+          'both are taken in one call, and a key this call holds for one purpose cannot be taken again for the other, so every ' +
+          'call would fail. Use one purpose per key, or give the declarations different keys',
+        `@DistributedLock on ${outer.where}`,
+      );
     }
   }
 }

@@ -62,26 +62,6 @@ describe('@DistributedLock: declarations of one method that can never both be he
     expect((error as Error).message).toContain('Ledger.close');
   });
 
-  it.each<[string, Record<string, unknown>, Record<string, unknown>, string]>([
-    ['ttl', { ttl: 5_000 }, { ttl: 20_000 }, 'ttl'],
-    ['watchdog', { watchdog: true, maxHold: 60_000 }, {}, 'watchdog'],
-    ['maxHold', { watchdog: true, maxHold: 60_000 }, { watchdog: true, maxHold: 120_000 }, 'maxHold'],
-    ['lockAtLeastFor', { lockAtLeastFor: 1_000 }, {}, 'lockAtLeastFor'],
-    ['lockDelay', { lockDelay: 500 }, {}, 'lockDelay'],
-  ])('two stacked declarations of one key on one backend with a different %s are refused (the inner would silently get the outer lease)', async (_case, outer, inner, field) => {
-    const key = uniqueKey('stacked-settings');
-    @Injectable()
-    class Reports {
-      @DistributedLock({ purpose: 'efficiency', key, ...outer })
-      @DistributedLock({ purpose: 'efficiency', key, ...inner })
-      async build(): Promise<void> {}
-    }
-    const error = await refusal([Reports], redisAndEtcd());
-    expect(error).toBeInstanceOf(InvalidLockOptionsError);
-    expect((error as InvalidLockOptionsError).field).toBe(field);
-    expect((error as Error).message).toContain('@DistributedLock on Reports.build');
-  });
-
   it('a decorated override and the decorated base it overrides, one key for different purposes, are refused naming both', async () => {
     const key = uniqueKey('override-purpose');
     @Injectable()
@@ -129,6 +109,29 @@ describe('@DistributedLock: declarations of one method that can never both be he
       try {
         const [keys, excluded] = await app.get(Twice).run();
         expect(keys).toEqual([key, key]);
+        expect(excluded).toBe(true);
+      } finally {
+        await app.close();
+      }
+    });
+
+    it('two stacked declarations of one key with different lease settings boot: one lock, the inner a nested acquisition of it', async () => {
+      const key = uniqueKey('stacked-settings');
+      @Injectable()
+      class Reports {
+        constructor(readonly locks: DistributedLockService) {}
+        @DistributedLock({ purpose: 'efficiency', key, ttl: 5_000 })
+        @DistributedLock({ purpose: 'efficiency', key, ttl: 20_000, watchdog: true, maxHold: 60_000, lockAtLeastFor: 100 })
+        async build(): Promise<[boolean[], boolean]> {
+          const intruder = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
+          await intruder?.release();
+          return [this.locks.currentLeases().map((l) => l.reentrant), intruder === null];
+        }
+      }
+      const app = await bootWith([Reports], redisAndEtcd());
+      try {
+        const [reentrant, excluded] = await app.get(Reports).build();
+        expect(reentrant).toEqual([false, true]);
         expect(excluded).toBe(true);
       } finally {
         await app.close();
