@@ -62,8 +62,6 @@ export class RedisBackend implements LockBackend {
   private closed = false;
   /** An outage is logged once, when the first error of it arrives, and once more when it ends. */
   private down = false;
-  /** Whether the connections this backend owns may keep the process alive (see holdProcess). */
-  private holds = true;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -71,7 +69,7 @@ export class RedisBackend implements LockBackend {
     // The application's own client reports its errors to the application; ours to our log.
     if (config.ownsClient) {
       this.logConnection(this.client, true);
-      this.client.on('connect', () => this.applyHold(this.client));
+      this.client.on('connect', () => unref(this.client));
     }
     this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
@@ -242,17 +240,16 @@ export class RedisBackend implements LockBackend {
     }
   }
 
-  /** Our own connections (not the application's client) keep the process alive only when `hold`. */
-  holdProcess(hold: boolean): void {
-    this.holds = hold;
-    if (this.config.ownsClient) this.applyHold(this.client);
-    if (this.subscriber) this.applyHold(this.subscriber);
-  }
-
-  private applyHold(client: RedisClientLike): void {
-    const stream = (client as { stream?: { ref?(): void; unref?(): void } }).stream;
-    if (this.holds) stream?.ref?.();
-    else stream?.unref?.();
+  /**
+   * Our own connections (not the application's client) never keep the process alive, whatever the
+   * engine asks (`hold` is ignored): every command in flight, every wait for a connection and every
+   * wait for a turn runs on a timer of its own that does. An idle connection that held the process
+   * kept an application alive whose `listen()` failed after bootstrap (no shutdown hook runs then),
+   * as it did one whose bootstrap failed.
+   */
+  holdProcess(_hold: boolean): void {
+    if (this.config.ownsClient) unref(this.client);
+    if (this.subscriber) unref(this.subscriber);
   }
 
   /** Remember (boundedly) which keys were contended recently. */
@@ -275,7 +272,7 @@ export class RedisBackend implements LockBackend {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
       this.logConnection(subscriber, false);
-      subscriber.on('connect', () => this.applyHold(subscriber));
+      subscriber.on('connect', () => unref(subscriber));
       subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
         // "<owner> <reservation ms>". The channel is shared by every process: remember only our
@@ -348,6 +345,11 @@ export class RedisBackend implements LockBackend {
       unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`),
     );
   }
+}
+
+/** Let the process exit whatever this connection does (ioredis makes a new socket per reconnect). */
+function unref(client: RedisClientLike): void {
+  (client as { stream?: { unref?(): void } }).stream?.unref?.();
 }
 
 async function quit(client: RedisClientLike): Promise<void> {
