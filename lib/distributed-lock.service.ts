@@ -34,6 +34,12 @@ function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptio
 
 const releaseKey = (backend: string, key: string): string => `${backend}\u0000${key}`;
 
+/** One acquisition's options, and optionally who asks (a decorated method), for messages. */
+type TakeOptions = ResolvedLockOptions & { where?: string };
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+
 /**
  * A fresh id per acquisition: ownership must never be shared by a whole process. randomUUID draws
  * from a pooled entropy buffer (122 random bits); randomBytes(16) cost ~15 µs a call under load.
@@ -62,6 +68,8 @@ export class DistributedLockService
     return this.shuttingDown;
   }
 
+  /** Leases shut down with work still running under them: their keys go when it settles. */
+  private readonly draining: Array<Promise<void>> = [];
   /** Releases in flight, by backend and key (see take()). */
   private readonly releasingKeys = new Map<string, Promise<void>>();
   /** Detach this engine's loss listeners from the backends when the application closes. */
@@ -165,7 +173,12 @@ export class DistributedLockService
    */
   runInLease<T>(lease: Lease, fn: () => T): T {
     const parent = this.context.getStore()?.leases ?? [];
-    return this.context.run({ leases: [...parent, lease] }, fn);
+    const result = this.context.run({ leases: [...parent, lease] }, fn);
+    // The work now running under the lease, which a shutdown waits for before it gives the key
+    // back: until its Promise settles — or, an Observable, a Subscription, a plain value, until
+    // the wrapper releases the handle (an Observable's subscription ends with that release).
+    lease.leaseCore.trackWork(isPromiseLike(result) ? Promise.resolve(result) : lease.whenReleased());
+    return result;
   }
 
   /**
@@ -191,8 +204,10 @@ export class DistributedLockService
     }
   }
 
-  private async take(o: ResolvedLockOptions, throwWhenBusy: boolean): Promise<Lease | null> {
+  private async take(o: TakeOptions, throwWhenBusy: boolean): Promise<Lease | null> {
     o.signal?.throwIfAborted();
+    // Synchronous unless the outer lease must be raised first: a call that does not re-enter goes
+    // on at once (an acquisition started just before a release of the key must queue before it).
     const reentered = this.reenter(o);
     if (reentered) return reentered;
     const backend = this.backends.get(o.backend)!;
@@ -298,8 +313,13 @@ export class DistributedLockService
     return new Lease(core, true, (lease, error) => this.reportReleaseFailure(lease, error));
   }
 
-  /** Acquiring a key this async context already holds (same backend) returns a reentrant handle. */
-  private reenter(o: ResolvedLockOptions): Lease | undefined {
+  /**
+   * Acquiring a key this async context already holds (same backend) returns a reentrant handle on
+   * that lease — with the settings the nested call asks for: a longer ttl or lockDelay, a watchdog
+   * (or a longer maxHold), a longer lockAtLeastFor raise the lease to them before the nested work
+   * starts (never lower it; see LeaseCore.raise). A lease found lost meanwhile rejects the call.
+   */
+  private reenter(o: TakeOptions): Lease | Promise<Lease> | undefined {
     const outer = this.context.getStore()?.leases.findLast(
       (lease) => lease.key === o.key && lease.backend === o.backend && lease.held && !lease.signal.aborted,
     );
@@ -311,11 +331,15 @@ export class DistributedLockService
         'purpose',
         `this async context already holds "${o.key}" for '${outer.purpose}' on backend "${o.backend}"; ` +
           `a nested '${o.purpose}' acquisition of the same key would wait on itself — use one purpose per key`,
-        `acquire(${JSON.stringify(o.key)})`,
+        o.where ?? `acquire(${JSON.stringify(o.key)})`,
       );
     }
-    this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token: outer.token, waitedMs: 0, reentrant: true });
-    return new Lease(outer.leaseCore, false, (lease, error) => this.reportReleaseFailure(lease, error));
+    const handle = (): Lease => {
+      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token: outer.token, waitedMs: 0, reentrant: true });
+      return new Lease(outer.leaseCore, false, (lease, error) => this.reportReleaseFailure(lease, error));
+    };
+    const raising = outer.leaseCore.raise(o.ttl, o.policy);
+    return raising ? raising.then(handle) : handle();
   }
 
   private reportReleaseFailure(lease: Lease, error: unknown): void {
@@ -370,6 +394,14 @@ export class DistributedLockService
   }
 
   /** @internal LeaseObserver */
+  workOutlivedShutdown(core: LeaseCore): void {
+    this.logger.warn(
+      `Work under "${core.key}" (${core.purpose}, ${core.backendName}) was still running when its lease's validity ran out ` +
+        'during shutdown; the key was given up (another owner may take it now)',
+    );
+  }
+
+  /** @internal LeaseObserver */
   ended(core: LeaseCore): void {
     this.held.delete(core.owner);
   }
@@ -384,7 +416,15 @@ export class DistributedLockService
     return [...this.backends.entries()].filter(([name]) => !userProvided.has(name)).map(([, backend]) => backend);
   }
 
-  /** Release every lease still held, so a clean stop leaves no key behind. */
+  /**
+   * Release every lease still held, so a clean stop leaves no key behind. Every lease's signal
+   * aborts at once (the work is told to stop), but a lease with work still running under it — a
+   * `using()` body, a decorated call — keeps its key until that work has settled or the lease's
+   * validity has run out: a replica started meanwhile must not run the same job beside it. This
+   * hook does not wait for that work (other providers' shutdown hooks may be what stops it, and
+   * the HTTP server's in-flight requests finish after it); onApplicationShutdown does, before it
+   * closes the clients.
+   */
   async beforeApplicationShutdown(): Promise<void> {
     if (this.shuttingDown) return;
     this.shuttingDown = true;
@@ -393,21 +433,32 @@ export class DistributedLockService
     // From here on nothing of ours may keep the process alive beyond its own timeouts.
     for (const backend of this.ownBackends()) backend.holdProcess?.(false);
     const cores = [...this.held.values()];
-    await Promise.all(
-      cores.map(async (core) => {
-        core.lose('shutdown', 'the application is shutting down');
-        try {
-          await core.release();
-        } catch (error) {
-          this.logger.warn(`Release of "${core.key}" at shutdown failed; it expires by itself: ${(error as Error)?.message ?? error}`);
-        }
-      }),
-    );
+    const working = cores.filter((core) => core.state === 'held' && core.working);
+    if (working.length > 0) {
+      const longest = Math.max(...working.map((core) => core.remainingMs()));
+      this.logger.log(
+        `Shutdown waits for the work still running under ${working.length} lease(s) before giving their keys back ` +
+          `(at most ${Math.ceil(longest)} ms, what is left of their validity)`,
+      );
+    }
+    const released = cores.map((core) => {
+      const draining = core.state === 'held' && core.working;
+      const done = core.shutDown().catch((error: unknown) => {
+        this.logger.warn(`Release of "${core.key}" at shutdown failed; it expires by itself: ${(error as Error)?.message ?? error}`);
+      });
+      if (draining) this.draining.push(done);
+      return draining ? undefined : done;
+    });
+    await Promise.all(released);
   }
 
-  /** Close the clients this module opened (never the application's own). */
+  /**
+   * Close the clients this module opened (never the application's own) — once the work still
+   * running under a lease at shutdown has settled and its key is given back (bounded by validity).
+   */
   async onApplicationShutdown(): Promise<void> {
     if (!this.shuttingDown) await this.beforeApplicationShutdown();
+    await Promise.all(this.draining.splice(0));
     for (const remove of this.lossListenerRemovals.splice(0)) remove();
     // Backends passed in `backends` belong to the application, like a client it passes in.
     await Promise.all(this.ownBackends().map((backend) => backend.close().catch(() => undefined)));

@@ -65,3 +65,89 @@ describe('LeaseCore.confirmWith (provisional hand-off grants)', () => {
     expect(core.state).toBe('released');
   });
 });
+
+/** A lease held on an in-process backend (pure engine logic: no server involved). */
+async function held(ttlMs: number, p: LeasePolicy = policy): Promise<{ core: LeaseCore; backend: MemoryBackend }> {
+  const backend = new MemoryBackend();
+  const sentAt = performance.now();
+  await backend.acquire({ key: 'k', owner: 'owner', ttlMs: ttlMs + p.lockDelay, queue: false });
+  const core = new LeaseCore({
+    key: 'k',
+    purpose: 'efficiency',
+    token: undefined,
+    backend,
+    backendName: 'memory',
+    owner: 'owner',
+    ttlMs,
+    validUntilMs: sentAt + ttlMs - Math.floor(ttlMs * 0.01) - 2,
+    driftFactor: 0.01,
+    policy: p,
+    observer,
+  });
+  return { core, backend };
+}
+
+/** Whether another owner can take the key now (it is given back at once if so). */
+async function free(backend: MemoryBackend): Promise<boolean> {
+  const result = await backend.acquire({ key: 'k', owner: 'other', ttlMs: 1_000, queue: false });
+  if (result.acquired) await backend.release('k', 'other');
+  return result.acquired;
+}
+
+describe('LeaseCore.raise (a reentrant acquisition asks for its own settings)', () => {
+  it('asking for no more than the lease has changes nothing and needs no round trip', async () => {
+    const { core } = await held(5_000);
+    const before = core.remainingMs();
+    expect(core.raise(1_000, policy)).toBeUndefined();
+    expect(core.ttlMs).toBe(5_000);
+    expect(core.remainingMs()).toBeLessThanOrEqual(before);
+    await core.release();
+  });
+
+  it('a longer ttl extends the lease, and the watchdog\'s shorter renewals never shorten it again', async () => {
+    const { core } = await held(300, { ...policy, watchdog: { maxHold: 60_000 } });
+    await core.raise(5_000, policy);
+    expect(core.ttlMs).toBe(5_000);
+    expect(core.remainingMs()).toBeGreaterThan(4_000);
+    await new Promise((r) => setTimeout(r, 400)); // the outer watchdog's 100 ms cadence has passed
+    expect(core.remainingMs()).toBeGreaterThan(3_500);
+    await core.release();
+  });
+
+  it('a lost lease is not raised: the nested call fails before its work', async () => {
+    const { core, backend } = await held(5_000);
+    await backend.release('k', 'owner'); // the key is gone
+    await expect(core.raise(8_000, policy)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(() => core.raise(1_000, policy)).toThrow(LeaseLostError);
+  });
+});
+
+describe('LeaseCore.shutDown (work still running under the lease)', () => {
+  it('keeps the key until the work settles; the owner\'s own release does not wait for it', async () => {
+    const { core, backend } = await held(5_000);
+    let finish!: () => void;
+    core.trackWork(new Promise<void>((r) => (finish = r)));
+    const done = core.shutDown();
+    expect((core.controller.signal.reason as LeaseLostError).reason).toBe('shutdown');
+    await expect(core.release()).resolves.toBeUndefined(); // the body's wrapper, in the body's own time
+    expect(await free(backend)).toBe(false);
+    finish();
+    await done;
+    expect(await free(backend)).toBe(true);
+  });
+
+  it('gives the key up when the lease\'s validity runs out first', async () => {
+    const { core, backend } = await held(300);
+    core.trackWork(new Promise<void>(() => undefined)); // never settles
+    const started = performance.now();
+    await core.shutDown();
+    expect(performance.now() - started).toBeLessThan(3_000); // bounded by the 300 ms ttl (measured ~300 ms)
+    expect(await free(backend)).toBe(true);
+  });
+
+  it('without running work, gives the key back at once', async () => {
+    const { core, backend } = await held(5_000);
+    await core.shutDown();
+    expect(await free(backend)).toBe(true);
+  });
+});

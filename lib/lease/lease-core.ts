@@ -14,6 +14,8 @@ export interface LeaseObserver {
   renewalFailed(core: LeaseCore, error: unknown): void;
   /** A release of the key went out (settles when the backend answered). */
   releasing?(core: LeaseCore, done: Promise<void>): void;
+  /** Shut down with work still running under it, and that work outlived the lease's validity. */
+  workOutlivedShutdown?(core: LeaseCore): void;
 }
 
 export type LeaseState = 'held' | 'released' | 'lost';
@@ -51,9 +53,29 @@ export class LeaseCore {
   readonly backend: LockBackend;
   readonly backendName: string;
   readonly owner: string;
-  readonly ttlMs: number;
+  /** The options it was acquired with (a reentrant acquisition may raise the settings below). */
   readonly policy: LeasePolicy;
   state: LeaseState = 'held';
+  /**
+   * The lease's settings in force: those it was acquired with, raised — never lowered — by the
+   * reentrant acquisitions nested in it (see raise()).
+   */
+  private ttl: number;
+  private lockDelayMs: number;
+  /** The watchdog's maxHold, or undefined without a watchdog. */
+  private maxHold: number | undefined;
+  private lockAtLeastFor: number;
+  /** Monotonic time the watchdog renews up to (undefined: no watchdog). */
+  private renewUntil: number | undefined;
+  /** Monotonic time until which a release keeps the key (lockAtLeastFor). */
+  private keepUntil: number;
+  /**
+   * The work running under this lease — the bodies of `using()` and decorated calls, reentrant
+   * ones included — until it settles. A shutdown keeps the key while any of it runs.
+   */
+  private readonly work = new Set<Promise<unknown>>();
+  /** Shut down while work still ran: the key goes when it has settled (or the validity ended). */
+  private draining = false;
   private validUntilMs: number;
   readonly driftFactor: number;
   private readonly observer: LeaseObserver;
@@ -77,13 +99,95 @@ export class LeaseCore {
     this.backend = init.backend;
     this.backendName = init.backendName;
     this.owner = init.owner;
-    this.ttlMs = init.ttlMs;
+    this.ttl = init.ttlMs;
     this.validUntilMs = init.validUntilMs;
     this.driftFactor = init.driftFactor;
     this.policy = init.policy;
     this.observer = init.observer;
+    this.lockDelayMs = init.policy.lockDelay;
+    this.maxHold = init.policy.watchdog?.maxHold;
+    this.lockAtLeastFor = init.policy.lockAtLeastFor;
+    this.renewUntil = this.maxHold === undefined ? undefined : this.acquiredAt + this.maxHold;
+    this.keepUntil = this.acquiredAt + this.lockAtLeastFor;
     this.scheduleExpiry();
-    if (this.policy.watchdog) this.scheduleRenewal();
+    if (this.renewUntil !== undefined) this.scheduleRenewal();
+  }
+
+  /** The ttl in force (the acquisition's, or a longer one a reentrant acquisition asked for). */
+  get ttlMs(): number {
+    return this.ttl;
+  }
+
+  /**
+   * A reentrant acquisition nested in this lease asks for `ttl` and `policy`: it gets them. Every
+   * setting it asks for that is longer than this lease's is raised to it, counted from now — never
+   * lowered: a longer ttl or lockDelay (one owner-checked extend, before the nested work starts),
+   * the watchdog up to its maxHold, its lockAtLeastFor. Settings no longer than the lease's leave
+   * it as it stands (the nested work shares it, like the outer work does: no round trip).
+   * Returns the extend in flight, or undefined when no round trip was needed (all done already).
+   * @throws LeaseLostError the lease is lost (the nested work must not start)
+   * @throws LockBackendUnavailableError the extend could not reach the backend (rejects)
+   */
+  raise(ttl: number, policy: LeasePolicy): Promise<void> | undefined {
+    this.assertHeld();
+    if (ttl <= this.ttl && policy.lockDelay <= this.lockDelayMs) {
+      this.raiseLocally(policy);
+      return undefined;
+    }
+    return (async () => {
+      const newTtl = Math.max(ttl, this.ttl);
+      const newDelay = Math.max(policy.lockDelay, this.lockDelayMs);
+      // Never shorter than the validity the lease already has (an extend() may have set more).
+      const keep = Math.ceil((this.validUntilMs - monotonicNow() + 2) / (1 - this.driftFactor)) + 1;
+      await this.extend(Math.min(2 ** 31 - 1, Math.max(newTtl, keep)), newDelay);
+      this.ttl = Math.max(this.ttl, newTtl);
+      this.lockDelayMs = Math.max(this.lockDelayMs, newDelay);
+      this.assertHeld();
+      this.raiseLocally(policy);
+    })();
+  }
+
+  /** The raises that need no round trip: the watchdog and lockAtLeastFor. */
+  private raiseLocally(policy: LeasePolicy): void {
+    const renewFor = policy.watchdog?.maxHold;
+    if (renewFor !== undefined && (this.maxHold === undefined || renewFor > this.maxHold)) {
+      const hadWatchdog = this.renewUntil !== undefined;
+      this.maxHold = renewFor;
+      this.renewUntil = Math.max(this.renewUntil ?? 0, monotonicNow() + renewFor);
+      if (!hadWatchdog) this.scheduleRenewal();
+    }
+    if (policy.lockAtLeastFor > this.lockAtLeastFor) {
+      this.lockAtLeastFor = policy.lockAtLeastFor;
+      this.keepUntil = Math.max(this.keepUntil, monotonicNow() + policy.lockAtLeastFor);
+    }
+  }
+
+  /**
+   * Work running under this lease (the Promise of a body, or what settles when its wrapper lets
+   * go of the lease): a shutdown keeps the key until it has settled — or until the validity ends.
+   */
+  trackWork(work: Promise<unknown>): void {
+    if (this.state !== 'held' || this.work.has(work)) return;
+    this.work.add(work);
+    const done = (): void => void this.work.delete(work);
+    work.then(done, done);
+  }
+
+  /** Whether work is still running under this lease. */
+  get working(): boolean {
+    return this.work.size > 0;
+  }
+
+  /**
+   * The application shuts down: the signal aborts now (the work is told to stop). The key is
+   * given back once the work running under the lease has settled — a replica started meanwhile
+   * must not run the same job beside it — or when the lease's validity ends, whichever is first;
+   * at once when no work runs. Resolves when the key has been given back (or given up).
+   */
+  shutDown(): Promise<void> {
+    this.lose('shutdown', 'the application is shutting down');
+    void this.release();
+    return this.releasing ?? Promise.resolve();
   }
 
   /** The signal of reentrant handles: aborts when the lease is lost or released. */
@@ -144,7 +248,7 @@ export class LeaseCore {
     // session lease rely on it.
     if (reason === 'expired' || reason === 'session-lost') {
       const giveUp = (): void => void this.release().catch(() => undefined);
-      if (this.policy.lockDelay > 0) setTimeout(giveUp, this.policy.lockDelay).unref();
+      if (this.lockDelayMs > 0) setTimeout(giveUp, this.lockDelayMs).unref();
       else giveUp();
     } else if (reason === 'not-owner' && !this.releasing) {
       // Nothing of ours is left on the server: the engine forgets it even if no one releases.
@@ -172,7 +276,7 @@ export class LeaseCore {
     );
   }
 
-  async extend(ttlMs: number): Promise<void> {
+  async extend(ttlMs: number, lockDelay = this.lockDelayMs): Promise<void> {
     this.assertHeld();
     const sentAt = monotonicNow();
     // A shorter ttl may take effect on the server the moment the request lands — before its answer
@@ -182,7 +286,7 @@ export class LeaseCore {
       this.validUntilMs = mayEndAt;
       this.scheduleExpiry();
     }
-    const owned = await this.backend.extend(this.key, this.owner, ttlMs + this.policy.lockDelay);
+    const owned = await this.backend.extend(this.key, this.owner, ttlMs + lockDelay);
     if (!owned) {
       this.lose('not-owner', 'the backend no longer has this owner on the key');
       this.assertHeld();
@@ -197,7 +301,9 @@ export class LeaseCore {
 
   /**
    * Give the key back — at once, or when `lockAtLeastFor` has passed since acquiring. Resolves
-   * once the backend answered; rejects only if it could not be reached. Idempotent.
+   * once the backend answered; rejects only if it could not be reached. Idempotent. Shut down
+   * while work still runs under the lease: the key goes when that work settles (see shutDown());
+   * this resolves at once then — the work itself may be what calls it.
    */
   release(): Promise<void> {
     if (this.state === 'held' && this.openHandles > 0) {
@@ -209,14 +315,48 @@ export class LeaseCore {
     this.stopTimers();
     this.endHandles();
     if (!this.releasing) {
-      this.releasing = this.giveBack();
+      this.draining = this.isShutDown() && this.work.size > 0;
+      this.releasing = this.giveBack(this.draining ? this.drain() : undefined);
       this.observer.releasing?.(this, this.releasing);
     }
-    return this.releasing;
+    return this.draining ? Promise.resolve() : this.releasing;
   }
 
-  private async giveBack(): Promise<void> {
+  private isShutDown(): boolean {
+    const reason = this.controller.signal.reason;
+    return reason instanceof LeaseLostError && reason.reason === 'shutdown';
+  }
+
+  /**
+   * Wait until the work under the lease has settled (true) or the lease's validity — its own, and
+   * what the backend vouches for — has run out (false). The timer does not keep the process alive.
+   */
+  private async drain(): Promise<boolean> {
+    const until = Math.min(this.validUntilMs, this.backend.validUntil?.(this.owner) ?? Number.POSITIVE_INFINITY);
+    let timer: NodeJS.Timeout | undefined;
+    const ranOut = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, Math.ceil(until - monotonicNow())));
+      timer.unref();
+    });
     try {
+      while (this.work.size > 0) {
+        const settled = await Promise.race([Promise.allSettled([...this.work]).then(() => true), ranOut]);
+        if (!settled) return false;
+      }
+      return true;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async giveBack(drained?: Promise<boolean>): Promise<void> {
+    try {
+      if (drained && !(await drained)) {
+        // The work outlived the lease: nothing vouches for the key now. It goes as an expired
+        // lease's does — at once, or by the server's own expiry, which keeps it for the lock-delay.
+        this.observer.workOutlivedShutdown?.(this);
+        if (this.lockDelayMs > 0) return;
+      }
       await this.giveBackNow();
     } finally {
       this.observer.ended(this);
@@ -224,7 +364,7 @@ export class LeaseCore {
   }
 
   private async giveBackNow(): Promise<void> {
-    const keepFor = this.policy.lockAtLeastFor - (monotonicNow() - this.acquiredAt);
+    const keepFor = this.keepUntil - monotonicNow();
     // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
     // same tick); a lease lost any other way has nothing left to keep.
     const reason = this.controller.signal.reason;
@@ -266,22 +406,28 @@ export class LeaseCore {
   /** The watchdog: renew every ttl/3 until released, lost, or `maxHold` is reached. */
   private scheduleRenewal(): void {
     clearTimeout(this.renewTimer);
-    this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.ttlMs / 3)));
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.ttl / 3)));
     this.renewTimer.unref();
   }
 
   private async renew(): Promise<void> {
-    if (this.state !== 'held' || !this.policy.watchdog) return;
-    const holdLeft = this.policy.watchdog.maxHold - (monotonicNow() - this.acquiredAt);
+    if (this.state !== 'held' || this.renewUntil === undefined) return;
+    const holdLeft = this.renewUntil - monotonicNow();
     // Never renew past maxHold: the last renewal ends the lease exactly there.
-    const ttl = Math.min(this.ttlMs, Math.floor(holdLeft));
+    const ttl = Math.min(this.ttl, Math.floor(holdLeft));
     if (ttl <= 0) return;
+    if (validUntil(monotonicNow(), ttl, this.driftFactor) <= this.validUntilMs) {
+      // A renewal would not lengthen the lease (a reentrant acquisition raised it further): never
+      // shorten it. Look again later while the watchdog has time left.
+      if (ttl === this.ttl) this.scheduleRenewal();
+      return;
+    }
     try {
       await this.extend(ttl);
       this.observer.renewed(this);
     } catch (error) {
       if (this.state === 'held') this.observer.renewalFailed(this, error);
     }
-    if (this.state === 'held' && ttl === this.ttlMs) this.scheduleRenewal();
+    if (this.state === 'held' && ttl === this.ttl) this.scheduleRenewal();
   }
 }

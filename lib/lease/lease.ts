@@ -13,6 +13,8 @@ import type { LeaseCore } from './lease-core.js';
  */
 export class Lease implements AsyncDisposable {
   private ended = false;
+  /** Settles when this handle is released (see whenReleased()). */
+  private released?: { promise: Promise<void>; resolve: () => void };
   /** A reentrant handle's signal: it also aborts when the outer lease is released first. */
   private readonly handle?: { signal: AbortSignal };
 
@@ -88,6 +90,7 @@ export class Lease implements AsyncDisposable {
   async release(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
+    this.released?.resolve();
     if (this.owning) await this.core.release();
     else this.core.closeHandle();
   }
@@ -99,6 +102,20 @@ export class Lease implements AsyncDisposable {
     } catch (error) {
       this.onDisposeError(this, error);
     }
+  }
+
+  /**
+   * @internal Settles when this handle is released: the end of work a wrapper runs under it that
+   * has no Promise of its own (an Observable's subscription ends with the release).
+   */
+  whenReleased(): Promise<void> {
+    if (!this.released) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.released = { promise, resolve };
+      if (this.ended) resolve();
+    }
+    return this.released.promise;
   }
 
   /** @internal */
