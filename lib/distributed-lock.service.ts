@@ -187,7 +187,7 @@ export class DistributedLockService
    */
   acquireForMethod(lock: ResolvedMethodLock, key: string, signal?: AbortSignal): Promise<Lease | null> {
     const wait = lock.onBusy === 'wait' ? lock.wait : 0;
-    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy, signal }, lock.onBusy !== 'skip');
+    return this.take({ key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy, signal, where: lock.where }, lock.onBusy !== 'skip');
   }
 
   /** @internal */

@@ -159,9 +159,8 @@ describe('@DistributedLock: declarations of one method that can never both be he
   });
 
   // Key functions: bootstrap cannot know the key. The call fails (the method never runs) with an
-  // error that names the method, not acquire("key"). Needs the service to pass the method's name
-  // to its reentry check (see the issue-13 report): until then this test is known failing.
-  it.failing('key functions that meet on one key for different purposes: the call fails naming the method', async () => {
+  // error that names the method, not acquire("key").
+  it('key functions that meet on one key for different purposes: the call fails naming the method', async () => {
     const key = uniqueKey('dynamic-purpose');
     let ran = false;
     @Injectable()
