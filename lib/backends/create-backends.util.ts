@@ -47,7 +47,23 @@ async function createEtcdClient(o: ResolvedEtcdOptions): Promise<EtcdClientLike>
   } catch (error) {
     throw new InvalidLockOptionsError('etcd', `needs the etcd3 package (npm install etcd3): ${(error as Error).message}`, 'DistributedLockModule options');
   }
-  return new etcd3.Etcd3({ ...o.options, hosts: o.hosts });
+  // etcd3 retries a broken watch stream after an exponential backoff of up to 30 s, on a ref'd
+  // timer nobody can clear: pending at close(), it kept the process alive that long. Ours grows
+  // to 1 s (a re-watch a second against a cluster that is down costs nothing).
+  const faultHandling = (o.options?.faultHandling ?? {}) as Record<string, unknown>;
+  return new etcd3.Etcd3({ ...o.options, hosts: o.hosts, faultHandling: { ...faultHandling, watchBackoff: faultHandling.watchBackoff ?? watchBackoff() } });
+}
+
+/** What etcd3's watch manager asks of a backoff: the next delay, and the one after. */
+export interface WatchBackoff {
+  readonly duration: number;
+  next(): WatchBackoff;
+}
+
+/** 100 ms doubling to `maxMs`, with ±20 % jitter so processes do not reconnect in step. */
+export function watchBackoff(maxMs = 1_000, base = 50): WatchBackoff {
+  const duration = Math.round(base * (0.8 + Math.random() * 0.4));
+  return { duration, next: () => watchBackoff(maxMs, Math.min(maxMs, base * 2)) };
 }
 
 /** Build every configured backend. Only clients created here are owned (closed) by the module. */
