@@ -387,6 +387,19 @@ async function primaryBody(call: DecoCallState, svc: DistributedLockService, sto
   }
 }
 
+/** The second declaration's lease (key2) around `inner`: reported on entry, "stopped using" after. */
+async function holdingSecond(call: DecoCallState, svc: DistributedLockService, k2: number, purpose2: LockOp['purpose'], inner: () => Promise<void>): Promise<void> {
+  const second = enter(call, svc, `${call.id}.2`, k2, purpose2);
+  try {
+    await inner();
+  } finally {
+    if (second) {
+      second.stopped = true;
+      emit({ ev: 'rel', id: second.id });
+    }
+  }
+}
+
 const declaration = (spec: DecoSpec, which: 'key' | 'key2') => {
   const purpose = which === 'key' ? spec.purpose : spec.purpose2;
   const key = which === 'key' ? (k: number) => lockKeyName(config.runId, k) : (_k: number, k2: number) => lockKeyName(config.runId, k2);
@@ -416,15 +429,7 @@ function buildDecoratedClass(spec: DecoSpec, index: number): Type {
         @DistributedLock(declaration(spec, 'key'))
         async run(_k: number, k2: number, call: DecoCallState): Promise<void> {
           // Both declarations hold while the body runs: the outer (key2) one too.
-          const second = enter(call, this.svc, `${call.id}.2`, k2, spec.purpose2);
-          try {
-            await primaryBody(call, this.svc);
-          } finally {
-            if (second) {
-              second.stopped = true;
-              emit({ ev: 'rel', id: second.id });
-            }
-          }
+          await holdingSecond(call, this.svc, k2, spec.purpose2, () => primaryBody(call, this.svc));
         }
       }
       Object.defineProperty(Stacked, 'name', { value: `Stacked${index}` });
@@ -444,15 +449,7 @@ function buildDecoratedClass(spec: DecoSpec, index: number): Type {
         @DistributedLock(declaration(spec, 'key2'))
         override async run(k: number, k2: number, call: DecoCallState): Promise<void> {
           // The override holds key2; its super call takes key (reentrant when they are one).
-          const second = enter(call, this.svc, `${call.id}.2`, k2, spec.purpose2);
-          try {
-            await super.run(k, k2, call);
-          } finally {
-            if (second) {
-              second.stopped = true;
-              emit({ ev: 'rel', id: second.id });
-            }
-          }
+          await holdingSecond(call, this.svc, k2, spec.purpose2, () => super.run(k, k2, call));
         }
       }
       Object.defineProperty(Sub, 'name', { value: `Inherited${index}` });
