@@ -61,6 +61,14 @@ describe('close() with etcd unreachable: nothing the module opened keeps the pro
     expect(r.afterReadyMs).toBeLessThan(10_000);
   }, 30_000);
 
+  it('a process whose own etcd client still has a watch open exits by itself after close() (the watch stream is ended)', async () => {
+    const r = await closeWhile(() => undefined, { WORKER_LEFTOVER_WATCH: '1' });
+    expect(r.output).toContain('watching');
+    expect(r.output).toContain('closed in');
+    expect(r.exited).toBe(true);
+    expect(r.afterReadyMs).toBeLessThan(10_000);
+  }, 30_000);
+
   it('a process that timed out on a write of unknown outcome exits by itself after close() (the clean-up deletes carry deadlines too)', async () => {
     const r = await closeWhile((proxy) => proxy.blackhole(), { WORKER_UNKNOWN_WRITE: '1' });
     if (process.env.WORKER_DEBUG) console.log(r.output);

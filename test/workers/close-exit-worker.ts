@@ -14,6 +14,13 @@ async function main(): Promise<void> {
   process.stdout.write('ready\n');
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   void lease; // still held: close() releases it
+  if (process.env.WORKER_LEFTOVER_WATCH) {
+    // A watch left on the module's own client (as a waiter's watch whose cancel never completed
+    // would be): the watch stream is a gRPC call without a deadline.
+    const client = (locks as unknown as { backends: Map<string, { client: { watch(): { key(k: string): { create(): Promise<unknown> } } } }> }).backends.get('etcd')!.client;
+    await client.watch().key('close-exit-leftover').create();
+    process.stdout.write('watching\n');
+  }
   if (process.env.WORKER_UNKNOWN_WRITE) {
     // Into the silence: this attempt times out with its outcome unknown, so the backend schedules
     // deletes of the key it may have written (they must not outlive close() either).

@@ -201,8 +201,16 @@ export class EtcdBackend implements LockBackend {
       // etcd3's watch manager retries a broken watch stream on a ref'd timer with growing backoff,
       // and keeps doing so after close() (each retry fails on the closed pool and schedules the
       // next): a closed application's process would never exit. End that chain at its next tick.
-      const watchManager = (this.client as unknown as { watchManager?: { establishStream?: () => void } }).watchManager;
+      const watchManager = (this.client as unknown as { watchManager?: { establishStream?: () => void; stream?: { cancel?: () => void } } }).watchManager;
       if (watchManager && typeof watchManager.establishStream === 'function') watchManager.establishStream = () => undefined;
+      // And end the watch stream itself: closing the client leaves calls in flight running, and a
+      // watch is a call without a deadline — one watcher whose cancel never completed (it waits
+      // for an answer of the server, or for a reconnect) kept the process alive for good.
+      try {
+        watchManager?.stream?.cancel?.();
+      } catch {
+        // already ended
+      }
       this.client.close();
     }
   }
