@@ -346,9 +346,12 @@ interface DecoCallState {
   ran: boolean;
   /** observable: the caller unsubscribed. */
   cancelled: boolean;
+  /** Leases in the caller's context before the call: the call's own come after them. */
+  base: number;
 }
 
 interface DecoratedMethodHost {
+  readonly svc: DistributedLockService;
   run(k: number, k2: number, call: DecoCallState): Promise<void> | Observable<number>;
 }
 
@@ -356,10 +359,14 @@ interface DecoratedMethodHost {
  * The body's view of one declared lock: the lease for `key` in its async context. A decorated
  * body without it ran unlocked — the promise "a decorated method never runs without its lock".
  */
-function enter(call: DecoCallState, svc: DistributedLockService, id: string, key: number, purpose: LockOp['purpose']): Held | undefined {
+function enter(call: DecoCallState, svc: DistributedLockService, id: string, key: number, purpose: LockOp['purpose'], which: 'outer' | 'inner'): Held | undefined {
   if (call.cancelled) emit({ ev: 'unlocked', id, detail: 'the body started after its caller unsubscribed' });
   const name = lockKeyName(config.runId, key);
-  const lease = svc.currentLeases().findLast((l) => l.key === name && l.purpose === purpose);
+  // The call's own leases, outermost first. Two declarations on one key (stacked, or an override
+  // and its base) are one lock: the outer declaration's lease is the first, the inner one's
+  // (a reentrant handle on it) the last.
+  const own = svc.currentLeases().slice(call.base).filter((l) => l.key === name && l.purpose === purpose);
+  const lease = which === 'outer' ? own[0] : own.at(-1);
   if (!lease || !lease.held) {
     emit({ ev: 'unlocked', id, detail: `no held lease on ${name} (${purpose}) in the body's context: [${svc.currentLeases().map((l) => `${l.key}:${l.held}`).join(', ')}]` });
     return undefined;
@@ -370,7 +377,7 @@ function enter(call: DecoCallState, svc: DistributedLockService, id: string, key
 /** The primary lease's body: the op's steps, then "stop using it" (the decorator releases after). */
 async function primaryBody(call: DecoCallState, svc: DistributedLockService, stopped?: { stop?: () => void }): Promise<void> {
   call.ran = true;
-  const held = enter(call, svc, call.id, call.op.key, call.op.purpose);
+  const held = enter(call, svc, call.id, call.op.key, call.op.purpose, 'inner');
   if (!held) return;
   let relSent = false;
   const rel = (): void => {
@@ -389,7 +396,7 @@ async function primaryBody(call: DecoCallState, svc: DistributedLockService, sto
 
 /** The second declaration's lease (key2) around `inner`: reported on entry, "stopped using" after. */
 async function holdingSecond(call: DecoCallState, svc: DistributedLockService, k2: number, purpose2: LockOp['purpose'], inner: () => Promise<void>): Promise<void> {
-  const second = enter(call, svc, `${call.id}.2`, k2, purpose2);
+  const second = enter(call, svc, `${call.id}.2`, k2, purpose2, 'outer');
   try {
     await inner();
   } finally {
@@ -489,7 +496,7 @@ async function runDecorated(fiber: number, op: LockOp, chain: Held[], id: string
   const deco = op.deco!;
   const spec = config.decorated[deco.method];
   const host = decoratedInstances[deco.method];
-  const call: DecoCallState = { id, fiber, op, chain, ran: false, cancelled: false };
+  const call: DecoCallState = { id, fiber, op, chain, ran: false, cancelled: false, base: host.svc.currentLeases().length };
   if (spec.shape === 'stacked' || spec.shape === 'inherited') {
     // The second declaration's lease (its request is logged at the call: never later than it was made).
     emit({ ev: 'req', id: `${id}.2`, key: deco.key2, purpose: spec.purpose2, kind: `decorated-${spec.shape}-2`, ttl: spec.ttl, wait: op.wait, parent: chain.at(-1)?.id });
