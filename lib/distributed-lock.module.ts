@@ -3,12 +3,12 @@ import { DiscoveryModule } from '@nestjs/core';
 import { createBackends } from './backends/create-backends.util.js';
 import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { ConfigurableDistributedLockModule, DISTRIBUTED_LOCK_MODULE_OPTIONS } from './distributed-lock.module-definition.js';
-import { DistributedLockExplorer } from './distributed-lock.explorer.js';
+import { DistributedLockExplorer } from './decorators/distributed-lock.explorer.js';
 import { DistributedLockService } from './distributed-lock.service.js';
 import { DistributedLockHealthIndicator } from './health/distributed-lock.health.js';
 import { DistributedLockMetrics } from './metrics/lock-metrics.js';
 import type { DistributedLockModuleOptions } from './interfaces/distributed-lock-options.interface.js';
-import { LOCK_BACKENDS } from './interfaces/lock-backend.interface.js';
+import { LOCK_BACKENDS } from './backends/lock-backend.interface.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './options/module-options.util.js';
 
 /**

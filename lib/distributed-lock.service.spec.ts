@@ -4,7 +4,7 @@ import { DistributedLockError } from './errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import { LeaseLostError } from './errors/lease-lost.error.js';
 import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from './interfaces/lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from './backends/lock-backend.interface.js';
 import { resolveModuleOptions } from './options/module-options.util.js';
 import { TestingLockBackend } from './testing/testing-lock-backend.js';
 
@@ -89,7 +89,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const backend = new MemoryBackend('m');
     const a = serviceOn(backend);
     const b = serviceOn(backend);
-    let detached: Promise<import('./lease/lease.js').Lease> | undefined;
+    let detached: Promise<import('./engine/lease.js').Lease> | undefined;
     await a.using('re-key', { purpose: 'efficiency', ttl: 10_000 }, async () => {
       detached = (async () => {
         await sleep(5);
@@ -112,7 +112,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
   it('an open reentrant handle aborts when the lease is lost', async () => {
     const backend = new MemoryBackend('m');
     const service = serviceOn(backend);
-    let inner!: import('./lease/lease.js').Lease;
+    let inner!: import('./engine/lease.js').Lease;
     const outer = await service.acquire('re-lost', { purpose: 'efficiency', ttl: 10_000 });
     await service.runHolding(outer, async () => {
       inner = await service.acquire('re-lost', { purpose: 'efficiency', wait: 0 });

@@ -9,13 +9,13 @@ import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.e
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import { LockBusyError } from './errors/lock-busy.error.js';
 import type { LeaseLostError } from './errors/lease-lost.error.js';
-import { LOCK_BACKENDS, type LockBackend } from './interfaces/lock-backend.interface.js';
+import { LOCK_BACKENDS, type LockBackend } from './backends/lock-backend.interface.js';
 import type { LockOptions } from './interfaces/lock-options.interface.js';
-import { Lease } from './lease/lease.js';
-import { LeaseCore, type LeaseObserver } from './lease/lease-core.js';
-import { untilLost } from './lease/until-lost.util.js';
-import { monotonicNow, validUntil } from './lease/validity.util.js';
-import { linkSignals, sleepUnlessAborted, unlessAborted } from './lease/signals.util.js';
+import { Lease } from './engine/lease.js';
+import { LeaseCore, type LeaseObserver } from './engine/lease-core.js';
+import { untilLost } from './engine/until-lost.util.js';
+import { monotonicNow, validUntil } from './engine/validity.util.js';
+import { linkSignals, sleepUnlessAborted, unlessAborted } from './engine/signals.util.js';
 import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 

@@ -4,7 +4,7 @@ export { DistributedLock } from './decorators/distributed-lock.decorator.js';
 export { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
 export type { DistributedLockOptions, OnBusy } from './interfaces/distributed-lock-decorator-options.interface.js';
 export { LockEvents, type LockEventMap, type LockEventName } from './distributed-lock.events.js';
-export { Lease } from './lease/lease.js';
+export { Lease } from './engine/lease.js';
 export { METER_NAME } from './metrics/lock-metrics.js';
 export {
   DistributedLockHealthIndicator,
@@ -22,13 +22,13 @@ export type {
   RedisBackendOptions,
 } from './interfaces/distributed-lock-options.interface.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
-export type { RedisClientLike } from './interfaces/redis-client.interface.js';
+export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type {
   AcquireRequest,
   AcquireResult,
   LockBackend,
   LockBackendCapabilities,
-} from './interfaces/lock-backend.interface.js';
+} from './backends/lock-backend.interface.js';
 export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
 export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
@@ -36,4 +36,4 @@ export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';
 export type { LeaseSource } from './fencing/fence-token.util.js';
-export type { EtcdClientLike } from './interfaces/etcd-client.interface.js';
+export type { EtcdClientLike } from './backends/etcd/etcd-client.interface.js';

@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
-import type { LockBackend } from '../interfaces/lock-backend.interface.js';
-import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
-import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
+import type { LockBackend } from './lock-backend.interface.js';
+import type { EtcdClientLike } from './etcd/etcd-client.interface.js';
+import type { RedisClientLike } from './redis/redis-client.interface.js';
 import {
   redactUrl,
   scrubCredentials,

@@ -1,7 +1,7 @@
 import type { OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import type { CommonLockSettings } from '../options/lock-options.util.js';
-import type { Lease } from '../lease/lease.js';
+import type { Lease } from '../engine/lease.js';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 
 /**

@@ -1,8 +1,8 @@
 import { finalize, from, isObservable, Observable, type Subscription } from 'rxjs';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
-import type { Lease } from '../lease/lease.js';
+import type { Lease } from '../engine/lease.js';
 import { checkKey } from '../options/lock-options.util.js';
-import { untilLost } from '../lease/until-lost.util.js';
+import { untilLost } from '../engine/until-lost.util.js';
 import type { DecoratedCallRunner, ResolvedMethodLock } from './decorated-method.registry.js';
 
 /** The key of one call: evaluated before any backend call; a bad key fails naming the method. */

@@ -1,6 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
-import type { EtcdClientLike } from '../interfaces/etcd-client.interface.js';
+import type { EtcdClientLike } from '../backends/etcd/etcd-client.interface.js';
 import { checkResourceKey, fenceToken, type LeaseSource } from './fence-token.util.js';
 
 export interface EtcdFenceOptions {

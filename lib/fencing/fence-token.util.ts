@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
-import type { Lease } from '../lease/lease.js';
+import type { Lease } from '../engine/lease.js';
 
 /** Where fencing helpers find the leases of the current async context (`DistributedLockService`). */
 export interface LeaseSource {

@@ -1,6 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
-import type { RedisClientLike } from '../interfaces/redis-client.interface.js';
+import type { RedisClientLike } from '../backends/redis/redis-client.interface.js';
 import { checkResourceKey, fenceToken, hasLeaseOn, type LeaseSource } from './fence-token.util.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
 

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_LOCK_OPTIONS } from '../distributed-lock.constants.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
-import { LOCK_BACKENDS, type LockBackend } from '../interfaces/lock-backend.interface.js';
+import { LOCK_BACKENDS, type LockBackend } from '../backends/lock-backend.interface.js';
 import type { ResolvedModuleOptions } from '../options/module-options.util.js';
 
 /** One indicator's entry, in the shape `@nestjs/terminus` expects (`status` `'up'` or `'down'`). */

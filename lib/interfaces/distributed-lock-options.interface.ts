@@ -1,6 +1,6 @@
-import type { LockBackend } from './lock-backend.interface.js';
-import type { EtcdClientLike } from './etcd-client.interface.js';
-import type { RedisClientLike } from './redis-client.interface.js';
+import type { LockBackend } from '../backends/lock-backend.interface.js';
+import type { EtcdClientLike } from '../backends/etcd/etcd-client.interface.js';
+import type { RedisClientLike } from '../backends/redis/redis-client.interface.js';
 
 /**
  * What a lock is for — the one question every lock must answer ("what happens if it fails?").

@@ -1,5 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { LeasePolicy } from '../engine/lease-policy.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed, type ResolvedModuleOptions } from './module-options.util.js';
 
@@ -9,15 +10,6 @@ export const MAX_KEY_LENGTH = 1024;
 const LIFETIME_FIELDS = ['watchdog', 'maxHold', 'lockAtLeastFor', 'lockDelay', 'rejectOnLoss'];
 const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend', ...LIFETIME_FIELDS];
 export const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'backend', ...LIFETIME_FIELDS];
-
-/** How a granted lease lives (see `LeaseLifetimeOptions`), after validation. */
-export interface LeasePolicy {
-  /** Watchdog renewal, capped at `maxHold` ms of total hold time; undefined when off. */
-  watchdog?: { maxHold: number };
-  lockAtLeastFor: number;
-  lockDelay: number;
-  rejectOnLoss: boolean;
-}
 
 export interface ResolvedLockOptions extends CommonLockSettings {
   key: string;

@@ -6,8 +6,8 @@ import {
   type EtcdBackendOptions,
   type RedisBackendOptions,
 } from '../interfaces/distributed-lock-options.interface.js';
-import type { LockBackend, LockBackendCapabilities } from '../interfaces/lock-backend.interface.js';
-import { driftAllowanceMs } from '../lease/validity.util.js';
+import type { LockBackend, LockBackendCapabilities } from '../backends/lock-backend.interface.js';
+import { driftAllowanceMs } from '../engine/validity.util.js';
 
 const WHERE = 'DistributedLockModule options';
 const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
-import type { AcquireRequest, AcquireResult, LockLossListener } from '../interfaces/lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, LockLossListener } from '../backends/lock-backend.interface.js';
 
 /**
  * NOT DISTRIBUTED. The in-memory backend with the controls a unit test needs to drive a locked

@@ -1,5 +1,5 @@
-import type { EtcdLeaseLike } from '../../interfaces/etcd-client.interface.js';
-import { monotonicNow, validUntil } from '../../lease/validity.util.js';
+import type { EtcdLeaseLike } from './etcd-client.interface.js';
+import { monotonicNow, validUntil } from '../../engine/validity.util.js';
 
 /**
  * One etcd lease shared by every lock key this backend writes while it lives (etcd's own

@@ -1,4 +1,4 @@
-import type { AcquireRequest, AcquireResult, LockBackend } from '../../interfaces/lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import { MEMORY_CAPABILITIES } from '../../options/module-options.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 

@@ -1,12 +1,12 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, LazyModuleLoader } from '@nestjs/core';
-import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
-import { DistributedLockService } from './distributed-lock.service.js';
-import { bindInstance, declarationsOf, type DecoratedMethod, type ResolvedMethodLock } from './decorators/decorated-method.registry.js';
-import { DistributedLockError } from './errors/distributed-lock.error.js';
-import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
-import { refuseConflictingLocks, resolveMethodLock, type MethodKind } from './options/decorator-options.util.js';
-import type { ResolvedModuleOptions } from './options/module-options.util.js';
+import { RESOLVED_LOCK_OPTIONS } from '../distributed-lock.constants.js';
+import { DistributedLockService } from '../distributed-lock.service.js';
+import { bindInstance, declarationsOf, type DecoratedMethod, type ResolvedMethodLock } from './decorated-method.registry.js';
+import { DistributedLockError } from '../errors/distributed-lock.error.js';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import { refuseConflictingLocks, resolveMethodLock, type MethodKind } from '../options/decorator-options.util.js';
+import type { ResolvedModuleOptions } from '../options/module-options.util.js';
 
 /** Metadata keys of Nest's route decorators, @nestjs/schedule and @nestjs/event-emitter (read, never imported). */
 const METHOD_METADATA = 'method';

@@ -1,8 +1,8 @@
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
-import type { LockBackend } from '../interfaces/lock-backend.interface.js';
-import type { LeasePolicy } from '../options/lock-options.util.js';
-import { monotonicNow, validUntil } from './validity.util.js';
+import type { LockBackend } from '../backends/lock-backend.interface.js';
+import type { LeasePolicy } from './lease-policy.js';
+import { monotonicNow, validUntil } from '../engine/validity.util.js';
 
 /** How a lease tells its engine what happened to it. */
 export interface LeaseObserver {
