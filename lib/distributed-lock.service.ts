@@ -14,7 +14,7 @@ import type { LockOptions } from './interfaces/lock-options.interface.js';
 import { Lease } from './engine/lease.js';
 import { LeaseCore, type LeaseObserver } from './engine/lease-core.js';
 import { untilLost } from './engine/until-lost.util.js';
-import { monotonicNow, validUntil } from './engine/validity.util.js';
+import { monotonicNow, validUntil } from './common/validity.util.js';
 import { linkSignals, sleepUnlessAborted, unlessAborted } from './engine/signals.util.js';
 import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';

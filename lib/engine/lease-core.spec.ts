@@ -1,7 +1,7 @@
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LeasePolicy } from './lease-policy.js';
-import { LeaseCore, type LeaseObserver } from '../engine/lease-core.js';
+import { LeaseCore, type LeaseObserver } from './lease-core.js';
 
 const policy: LeasePolicy = { lockAtLeastFor: 0, lockDelay: 0, rejectOnLoss: false };
 const observer: LeaseObserver = { lost: () => undefined, ended: () => undefined, released: () => undefined, renewed: () => undefined, renewalFailed: () => undefined };

@@ -2,7 +2,8 @@ import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
-import { monotonicNow, validUntil } from '../engine/validity.util.js';
+import { DeadlineTimer } from '../common/deadline-timer.js';
+import { monotonicNow, validUntil } from '../common/validity.util.js';
 
 /** How a lease tells its engine what happened to it. */
 export interface LeaseObserver {
@@ -79,7 +80,7 @@ export class LeaseCore {
   private validUntilMs: number;
   readonly driftFactor: number;
   private readonly observer: LeaseObserver;
-  private expiryTimer?: NodeJS.Timeout;
+  private readonly expiry = new DeadlineTimer(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
   private renewTimer?: NodeJS.Timeout;
   private releasing?: Promise<void>;
   /**
@@ -387,20 +388,12 @@ export class LeaseCore {
   }
 
   private stopTimers(): void {
-    clearTimeout(this.expiryTimer);
+    this.expiry.clear();
     clearTimeout(this.renewTimer);
   }
 
   private scheduleExpiry(): void {
-    clearTimeout(this.expiryTimer);
-    const remaining = this.validUntilMs - monotonicNow();
-    const expire = (): void => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`);
-    if (remaining <= 0) {
-      expire();
-      return;
-    }
-    this.expiryTimer = setTimeout(expire, Math.ceil(remaining));
-    this.expiryTimer.unref();
+    this.expiry.set(this.validUntilMs);
   }
 
   /** The watchdog: renew every ttl/3 until released, lost, or `maxHold` is reached. */

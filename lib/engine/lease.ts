@@ -1,7 +1,7 @@
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import { checkTtl } from '../options/module-options.util.js';
-import type { LeaseCore } from '../engine/lease-core.js';
+import type { LeaseCore } from './lease-core.js';
 
 /**
  * A distributed lock is a lease: it holds only while it is valid. Hold work to `signal`, and with

@@ -1,5 +1,5 @@
-import type { Lease } from '../engine/lease.js';
-import { unlessAborted } from '../engine/signals.util.js';
+import type { Lease } from './lease.js';
+import { unlessAborted } from './signals.util.js';
 
 /**
  * Settle with `work`, or reject with the lease's `LeaseLostError` as soon as its signal aborts

@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockModuleOptions } from '../interfaces/distributed-lock-options.interface.js';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
-import { driftAllowanceMs } from '../engine/validity.util.js';
+import { driftAllowanceMs } from '../common/validity.util.js';
 import { MIN_VALIDITY_MS, minTtlMs, redactUrl, redisHashTag, resolveModuleOptions, scrubCredentials } from './module-options.util.js';
 
 function errorOf(options: unknown): InvalidLockOptionsError {

@@ -7,7 +7,7 @@ import {
   type RedisBackendOptions,
 } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../backends/lock-backend.interface.js';
-import { driftAllowanceMs } from '../engine/validity.util.js';
+import { driftAllowanceMs } from '../common/validity.util.js';
 
 const WHERE = 'DistributedLockModule options';
 const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];

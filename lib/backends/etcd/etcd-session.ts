@@ -1,5 +1,6 @@
 import type { EtcdLeaseLike } from './etcd-client.interface.js';
-import { monotonicNow, validUntil } from '../../engine/validity.util.js';
+import { DeadlineTimer } from '../../common/deadline-timer.js';
+import { monotonicNow, validUntil } from '../../common/validity.util.js';
 
 /**
  * One etcd lease shared by every lock key this backend writes while it lives (etcd's own
@@ -25,7 +26,9 @@ export class EtcdSession {
   id = '';
   lost = false;
   private until: number;
-  private timer?: NodeJS.Timeout;
+  private readonly expiry = new DeadlineTimer(() =>
+    this.onPresumedLost(this, `no keep-alive of the ${this.ttlSeconds} s session lease succeeded in time`),
+  );
   private keepaliveTimer?: NodeJS.Timeout;
 
   constructor(
@@ -89,7 +92,7 @@ export class EtcdSession {
   /** Stop the timer (the session is over either way). */
   end(): void {
     this.lost = true;
-    clearTimeout(this.timer);
+    this.expiry.clear();
     clearTimeout(this.keepaliveTimer);
   }
 
@@ -100,16 +103,7 @@ export class EtcdSession {
   }
 
   private schedule(): void {
-    clearTimeout(this.timer);
-    if (this.lost) return;
-    const remaining = this.until - monotonicNow();
-    const expire = (): void =>
-      this.onPresumedLost(this, `no keep-alive of the ${this.ttlSeconds} s session lease succeeded in time`);
-    if (remaining <= 0) {
-      expire();
-      return;
-    }
-    this.timer = setTimeout(expire, Math.ceil(remaining));
-    this.timer.unref();
+    if (this.lost) return this.expiry.clear();
+    this.expiry.set(this.until);
   }
 }

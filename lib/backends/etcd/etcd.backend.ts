@@ -2,7 +2,7 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
-import { monotonicNow } from '../../engine/validity.util.js';
+import { monotonicNow } from '../../common/validity.util.js';
 import { ETCD_CAPABILITIES } from '../../options/module-options.util.js';
 import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';

@@ -1,4 +1,4 @@
-import { driftAllowanceMs, validUntil } from '../engine/validity.util.js';
+import { driftAllowanceMs, validUntil } from './validity.util.js';
 
 describe('lease validity', () => {
   it('deducts 1 % of the ttl plus 2 ms for drift, from the time the request was sent', () => {
