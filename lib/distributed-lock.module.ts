@@ -5,6 +5,7 @@ import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
 import { ConfigurableDistributedLockModule, DISTRIBUTED_LOCK_MODULE_OPTIONS } from './distributed-lock.module-definition.js';
 import { DistributedLockExplorer } from './decorators/distributed-lock.explorer.js';
 import { DistributedLockService } from './distributed-lock.service.js';
+import { LOCK_ENGINE_CONFIG, LockEngine, type LockEngineConfig } from './engine/lock-engine.js';
 import { DistributedLockHealthIndicator } from './health/distributed-lock.health.js';
 import { DistributedLockMetrics } from './metrics/lock-metrics.js';
 import type { DistributedLockModuleOptions } from './interfaces/distributed-lock-options.interface.js';
@@ -32,6 +33,12 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './options/modu
       inject: [RESOLVED_LOCK_OPTIONS],
       useFactory: (options: ResolvedModuleOptions) => createBackends(options),
     },
+    {
+      provide: LOCK_ENGINE_CONFIG,
+      inject: [RESOLVED_LOCK_OPTIONS],
+      useFactory: (options: ResolvedModuleOptions): LockEngineConfig => ({ driftFactor: options.driftFactor, appBackends: Object.keys(options.backends) }),
+    },
+    LockEngine,
     DistributedLockService,
     DistributedLockExplorer,
     DistributedLockHealthIndicator,

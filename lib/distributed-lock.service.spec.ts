@@ -1,5 +1,6 @@
 import { MemoryBackend } from './backends/memory/memory.backend.js';
 import { DistributedLockService } from './distributed-lock.service.js';
+import { LockEngine } from './engine/lock-engine.js';
 import { DistributedLockError } from './errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import { LeaseLostError } from './errors/lease-lost.error.js';
@@ -13,13 +14,16 @@ import { TestingLockBackend } from './testing/testing-lock-backend.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function serviceOn(backend: LockBackend): DistributedLockService {
+type ServiceWithEngine = DistributedLockService & { engine: LockEngine };
+
+function serviceOn(backend: LockBackend): ServiceWithEngine {
   const options = resolveModuleOptions({ backends: { shared: backend }, purposes: { efficiency: 'shared', correctness: 'shared' } });
-  return new DistributedLockService(options, new Map([['shared', backend]]));
+  const engine = new LockEngine(new Map([['shared', backend]]), { driftFactor: options.driftFactor, appBackends: Object.keys(options.backends) });
+  return Object.assign(new DistributedLockService(engine, options), { engine });
 }
 
 /** Every owner id held in the engine's books (internal state: nothing may pile up). */
-const heldCount = (service: DistributedLockService): number => (service as unknown as { held: Map<string, unknown> }).held.size;
+const heldCount = (service: ServiceWithEngine): number => service.engine['registry'].all().length;
 
 /**
  * A backend whose first acquire answer arrives after the ttl, and whose release of that attempt
@@ -114,11 +118,12 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const service = serviceOn(backend);
     let inner!: import('./engine/lease.js').Lease;
     const outer = await service.acquire('re-lost', { purpose: 'efficiency', ttl: 10_000 });
-    await service.runHolding(outer, async () => {
+    await service.engine.context.run(outer, async () => {
       inner = await service.acquire('re-lost', { purpose: 'efficiency', wait: 0 });
       await backend.release('re-lost', outer.leaseCore.owner); // someone deleted the key
       await expect(outer.extend()).rejects.toBeInstanceOf(LeaseLostError);
     });
+    await outer.release().catch(() => undefined);
     expect(inner.signal.aborted).toBe(true);
     expect(inner.signal.reason).toBeInstanceOf(LeaseLostError);
     expect(inner.remainingMs()).toBe(0);
@@ -232,7 +237,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     );
     await sleep(20);
     shutdownBegan = true;
-    await service.beforeApplicationShutdown();
+    await service.engine.beforeApplicationShutdown();
     const outcome = await waited;
     expect(ranAfterShutdown).toBe(false);
     expect(outcome).toBeInstanceOf(LockBackendUnavailableError);
@@ -247,7 +252,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     let release!: () => void;
     const running = a.using('tick', { purpose: 'efficiency', ttl: 10_000, lockAtLeastFor: 3_000 }, () => new Promise<void>((r) => (release = r)));
     await sleep(20);
-    await a.beforeApplicationShutdown();
+    await a.engine.beforeApplicationShutdown();
     release();
     await running.catch(() => undefined);
     expect(await b.tryAcquire('tick', { purpose: 'efficiency' })).toBeNull();
@@ -319,7 +324,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
 
   it('fn never starts once shutdown began, even if it began between the grant and the call', async () => {
     const service = serviceOn(new MemoryBackend('m'));
-    service.events.on('acquired', () => queueMicrotask(() => void service.beforeApplicationShutdown()));
+    service.events.on('acquired', () => queueMicrotask(() => void service.engine.beforeApplicationShutdown()));
     let ran = false;
     const outcome = await service
       .using('shutdown-gap', { purpose: 'efficiency' }, () => {
@@ -344,7 +349,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const count = (): number => (backend as unknown as { lossListeners: unknown[] }).lossListeners.length;
     for (let i = 0; i < 20; i++) {
       const service = serviceOn(backend);
-      await service.onApplicationShutdown();
+      await service.engine.onApplicationShutdown();
     }
     expect(count()).toBe(0);
   });

@@ -3,7 +3,7 @@ export { DistributedLockService } from './distributed-lock.service.js';
 export { DistributedLock } from './decorators/distributed-lock.decorator.js';
 export { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
 export type { DistributedLockOptions, OnBusy } from './interfaces/distributed-lock-decorator-options.interface.js';
-export { LockEvents, type LockEventMap, type LockEventName } from './distributed-lock.events.js';
+export { LockEvents, type LockEventMap, type LockEventName } from './engine/lock-events.js';
 export { Lease } from './engine/lease.js';
 export { METER_NAME } from './metrics/lock-metrics.js';
 export {

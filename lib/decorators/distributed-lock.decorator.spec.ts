@@ -6,7 +6,7 @@ const SchedulerType = { CRON: 1, TIMEOUT: 2, INTERVAL: 3 } as const;
 import { Get } from '@nestjs/common';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import { DistributedLock } from './distributed-lock.decorator.js';
-import { DISTRIBUTED_LOCK_METADATA } from './decorated-method.registry.js';
+import { DISTRIBUTED_LOCK_METADATA } from './lock-metadata.js';
 
 const SCHEDULER_TYPE = 'SCHEDULER_TYPE';
 const CRON_OPTIONS = 'SCHEDULE_CRON_OPTIONS';

@@ -4,7 +4,8 @@ import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
 import { DistributedLockInterceptor } from '../distributed-lock.interceptor.js';
 import { copyMethodMetadata } from './copy-metadata.util.js';
-import { bindingOf, declarationsOf, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './decorated-method.registry.js';
+import { bindingOf } from './instance-binding.js';
+import { declarationsOf, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './lock-metadata.js';
 import { invokeLocked, invokeLockedObservable } from './locked-invocation.js';
 
 /**
@@ -59,8 +60,8 @@ export function DistributedLock<A extends unknown[] = any[]>(options: Distribute
         return returnsObservable ? throwError(() => error) : Promise.reject(error);
       }
       return returnsObservable
-        ? invokeLockedObservable(binding.runner, lock, this, original, args)
-        : invokeLocked(binding.runner, lock, this, original, args);
+        ? invokeLockedObservable(binding.engine, lock, this, original, args)
+        : invokeLocked(binding.engine, lock, this, original, args);
     };
     // Stacked declarations: the inner wrapper's are kept, this one's added (each takes its lock).
     const inner = declarationsOf(original);

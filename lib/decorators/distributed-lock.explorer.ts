@@ -1,11 +1,12 @@
 import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, LazyModuleLoader } from '@nestjs/core';
 import { RESOLVED_LOCK_OPTIONS } from '../distributed-lock.constants.js';
-import { DistributedLockService } from '../distributed-lock.service.js';
-import { bindInstance, declarationsOf, type DecoratedMethod, type ResolvedMethodLock } from './decorated-method.registry.js';
+import { LockEngine } from '../engine/lock-engine.js';
+import { bindInstance } from './instance-binding.js';
+import { declarationsOf, type DecoratedMethod } from './lock-metadata.js';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
-import { refuseConflictingLocks, resolveMethodLock, type MethodKind } from '../options/decorator-options.util.js';
+import { refuseConflictingLocks, resolveMethodLock, type MethodKind, type ResolvedMethodLock } from '../options/decorator-options.util.js';
 import type { ResolvedModuleOptions } from '../options/module-options.util.js';
 
 /** Metadata keys of Nest's route decorators, @nestjs/schedule and @nestjs/event-emitter (read, never imported). */
@@ -17,7 +18,7 @@ const EVENT_LISTENER = 'EVENT_LISTENER_METADATA';
  * At bootstrap: finds every `@DistributedLock` method of this application's providers and
  * controllers, validates its options against the configured backends (a bad one fails
  * `app.init()` naming class, method and field), and binds the instance to this application's
- * lock service. Until then a decorated method refuses to run. Modules loaded later with
+ * lock engine. Until then a decorated method refuses to run. Modules loaded later with
  * `LazyModuleLoader` are explored the same way when they load (a bad declaration fails `load()`).
  */
 @Injectable()
@@ -29,7 +30,7 @@ export class DistributedLockExplorer implements OnModuleInit {
 
   constructor(
     private readonly discovery: DiscoveryService,
-    private readonly service: DistributedLockService,
+    private readonly engine: LockEngine,
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
     lazyModules: LazyModuleLoader,
   ) {
@@ -42,7 +43,7 @@ export class DistributedLockExplorer implements OnModuleInit {
     } catch (error) {
       // Nest runs no shutdown hooks when init fails: close the clients we opened ourselves, or
       // their sockets would keep the process alive.
-      await this.service.onApplicationShutdown();
+      await this.engine.onApplicationShutdown();
       throw error;
     }
     this.initialised = true;
@@ -106,7 +107,7 @@ export class DistributedLockExplorer implements OnModuleInit {
         }
         refuseConflictingLocks(resolved.map(({ lock }) => lock));
         for (const { declaration, lock } of resolved) {
-          bindInstance(instance!, this.service, declaration, lock, () => !this.service.isShuttingDown);
+          bindInstance(instance!, this.engine, declaration, lock);
         }
       }
     }
@@ -117,10 +118,10 @@ export class DistributedLockExplorer implements OnModuleInit {
    * last one would silently serve all of them. One module per application, every backend in it.
    */
   private refuseSecondModule(): void {
-    const services = new Set(this.discovery.getProviders().map((w) => w.instance).filter((i) => i instanceof DistributedLockService));
-    if (services.size > 1) {
+    const engines = new Set(this.discovery.getProviders().map((w) => w.instance).filter((i) => i instanceof LockEngine));
+    if (engines.size > 1) {
       throw new DistributedLockError(
-        `DistributedLockModule.forRoot()/forRootAsync() is imported ${services.size} times in one application: decorated methods ` +
+        `DistributedLockModule.forRoot()/forRootAsync() is imported ${engines.size} times in one application: decorated methods ` +
           'could not tell which lock service serves them. Import it once (in the root module; it is global) and configure every backend there.',
       );
     }

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from '../distributed-lock.constants.js';
-import type { LockEventMap, LockEventName } from '../distributed-lock.events.js';
+import type { LockEventMap, LockEventName } from '../engine/lock-events.js';
 import { DistributedLockService } from '../distributed-lock.service.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { ResolvedModuleOptions } from '../options/module-options.util.js';

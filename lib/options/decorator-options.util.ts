@@ -1,10 +1,17 @@
-import type { ResolvedMethodLock } from '../decorators/decorated-method.registry.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockOptions, OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { checkKey, DECORATOR_FIELDS, resolveCommon } from './lock-options.util.js';
+import { checkKey, DECORATOR_FIELDS, resolveCommon, type CommonLockSettings } from './lock-options.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 
 const ON_BUSY: readonly OnBusy[] = ['throw', 'skip', 'wait'];
+
+/** A decorated method's options after bootstrap validation against the module's backends. */
+export interface ResolvedMethodLock extends CommonLockSettings {
+  /** `Class.method`, for messages. */
+  where: string;
+  key: string | ((...args: unknown[]) => string);
+  onBusy: OnBusy;
+}
 
 /** How a method is invoked, which decides what a user expects when its lock is busy. */
 export type MethodKind = 'http' | 'scheduled' | 'event' | 'provider';

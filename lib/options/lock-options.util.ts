@@ -1,6 +1,7 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeasePolicy } from '../engine/lease-policy.js';
+import type { LockRequest } from '../engine/lock-request.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed, type ResolvedModuleOptions } from './module-options.util.js';
 
@@ -11,10 +12,8 @@ const LIFETIME_FIELDS = ['watchdog', 'maxHold', 'lockAtLeastFor', 'lockDelay', '
 const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend', ...LIFETIME_FIELDS];
 export const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'backend', ...LIFETIME_FIELDS];
 
-export interface ResolvedLockOptions extends CommonLockSettings {
-  key: string;
-  signal?: AbortSignal;
-}
+/** One call's options, validated: the engine's request. */
+export type ResolvedLockOptions = LockRequest;
 
 export function checkKey(key: unknown, where: string): string {
   if (typeof key !== 'string') {
@@ -83,13 +82,8 @@ export function routeBackend(
   return name;
 }
 
-export interface CommonLockSettings {
-  purpose: LockPurpose;
-  ttl: number;
-  wait: number;
-  backend: string;
-  policy: LeasePolicy;
-}
+/** What a call and a decorated method share, validated (the key and signal come per call). */
+export type CommonLockSettings = Omit<LockRequest, 'key' | 'signal' | 'where'>;
 
 function checkBoolean(value: unknown, field: string, where: string): boolean | undefined {
   if (value !== undefined && typeof value !== 'boolean') throw new InvalidLockOptionsError(field, 'must be a boolean', where);

@@ -85,7 +85,7 @@ async function main(): Promise<void> {
       else send({ e: 'error', reason: (error as Error).message });
     }
     send({ e: 'releasing', token });
-    await locks.releaseQuietly(lease);
+    await lease.release().catch(() => undefined);
     send({ e: 'released', token });
   }
   register.disconnect();

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
-import { LOGGER_CONTEXT } from './distributed-lock.constants.js';
-import type { LockPurpose } from './interfaces/distributed-lock-options.interface.js';
+import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
+import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 
 interface LockEventBase {
   key: string;

@@ -1,0 +1,50 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Lease } from './lease.js';
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+
+/**
+ * The leases held by the current async context — taken by `using()` and decorated calls, innermost
+ * last. Reentrancy, `current()` and the fences read it; a lease is entered only while work runs.
+ */
+export class LeaseContext {
+  private readonly storage = new AsyncLocalStorage<readonly Lease[]>();
+
+  /** Every lease of this async context, outermost first. */
+  leases(): readonly Lease[] {
+    return this.storage.getStore() ?? [];
+  }
+
+  /** The innermost lease of this context, or the innermost one on `key`. */
+  current(key?: string): Lease | undefined {
+    const leases = this.storage.getStore();
+    if (!leases) return undefined;
+    for (let i = leases.length - 1; i >= 0; i--) {
+      if (key === undefined || leases[i].key === key) return leases[i];
+    }
+    return undefined;
+  }
+
+  /** The innermost lease still held on `key` at `backend`: a nested acquisition re-enters it. */
+  reentrant(key: string, backend: string): Lease | undefined {
+    return this.storage.getStore()?.findLast((lease) => lease.key === key && lease.backend === backend && lease.held && !lease.signal.aborted);
+  }
+
+  /** Throw the loss of `lease`, or of any lease this context is nested in, if one is known lost. */
+  assertHeldAround(lease: Lease): void {
+    if (lease.signal.aborted) throw lease.signal.reason;
+    for (const outer of this.leases()) if (outer.signal.aborted) throw outer.signal.reason;
+  }
+
+  /**
+   * Run `fn` with `lease` as the innermost lease of its async context (no release). The work now
+   * running under the lease is tracked — a shutdown waits for it before it gives the key back:
+   * until its Promise settles, or (an Observable, a plain value) until the handle is released.
+   */
+  run<T>(lease: Lease, fn: () => T): T {
+    const result = this.storage.run([...this.leases(), lease], fn);
+    lease.leaseCore.trackWork(isPromiseLike(result) ? Promise.resolve(result) : lease.whenReleased());
+    return result;
+  }
+}

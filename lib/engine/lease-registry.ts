@@ -1,0 +1,100 @@
+import type { Logger } from '@nestjs/common';
+import type { LeaseLostError } from '../errors/lease-lost.error.js';
+import { monotonicNow } from '../common/validity.util.js';
+import type { Lease } from './lease.js';
+import type { LeaseCore, LeaseObserver } from './lease-core.js';
+import type { LockEvents } from './lock-events.js';
+
+const releaseKey = (backend: string, key: string): string => `${backend}\u0000${key}`;
+
+/**
+ * The leases one engine granted and has not yet seen end (by owner id: a backend reports a loss
+ * by owner, shutdown releases them all), the releases of keys still in flight, and what each
+ * lease's life reports — a log line and an event.
+ */
+export class LeaseRegistry implements LeaseObserver {
+  private readonly held = new Map<string, LeaseCore>();
+  /** Releases in flight, by backend and key: an acquisition of the key by this process waits for them. */
+  private readonly releasingKeys = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly events: LockEvents,
+    private readonly logger: Logger,
+  ) {}
+
+  add(core: LeaseCore): void {
+    this.held.set(core.owner, core);
+  }
+
+  byOwner(owner: string): LeaseCore | undefined {
+    return this.held.get(owner);
+  }
+
+  all(): LeaseCore[] {
+    return [...this.held.values()];
+  }
+
+  /** A release of `key` at `backend` by this process still in flight, if any. */
+  pendingRelease(backend: string, key: string): Promise<void> | undefined {
+    return this.releasingKeys.get(releaseKey(backend, key));
+  }
+
+  /** A release of the key went out (settles when the backend answered). */
+  releasing(core: LeaseCore, done: Promise<void>): void {
+    const k = releaseKey(core.backendName, core.key);
+    const settled = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.releasingKeys.set(k, settled);
+    void settled.then(() => {
+      if (this.releasingKeys.get(k) === settled) this.releasingKeys.delete(k);
+    });
+  }
+
+  /** A handle's release failed: reported, never thrown over the caller's own outcome. */
+  releaseFailed(lease: Lease, error: unknown): void {
+    this.logger.warn(`Release of "${lease.key}" (${lease.purpose}, ${lease.backend}) failed; it expires by itself: ${(error as Error)?.message ?? error}`);
+    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, error });
+  }
+
+  lost(core: LeaseCore, error: LeaseLostError): void {
+    if (error.reason !== 'shutdown') {
+      this.logger.warn(`Lease on "${core.key}" (${core.purpose}, ${core.backendName}) lost: ${error.message}`);
+    }
+    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
+  }
+
+  released(core: LeaseCore, wasOwner: boolean): void {
+    if (this.events.listenerCount('released') === 0) return;
+    this.events.emit('released', {
+      key: core.key,
+      purpose: core.purpose,
+      backend: core.backendName,
+      heldMs: monotonicNow() - core.acquiredAt,
+      wasOwner,
+    });
+  }
+
+  renewed(core: LeaseCore): void {
+    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backendName, remainingMs: core.remainingMs() });
+  }
+
+  renewalFailed(core: LeaseCore, error: unknown): void {
+    this.logger.warn(
+      `Renewal of "${core.key}" (${core.purpose}, ${core.backendName}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
+    );
+    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
+  }
+
+  workOutlivedShutdown(core: LeaseCore): void {
+    this.logger.warn(
+      `Work under "${core.key}" (${core.purpose}, ${core.backendName}) was still running when its lease's validity ran out ` +
+        'during shutdown; the key was given up (another owner may take it now)',
+    );
+  }
+
+  ended(core: LeaseCore): void {
+    this.held.delete(core.owner);
+  }
+}

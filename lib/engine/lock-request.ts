@@ -1,0 +1,28 @@
+import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { LeasePolicy } from './lease-policy.js';
+
+/**
+ * One acquisition, validated: what the engine needs, whoever asks (`acquire()`, `using()`, a
+ * decorated method). The options layer produces it; the engine never reads user input.
+ */
+export interface LockRequest {
+  key: string;
+  purpose: LockPurpose;
+  /** How long the lease may be trusted, in ms. */
+  ttl: number;
+  /** How long to wait while another owner holds the key, in ms (0: one attempt). */
+  wait: number;
+  /** The configured backend that serves it. */
+  backend: string;
+  policy: LeasePolicy;
+  /** Stops the wait (and gives back a grant that comes anyway). */
+  signal?: AbortSignal;
+  /** Who asks, for messages: `acquire("k")`, `Class.method`. */
+  where?: string;
+}
+
+/** What the engine does when the key stays held by another owner: throw `LockBusyError`, or skip. */
+export type WhenBusy = 'throw' | 'skip';
+
+/** `runLocked()`'s result when the key was busy and the request said `'skip'`. */
+export const SKIPPED: unique symbol = Symbol('nest-distributed-lock:skipped');
