@@ -69,9 +69,19 @@ function lockedEachSubscription(engine: LockEngine, lock: ResolvedMethodLock, ke
       if (unsubscribed.signal.aborted) return undefined;
       let observable = work(lease);
       if (lock.policy.rejectOnLoss) observable = failOnLoss(lease, observable);
-      // The locked call lasts as long as the subscription: the engine releases when it ends.
+      // The locked call lasts as long as the subscription. Its release starts the moment it ends,
+      // not a few ticks later: a repeat() or retry() subscribes again synchronously — from inside
+      // this work's async context — and must find this lease ended, not re-enter it. (A failed
+      // release is reported by the lease, never thrown; the engine's own release is a no-op then.)
       return new Promise<void>((ended) => {
-        inner = observable.pipe(finalize(ended)).subscribe(subscriber);
+        inner = observable
+          .pipe(
+            finalize(() => {
+              void lease[Symbol.asyncDispose]();
+              ended();
+            }),
+          )
+          .subscribe(subscriber);
       });
     };
     void (async () => {

@@ -1,8 +1,13 @@
+// Over 250 lines on purpose: one state machine (held → released | lost) whose transitions —
+// expiry, loss, extend, reentrant raises, the watchdog, release with lockAtLeastFor, shutdown
+// with work running — all read and write the same validity and settings. Its parts with state of
+// their own are apart: the work under it (lease-work.ts), the deadline (common/deadline-timer.ts).
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
 import { DeadlineTimer } from '../common/deadline-timer.js';
+import { LeaseWork } from './lease-work.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 
 /** How a lease tells its engine what happened to it. */
@@ -70,11 +75,8 @@ export class LeaseCore {
   private renewUntil: number | undefined;
   /** Monotonic time until which a release keeps the key (lockAtLeastFor). */
   private keepUntil: number;
-  /**
-   * The work running under this lease — the bodies of `using()` and decorated calls, reentrant
-   * ones included — until it settles. A shutdown keeps the key while any of it runs.
-   */
-  private readonly work = new Set<Promise<unknown>>();
+  /** The work running under this lease: a shutdown keeps the key while any of it runs. */
+  private readonly work = new LeaseWork();
   /** Shut down while work still ran: the key goes when it has settled (or the validity ended). */
   private draining = false;
   private validUntilMs: number;
@@ -168,15 +170,12 @@ export class LeaseCore {
    * go of the lease): a shutdown keeps the key until it has settled — or until the validity ends.
    */
   trackWork(work: Promise<unknown>): void {
-    if (this.state !== 'held' || this.work.has(work)) return;
-    this.work.add(work);
-    const done = (): void => void this.work.delete(work);
-    work.then(done, done);
+    if (this.state === 'held') this.work.track(work);
   }
 
   /** Whether work is still running under this lease. */
   get working(): boolean {
-    return this.work.size > 0;
+    return this.work.active;
   }
 
   /**
@@ -316,7 +315,7 @@ export class LeaseCore {
     this.stopTimers();
     this.endHandles();
     if (!this.releasing) {
-      this.draining = this.isShutDown() && this.work.size > 0;
+      this.draining = this.isShutDown() && this.work.active;
       this.releasing = this.giveBack(this.draining ? this.drain() : undefined);
       this.observer.releasing?.(this, this.releasing);
     }
@@ -330,24 +329,10 @@ export class LeaseCore {
 
   /**
    * Wait until the work under the lease has settled (true) or the lease's validity — its own, and
-   * what the backend vouches for — has run out (false). The timer does not keep the process alive.
+   * what the backend vouches for — has run out (false).
    */
-  private async drain(): Promise<boolean> {
-    const until = Math.min(this.validUntilMs, this.backend.validUntil?.(this.owner) ?? Number.POSITIVE_INFINITY);
-    let timer: NodeJS.Timeout | undefined;
-    const ranOut = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), Math.max(0, Math.ceil(until - monotonicNow())));
-      timer.unref();
-    });
-    try {
-      while (this.work.size > 0) {
-        const settled = await Promise.race([Promise.allSettled([...this.work]).then(() => true), ranOut]);
-        if (!settled) return false;
-      }
-      return true;
-    } finally {
-      clearTimeout(timer);
-    }
+  private drain(): Promise<boolean> {
+    return this.work.settledBefore(Math.min(this.validUntilMs, this.backend.validUntil?.(this.owner) ?? Number.POSITIVE_INFINITY));
   }
 
   private async giveBack(drained?: Promise<boolean>): Promise<void> {

@@ -1,6 +1,6 @@
 import { Injectable, Module, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { defer, lastValueFrom, Observable, type Subscription } from 'rxjs';
+import { defer, lastValueFrom, Observable, repeat, toArray, type Subscription } from 'rxjs';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../../lib/index.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
@@ -105,6 +105,42 @@ describe('@DistributedLock and Observables: unsubscribed and never-subscribed ca
       await sleep(500);
       expect(acquired).toEqual([]);
       expect(runs).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+  it('a declared Observable re-subscribed by repeat() from inside its own work takes a fresh lease each time, never the ending one', async () => {
+    const key = uniqueKey('repeat-fresh');
+    const seen: Array<{ reentrant: boolean; remaining: number }> = [];
+    @Injectable()
+    class Feed {
+      constructor(readonly locks: DistributedLockService) {}
+      @DistributedLock({ purpose: 'efficiency', key, ttl: 10_000 })
+      tick(): Observable<number> {
+        return new Observable<number>((subscriber) => {
+          // Completes from a continuation of work begun under the lease (its async context), so
+          // repeat() subscribes again synchronously, still inside that context.
+          void sleep(20).then(() => {
+            const lease = this.locks.current(key)!;
+            seen.push({ reentrant: lease.reentrant, remaining: lease.remainingMs() });
+            subscriber.next(seen.length);
+            subscriber.complete();
+          });
+        });
+      }
+    }
+    const app = await bootWith([Feed]);
+    const released: boolean[] = [];
+    app.get(DistributedLockService).events.on('released', (e) => released.push(e.wasOwner));
+    try {
+      expect(await lastValueFrom(app.get(Feed).tick().pipe(repeat(3), toArray()))).toEqual([1, 2, 3]);
+      // Each subscription held a lease of its own (the previous one had ended): none re-entered.
+      expect(seen.map((s) => s.reentrant)).toEqual([false, false, false]);
+      await sleep(100);
+      expect(released).toEqual([true, true, true]);
+      const next = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
+      expect(next).not.toBeNull();
+      await next?.release();
     } finally {
       await app.close();
     }

@@ -1,3 +1,5 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { backendsOf } from '../harness/backends-of.js';
 import { etcdHosts, startLockApp } from '../harness/lock-app.js';
 
 interface Backoff {
@@ -6,8 +8,8 @@ interface Backoff {
 }
 
 /** The watch manager's backoff of the etcd3 client the module created. */
-function watchBackoffOf(locks: unknown): Backoff {
-  const backend = (locks as { backends: Map<string, { client: { watchManager: { backoff: Backoff } } }> }).backends.get('etcd')!;
+function watchBackoffOf(app: INestApplicationContext): Backoff {
+  const backend = backendsOf(app).get('etcd') as unknown as { client: { watchManager: { backoff: Backoff } } };
   return backend.client.watchManager.backoff;
 }
 
@@ -18,7 +20,7 @@ describe('etcd watch-stream retries: a pending retry never holds a closed proces
   it('the client the module creates retries a broken watch stream after at most ~1 s, however often it broke', async () => {
     const app = await startLockApp({ etcd: { hosts: etcdHosts() } });
     try {
-      let backoff: Backoff | undefined = watchBackoffOf(app.locks);
+      let backoff: Backoff | undefined = watchBackoffOf(app.app);
       const durations: number[] = [];
       for (let i = 0; i < 30 && backoff; i++) {
         durations.push(backoff.duration);
@@ -36,7 +38,7 @@ describe('etcd watch-stream retries: a pending retry never holds a closed proces
     const mine: Backoff = { duration: 7, next: () => mine };
     const app = await startLockApp({ etcd: { hosts: etcdHosts(), options: { faultHandling: { watchBackoff: mine } } } });
     try {
-      expect(watchBackoffOf(app.locks).duration).toBe(7);
+      expect(watchBackoffOf(app.app).duration).toBe(7);
     } finally {
       await app.close();
     }

@@ -2,10 +2,11 @@ import { LockBackendUnavailableError } from '../../lib/index.js';
 import { startLockApp, redisUrl, uniqueKey, sleep, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
+import { backendsOf } from '../harness/backends-of.js';
 
 /** Per-owner collections of a backend (every Map and Set but the per-key busy cache), by name: size. */
 function ownerState(app: LockApp, backend: string): Record<string, number> {
-  const b = (app.locks as unknown as { backends: Map<string, Record<string, unknown>> }).backends.get(backend)!;
+  const b = backendsOf(app.app).get(backend) as unknown as Record<string, unknown>;
   const out: Record<string, number> = {};
   for (const [name, value] of Object.entries(b)) {
     if ((value instanceof Map || value instanceof Set) && !/busy/i.test(name)) out[name] = value.size;

@@ -23,6 +23,8 @@ import {
   StaleFencingTokenError,
   type Lease,
 } from '../../lib/index.js';
+import { LockEngine } from '../../lib/engine/lock-engine.js';
+import { backendsOf } from '../harness/backends-of.js';
 import { wallNow } from './clock.js';
 import type { DecoSpec, FiberOp, LockOp, Step, Store } from './plan.js';
 import {
@@ -118,7 +120,7 @@ const errorInfo = (error: unknown): { name: string; message: string } => ({
 let app: INestApplicationContext | undefined;
 let locks!: DistributedLockService;
 let appUp: Promise<void> = Promise.resolve();
-const debugApps: Array<{ svc: DistributedLockService; startedAt: number; closedAt?: number }> = [];
+const debugApps: Array<{ backends: Map<string, unknown>; startedAt: number; closedAt?: number }> = [];
 
 async function startApp(direct = false): Promise<void> {
   @Module({
@@ -136,8 +138,8 @@ async function startApp(direct = false): Promise<void> {
   app = await NestFactory.createApplicationContext(SimModule, { logger: false });
   locks = app.get(DistributedLockService);
   decoratedInstances = decoratedClasses.map((cls) => app!.get(cls) as DecoratedMethodHost);
-  traceBackends(locks);
-  if (process.env.SIM_DEBUG) debugApps.push({ svc: locks, startedAt: now() });
+  traceBackends(backendsOf(app));
+  if (process.env.SIM_DEBUG) debugApps.push({ backends: backendsOf(app), startedAt: now() });
 }
 
 let restarting: Promise<void> = Promise.resolve();
@@ -152,7 +154,7 @@ async function restartOnce(downMs: number): Promise<void> {
   let up!: () => void;
   appUp = new Promise<void>((resolve) => (up = resolve));
   emit({ ev: 'app', state: 'closing' });
-  const old = locks as unknown as { backends: Map<string, { client?: { status?: string }; subscriber?: { status?: string } }> };
+  const old = { backends: backendsOf(app!) as Map<string, { client?: { status?: string }; subscriber?: { status?: string } }> };
   try {
     await app?.close();
     if (process.env.SIM_DEBUG) {
@@ -183,9 +185,9 @@ async function restartOnce(downMs: number): Promise<void> {
 
 /** Every backend call per owner (bounded), to explain an owner left in a backend's maps (invariant 5). */
 const ownerTrace = new Map<string, string[]>();
-function traceBackends(svc: DistributedLockService): void {
+function traceBackends(backends: Map<string, unknown>): void {
   const t0 = now();
-  for (const [name, backend] of (svc as unknown as { backends: Map<string, Record<string, unknown>> }).backends) {
+  for (const [name, backend] of backends as Map<string, Record<string, unknown>>) {
     for (const method of ['acquire', 'waitForTurn', 'release', 'extend']) {
       const original = (backend[method] as (...a: unknown[]) => Promise<unknown>).bind(backend);
       backend[method] = (...args: unknown[]) => {
@@ -208,8 +210,7 @@ function traceBackends(svc: DistributedLockService): void {
 }
 
 function explainLeftovers(baseline: Record<string, number>): void {
-  const svc = locks as unknown as { backends: Map<string, Record<string, unknown>> };
-  for (const [name, backend] of svc.backends) {
+  for (const [name, backend] of backendsOf(app!) as unknown as Map<string, Record<string, unknown>>) {
     for (const [prop, value] of Object.entries(backend)) {
       if (!(value instanceof Map) || isKeyCache(prop) || value.size <= (baseline[`${name}.${prop}`] ?? 0)) continue;
       for (const owner of value.keys()) {
@@ -754,13 +755,20 @@ async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
 
 // ---------------------------------------------------------------- internal sizes (invariant 5)
 
-/** Sizes of the service's and backends' collections, found by reflection (lib/ changes under us). */
+/**
+ * Sizes of the engine's and backends' collections, found by reflection (lib/ changes under us) —
+ * but never silently nothing: a refactor that moves them away fails the run here.
+ */
 function sizes(): Record<string, number> {
   const out: Record<string, number> = {};
-  const svc = locks as unknown as { held?: Map<unknown, unknown>; backends?: Map<string, object>; events?: { eventNames(): Array<string | symbol>; listenerCount(e: string | symbol): number } };
-  if (svc.held instanceof Map) out['service.held'] = svc.held.size;
-  if (svc.events) out['service.events.listeners'] = svc.events.eventNames().reduce((n, e) => n + svc.events!.listenerCount(e), 0);
-  for (const [name, backend] of svc.backends ?? []) collect(`${name}`, backend, out, 2);
+  const engine = app!.get(LockEngine) as unknown as { registry?: object };
+  if (!engine.registry) throw new Error('sim: the engine has no registry to check for leaks (invariant 5) — update sizes()');
+  collect('engine.registry', engine.registry, out, 1);
+  if (!('engine.registry.held' in out)) throw new Error('sim: the engine registry has no held-leases map (invariant 5) — update sizes()');
+  out['service.events.listeners'] = locks.events.eventNames().reduce((n, e) => n + locks.events.listenerCount(e), 0);
+  const backends = backendsOf(app!);
+  if (backends.size === 0) throw new Error('sim: no backends found to check for leaks (invariant 5)');
+  for (const [name, backend] of backends) collect(`${name}`, backend as object, out, 2);
   return out;
 }
 
@@ -899,9 +907,9 @@ async function main(): Promise<void> {
             if (resource.hasRef?.() && !/at sleep \(/.test(stack)) emit({ ev: 'note', message: `ref'd timer created at ${stack}` });
           }
           for (const [i, a] of debugApps.entries()) {
-            const r = (a.svc as unknown as { backends: Map<string, { client?: { status?: string; stream?: { localPort?: number } }; subscriber?: { status?: string }; closed?: boolean }> }).backends.get('redis');
+            const r = (a.backends as Map<string, { client?: { status?: string; stream?: { localPort?: number } }; subscriber?: { status?: string }; closed?: boolean }>).get('redis');
             emit({ ev: 'note', message: `app #${i} (started ${a.startedAt.toFixed(0)}): redis backend closed=${r?.closed} client ${r?.client?.status} :${r?.client?.stream?.localPort}, subscriber ${r?.subscriber?.status}` });
-            const e = (a.svc as unknown as { backends: Map<string, { client?: { watchManager?: { state: number; watchers: unknown[]; expectedClosers: Set<unknown> } }; queued?: Map<string, unknown> }> }).backends.get('etcd');
+            const e = (a.backends as Map<string, { client?: { watchManager?: { state: number; watchers: unknown[]; expectedClosers: Set<unknown> } }; queued?: Map<string, unknown> }>).get('etcd');
             const wm = e?.client?.watchManager;
             emit({ ev: 'note', message: `app #${i}: etcd backend queued ${e?.queued?.size}, watch manager state ${wm?.state} (0 idle, 1 connecting, 2 connected), ${wm?.watchers.length} watchers, ${wm?.expectedClosers.size} closing` });
           }

@@ -4,6 +4,7 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DistributedLockModule, DistributedLockService } from '../../lib/index.js';
+import { backendsOf } from '../harness/backends-of.js';
 
 async function main(): Promise<void> {
   @Module({ imports: [DistributedLockModule.forRoot({ etcd: { hosts: process.env.WORKER_ETCD_HOSTS!.split(','), commandTimeoutMs: 500 } })] })
@@ -17,7 +18,7 @@ async function main(): Promise<void> {
   if (process.env.WORKER_LEFTOVER_WATCH) {
     // A watch left on the module's own client (as a waiter's watch whose cancel never completed
     // would be): the watch stream is a gRPC call without a deadline.
-    const client = (locks as unknown as { backends: Map<string, { client: { watch(): { key(k: string): { create(): Promise<unknown> } } } }> }).backends.get('etcd')!.client;
+    const client = (backendsOf(app).get('etcd') as unknown as { client: { watch(): { key(k: string): { create(): Promise<unknown> } } } }).client;
     await client.watch().key('close-exit-leftover').create();
     process.stdout.write('watching\n');
   }
