@@ -1,7 +1,7 @@
 export { DistributedLockModule } from './distributed-lock.module.js';
 export { DistributedLockService } from './distributed-lock.service.js';
 export { DistributedLock } from './decorators/distributed-lock.decorator.js';
-export { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
+export { DistributedLockInterceptor } from './decorators/distributed-lock.interceptor.js';
 export type { DistributedLockOptions, OnBusy } from './interfaces/distributed-lock-decorator-options.interface.js';
 export { LockEvents, type LockEventMap, type LockEventName } from './engine/lock-events.js';
 export { Lease } from './engine/lease.js';

@@ -2,7 +2,7 @@ import { UseInterceptors } from '@nestjs/common';
 import { Observable, throwError } from 'rxjs';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import type { DistributedLockOptions } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { DistributedLockInterceptor } from '../distributed-lock.interceptor.js';
+import { DistributedLockInterceptor } from './distributed-lock.interceptor.js';
 import { copyMethodMetadata } from './copy-metadata.util.js';
 import { bindingOf } from './instance-binding.js';
 import { declarationsOf, DISTRIBUTED_LOCK_METADATA, type DecoratedMethod } from './lock-metadata.js';

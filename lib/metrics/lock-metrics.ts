@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { LOGGER_CONTEXT, RESOLVED_LOCK_OPTIONS } from '../distributed-lock.constants.js';
 import type { LockEventMap, LockEventName } from '../engine/lock-events.js';
-import { DistributedLockService } from '../distributed-lock.service.js';
+import { LockEngine } from '../engine/lock-engine.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { ResolvedModuleOptions } from '../options/module-options.util.js';
 
@@ -41,7 +41,7 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
   private readonly unsubscribe: Array<() => void> = [];
 
   constructor(
-    private readonly locks: DistributedLockService,
+    private readonly locks: LockEngine,
     @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 

@@ -8,9 +8,9 @@ import {
   type NestInterceptor,
 } from '@nestjs/common';
 import { catchError, type Observable } from 'rxjs';
-import { LOGGER_CONTEXT } from './distributed-lock.constants.js';
-import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.error.js';
-import { LockBusyError } from './errors/lock-busy.error.js';
+import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
+import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
+import { LockBusyError } from '../errors/lock-busy.error.js';
 
 /**
  * The only place that speaks HTTP: `LockBusyError` → 409 Conflict (with `Retry-After` when the
