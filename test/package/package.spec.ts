@@ -143,6 +143,15 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     expect(manifest.exports['./testing'].types).toBe('./dist/lib/testing/index.d.ts');
   });
 
+  it("publishes the service's documented API only: no internal member in its .d.ts", async () => {
+    await run('tar', ['-xzf', tarball, '-C', work, 'package/dist/lib/distributed-lock.service.d.ts']);
+    const dts = readFileSync(join(work, 'package/dist/lib/distributed-lock.service.d.ts'), 'utf8');
+    const body = dts.slice(dts.indexOf('export declare class DistributedLockService'));
+    const members = [...body.matchAll(/^ {4}(?:readonly )?(#private|[A-Za-z]\w*)[(:<;?]/gm)].map((m) => m[1]);
+    expect(members).toEqual(['#private', 'events', 'constructor', 'acquire', 'tryAcquire', 'using', 'current', 'currentLeases']);
+    expect(body).not.toMatch(/@internal/);
+  });
+
   it.each(consumers.map((c) => [c.name, c] as const))(
     '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing entry works',
     async (_name, consumer) => {
