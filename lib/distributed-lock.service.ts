@@ -29,12 +29,13 @@ function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptio
 export class DistributedLockService {
   /** Lifecycle events: acquired, busy, released, release-failed, lost, renewed, renewal-failed. */
   readonly events: LockEvents;
-  readonly #engine: LockEngine;
-  readonly #options: ResolvedModuleOptions;
 
-  constructor(engine: LockEngine, @Inject(RESOLVED_LOCK_OPTIONS) options: ResolvedModuleOptions) {
-    this.#engine = engine;
-    this.#options = options;
+  // TS-private, not #private: a Proxy of the service (tracing, instrumentation) must keep working.
+  // The published .d.ts names them without their types.
+  constructor(
+    private readonly engine: LockEngine,
+    @Inject(RESOLVED_LOCK_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {
     this.events = engine.events;
   }
 
@@ -48,13 +49,13 @@ export class DistributedLockService {
    */
   async acquire(key: string, opts: LockOptions): Promise<Lease> {
     const where = `acquire(${JSON.stringify(key)})`;
-    return (await this.#engine.acquire(noWrappedCall(resolveLockOptions(key, opts, this.#options, where), where), 'throw'))!;
+    return (await this.engine.acquire(noWrappedCall(resolveLockOptions(key, opts, this.options, where), where), 'throw'))!;
   }
 
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
   async tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
     const where = `tryAcquire(${JSON.stringify(key)})`;
-    return this.#engine.acquire(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.#options, where), where), 'skip');
+    return this.engine.acquire(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.options, where), where), 'skip');
   }
 
   /**
@@ -63,7 +64,7 @@ export class DistributedLockService {
    * event) and never replaces `fn`'s result or error.
    */
   async using<T>(key: string, opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
-    const result = await this.#engine.runLocked(resolveLockOptions(key, opts, this.#options, `using(${JSON.stringify(key)})`), 'throw', fn);
+    const result = await this.engine.runLocked(resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`), 'throw', fn);
     // A 'throw' request never skips.
     return result as Exclude<typeof result, typeof SKIPPED>;
   }
@@ -73,7 +74,7 @@ export class DistributedLockService {
    * taken by `using()` and `@DistributedLock`; `undefined` outside them.
    */
   current(key?: string): Lease | undefined {
-    return this.#engine.context.current(key);
+    return this.engine.context.current(key);
   }
 
   /**
@@ -81,6 +82,6 @@ export class DistributedLockService {
    * Fencing helpers use it to find the lease that protects a resource.
    */
   currentLeases(): readonly Lease[] {
-    return this.#engine.context.leases();
+    return this.engine.context.leases();
   }
 }

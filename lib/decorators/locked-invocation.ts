@@ -1,4 +1,4 @@
-import { finalize, from, isObservable, Observable, type Subscription } from 'rxjs';
+import { finalize, from, isObservable, Observable, tap, type Subscription } from 'rxjs';
 import type { Lease } from '../engine/lease.js';
 import type { LockEngine } from '../engine/lock-engine.js';
 import { SKIPPED, type LockRequest, type WhenBusy } from '../engine/lock-request.js';
@@ -69,19 +69,18 @@ function lockedEachSubscription(engine: LockEngine, lock: ResolvedMethodLock, ke
       if (unsubscribed.signal.aborted) return undefined;
       let observable = work(lease);
       if (lock.policy.rejectOnLoss) observable = failOnLoss(lease, observable);
-      // The locked call lasts as long as the subscription. Its release starts the moment it ends,
-      // not a few ticks later: a repeat() or retry() subscribes again synchronously — from inside
-      // this work's async context — and must find this lease ended, not re-enter it. (A failed
+      // The locked call lasts as long as the subscription, and its release starts the moment the
+      // work ends — on its complete or error notification, before the subscriber hears of it, or
+      // at unsubscription. A repeat(), a retry() or a complete callback may subscribe again at
+      // once (synchronously, for a source that completes on subscribe), inside this work's async
+      // context: it must find this lease ended and take a fresh one, never re-enter it. (A failed
       // release is reported by the lease, never thrown; the engine's own release is a no-op then.)
       return new Promise<void>((ended) => {
-        inner = observable
-          .pipe(
-            finalize(() => {
-              void lease[Symbol.asyncDispose]();
-              ended();
-            }),
-          )
-          .subscribe(subscriber);
+        const end = (): void => {
+          void lease[Symbol.asyncDispose]();
+          ended();
+        };
+        inner = observable.pipe(tap({ complete: end, error: end }), finalize(end)).subscribe(subscriber);
       });
     };
     void (async () => {
