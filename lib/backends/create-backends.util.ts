@@ -4,9 +4,8 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import type { LockBackend } from './lock-backend.interface.js';
 import type { EtcdClientLike } from './etcd/etcd-client.interface.js';
 import type { RedisClientLike } from './redis/redis-client.interface.js';
+import { redactUrl, scrubCredentials } from '../common/redact.util.js';
 import {
-  redactUrl,
-  scrubCredentials,
   type ResolvedEtcdOptions,
   type ResolvedModuleOptions,
   type ResolvedRedisOptions,

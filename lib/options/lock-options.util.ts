@@ -2,7 +2,8 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeasePolicy } from '../engine/lease-policy.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
-import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed, type ResolvedModuleOptions } from './module-options.util.js';
+import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../common/checks.util.js';
+import type { ResolvedModuleOptions } from './module-options.util.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
 export const MAX_KEY_LENGTH = 1024;

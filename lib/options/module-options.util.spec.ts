@@ -2,7 +2,9 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import type { DistributedLockModuleOptions } from '../interfaces/distributed-lock-options.interface.js';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { driftAllowanceMs } from '../common/validity.util.js';
-import { MIN_VALIDITY_MS, minTtlMs, redactUrl, redisHashTag, resolveModuleOptions, scrubCredentials } from './module-options.util.js';
+import { MIN_VALIDITY_MS, minTtlMs } from '../common/checks.util.js';
+import { redactUrl, scrubCredentials } from '../common/redact.util.js';
+import { redisHashTag, resolveModuleOptions } from './module-options.util.js';
 
 function errorOf(options: unknown): InvalidLockOptionsError {
   try {

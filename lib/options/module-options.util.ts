@@ -7,9 +7,21 @@ import {
   type RedisBackendOptions,
 } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../backends/lock-backend.interface.js';
-import { driftAllowanceMs } from '../common/validity.util.js';
+import {
+  checkNonNegativeMs,
+  checkPositiveMs,
+  checkTtl,
+  isPlainObject,
+  isWellFormed,
+  MODULE_OPTIONS,
+  rejectUnknown as rejectUnknownIn,
+} from '../common/checks.util.js';
+import { describeValue } from '../common/redact.util.js';
 
-const WHERE = 'DistributedLockModule options';
+// engine/lease.ts still imports checkTtl from here; its owner moves that import to common/ (issue 14).
+export { checkTtl } from '../common/checks.util.js';
+
+const WHERE = MODULE_OPTIONS;
 const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
 const REDIS_FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
 const ETCD_FIELDS = ['hosts', 'options', 'client', 'prefix', 'sessionTtlSeconds', 'commandTimeoutMs'];
@@ -56,91 +68,7 @@ function fail(field: string, problem: string): never {
   throw new InvalidLockOptionsError(field, problem, WHERE);
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function rejectUnknown(obj: Record<string, unknown>, known: string[], path: string): void {
-  for (const field of Object.keys(obj)) {
-    if (!known.includes(field)) {
-      fail(path + field, `unknown option (known: ${known.join(', ')})`);
-    }
-  }
-}
-
-/** Longest time a timer can wait (2^31 − 1 ms, about 24.8 days). */
-const MAX_MS = 2_147_483_647;
-
-/** A positive number of milliseconds (finite, integer, at most about 24.8 days). */
-export function checkPositiveMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0 || value > MAX_MS) {
-    throw new InvalidLockOptionsError(field, `must be a positive integer number of milliseconds, got ${String(value)}`, where);
-  }
-  return value;
-}
-
-/**
- * Validity a lease must keep after the drift allowance (`floor(ttl × driftFactor) + 2` ms): a
- * shorter one is spent by one event-loop hiccup, and at zero every grant is already expired when
- * it arrives, so a waiter would spin acquire/release until its deadline.
- */
-export const MIN_VALIDITY_MS = 10;
-
-/** The smallest ttl that leaves `MIN_VALIDITY_MS` of validity with this drift factor (< 0.5). */
-export function minTtlMs(driftFactor: number): number {
-  // ttl − floor(ttl × f) never decreases as ttl grows (f < 1), so the first ttl that fits is the minimum.
-  let ttl = MIN_VALIDITY_MS + 2;
-  while (ttl - driftAllowanceMs(ttl, driftFactor) < MIN_VALIDITY_MS) ttl++;
-  return ttl;
-}
-
-/** A lease ttl: positive whole ms that leaves at least `MIN_VALIDITY_MS` after the drift allowance. */
-export function checkTtl(value: unknown, field: string, driftFactor: number, where?: string): number {
-  const ttl = checkPositiveMs(value, field, where);
-  const min = minTtlMs(driftFactor);
-  if (ttl < min) {
-    throw new InvalidLockOptionsError(
-      field,
-      `must be at least ${min} ms, got ${ttl}: a lease is trusted for its ttl minus the drift allowance ` +
-        `(floor(ttl × driftFactor ${driftFactor}) + 2 ms), and must keep ${MIN_VALIDITY_MS} ms of that`,
-      where,
-    );
-  }
-  return ttl;
-}
-
-/** A UTF-16 surrogate not part of a pair: no UTF-8 encoding (Redis stores U+FFFD, etcd throws). */
-export const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
-
-/**
- * A URL (or anything a user put where a URL goes) fit for an error message: the user:password part
- * and the query (ioredis reads `?password=` too) are masked. Everything up to the last `@` goes:
- * a password may itself contain `@`, `/` or `:` when it is not percent-encoded.
- */
-export function redactUrl(value: string): string {
-  let out = value;
-  const at = out.lastIndexOf('@');
-  if (at >= 0) {
-    const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/*/.exec(out)?.[0] ?? '';
-    out = `${scheme.length <= at ? scheme : ''}***@${out.slice(at + 1)}`;
-  }
-  const query = out.search(/[?#]/);
-  if (query >= 0) out = `${out.slice(0, query)}?***`;
-  return out;
-}
-
-/** Free text (a client's error message) with any `scheme://user:password@` in it masked. */
-export function scrubCredentials(text: string): string {
-  return text.replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/)\S*@/g, '$1***@');
-}
-
-/** A user-supplied value for an error message, never echoing a credential it may carry. */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(redactUrl(value));
-  if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
-  if (value === null) return 'null';
-  // Objects are not printed at all: they are where passwords live (ioredis / etcd3 options).
-  return typeof value === 'object' ? 'an object' : typeof value === 'function' ? 'a function' : String(value);
-}
+const rejectUnknown = (obj: Record<string, unknown>, known: string[], path: string): void => rejectUnknownIn(obj, known, path);
 
 /**
  * The part of a Redis key that Cluster hashes: between the first `{` and the first `}` after it,
@@ -171,14 +99,6 @@ export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: st
     );
   }
   return prefix;
-}
-
-/** Zero or a positive number of milliseconds (finite, integer). */
-export function checkNonNegativeMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_MS) {
-    throw new InvalidLockOptionsError(field, `must be 0 or a positive integer number of milliseconds, got ${String(value)}`, where);
-  }
-  return value;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
-import { checkRedisKeyPrefix, REDIS_CAPABILITIES, redisHashTag, scrubCredentials } from '../../options/module-options.util.js';
+import { scrubCredentials } from '../../common/redact.util.js';
+import { checkRedisKeyPrefix, REDIS_CAPABILITIES, redisHashTag } from '../../options/module-options.util.js';
 import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
