@@ -13,14 +13,10 @@ export {
   type LockPingOptions,
 } from './health/distributed-lock.health.js';
 export * from './errors/index.js';
-export type {
-  DistributedLockModuleOptions,
-  EtcdBackendOptions,
-  LockDefaults,
-  LockPurpose,
-  MemoryBackendOptions,
-  RedisBackendOptions,
-} from './interfaces/distributed-lock-options.interface.js';
+export type { DistributedLockModuleOptions, LockDefaults, LockPurpose } from './interfaces/distributed-lock-options.interface.js';
+export type { RedisBackendOptions } from './backends/redis/redis-backend.options.js';
+export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
+export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type {

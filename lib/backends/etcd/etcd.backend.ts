@@ -3,7 +3,8 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { monotonicNow } from '../../common/validity.util.js';
-import { ETCD_CAPABILITIES } from '../../options/module-options.util.js';
+import { ETCD_CAPABILITIES, ETCD_DEFAULTS } from './etcd-backend.options.js';
+import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
 import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { EtcdSession } from './etcd-session.js';
@@ -94,10 +95,10 @@ export class EtcdBackend implements LockBackend {
     this.client = config.client;
     this.ownsClient = config.ownsClient;
     this.name = config.name ?? 'etcd';
-    this.prefix = config.prefix ?? 'lock/';
-    this.sessionTtlSeconds = config.sessionTtlSeconds ?? 10;
-    this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
-    this.driftFactor = config.driftFactor ?? 0.01;
+    this.prefix = config.prefix ?? ETCD_DEFAULTS.prefix;
+    this.sessionTtlSeconds = config.sessionTtlSeconds ?? ETCD_DEFAULTS.sessionTtlSeconds;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? ETCD_DEFAULTS.commandTimeoutMs;
+    this.driftFactor = config.driftFactor ?? DEFAULT_DRIFT_FACTOR;
   }
 
   onLeaseLost(listener: LockLossListener): () => void {

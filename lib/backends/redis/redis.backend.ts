@@ -2,7 +2,8 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { scrubCredentials } from '../../common/redact.util.js';
-import { checkRedisKeyPrefix, REDIS_CAPABILITIES, redisHashTag } from '../../options/module-options.util.js';
+import { REDIS_CAPABILITIES, REDIS_DEFAULTS } from './redis-backend.options.js';
+import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
 import { withTimeout } from '../timeout.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
@@ -72,11 +73,11 @@ export class RedisBackend implements LockBackend {
       this.logConnection(this.client, true);
       this.client.on('connect', () => unref(this.client));
     }
-    this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
+    this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
-    this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
-    this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
-    this.heartbeatMs = config.waiterHeartbeatMs ?? 500;
+    this.connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
+    this.heartbeatMs = config.waiterHeartbeatMs ?? REDIS_DEFAULTS.waiterHeartbeatMs;
     this.entryLifeMs = this.heartbeatMs * 3;
   }
 
