@@ -11,6 +11,7 @@ import {
   MODULE_OPTIONS,
   rejectUnknown,
 } from '../common/checks.util.js';
+import { checkCanServe, routeByDefault } from './purpose-routing.util.js';
 import { LOCK_PURPOSES, type DistributedLockModuleOptions, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 
 // engine/lease.ts still imports checkTtl from here; its owner moves that import to common/ (issue 14).
@@ -112,7 +113,7 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
   const names = Object.keys(capabilities);
   if (names.length === 0) fail('options', `configure at least one backend: ${BUILT_IN_FIELDS.join(', ')} or backends`);
 
-  const purposes: Partial<Record<LockPurpose, string>> = {};
+  const routed: Partial<Record<LockPurpose, string>> = {};
   if (raw.purposes !== undefined) {
     if (!isPlainObject(raw.purposes)) fail('purposes', 'must be an object of purpose → backend name');
     rejectUnknown(raw.purposes, [...LOCK_PURPOSES], 'purposes.');
@@ -122,19 +123,11 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
       if (typeof name !== 'string' || !(name in capabilities)) {
         fail(`purposes.${purpose}`, `unknown backend ${JSON.stringify(name)} (configured: ${names.join(', ')})`);
       }
-      if (purpose === 'correctness' && !capabilities[name].fencing) {
-        fail('purposes.correctness', `backend "${name}" issues no fencing tokens, so it cannot serve correctness locks`);
-      }
-      purposes[purpose] = name;
+      checkCanServe(purpose, name, capabilities, `purposes.${purpose}`, MODULE_OPTIONS);
+      routed[purpose] = name;
     }
   }
-  const redis = builtIn.some((b) => b.field === 'redis');
-  purposes.efficiency ??= redis ? 'redis' : (names.find((n) => capabilities[n].distributed) ?? names[0]);
-  // Correctness goes by default only to a backend that is both fencing and distributed: the
-  // in-memory one would let every replica "hold" the same key (each with token 1). A test setup
-  // that wants it says so: purposes: { correctness: 'memory' }.
-  purposes.correctness ??= ['etcd', ...names].find((n) => capabilities[n]?.fencing && capabilities[n].distributed);
-  if (purposes.correctness === undefined) delete purposes.correctness;
+  const purposes = routeByDefault(routed, capabilities);
 
   const driftFactor = raw.driftFactor ?? DEFAULT_DRIFT_FACTOR;
   if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
