@@ -5,7 +5,7 @@ import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } fro
 import { monotonicNow } from '../../common/validity.util.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS } from './etcd-backend.options.js';
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
-import { withTimeout } from '../timeout.util.js';
+import { boundedCall, withTimeout } from '../backend-call.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { EtcdSession } from './etcd-session.js';
 
@@ -471,14 +471,14 @@ export class EtcdBackend implements LockBackend {
    * `timeoutMs`.
    */
   async ping(timeoutMs: number): Promise<void> {
-    if (this.closed) throw new LockBackendUnavailableError(this.name, 'ping', 'the backend is closed (application shutting down)');
-    const read = this.client.kv.range({ key: Buffer.from(`${this.prefix}__health`), keys_only: true }, { deadline: new Date(Date.now() + timeoutMs) });
-    try {
-      await withTimeout(read, timeoutMs, () => new LockBackendUnavailableError(this.name, 'ping', `no answer within ${timeoutMs} ms`));
-    } catch (error) {
-      if (error instanceof LockBackendUnavailableError) throw error;
-      throw new LockBackendUnavailableError(this.name, 'ping', (error as Error)?.message ?? String(error), { cause: error });
-    }
+    await boundedCall({
+      backend: this.name,
+      operation: 'ping',
+      closed: this.closed,
+      send: () => this.client.kv.range({ key: Buffer.from(`${this.prefix}__health`), keys_only: true }, { deadline: new Date(Date.now() + timeoutMs) }),
+      timeoutMs,
+      timedOut: () => `no answer within ${timeoutMs} ms`,
+    });
   }
 
   /**
@@ -488,25 +488,25 @@ export class EtcdBackend implements LockBackend {
    * revoked once unused — so a late put cannot leave a key that blocks the queue while our process
    * lives. An answer saying the session lease does not exist means the session is lost.
    */
-  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string, session?: EtcdSession): Promise<T> {
-    if (this.closed) {
-      throw new LockBackendUnavailableError(this.name, operation, 'the backend is closed (application shutting down)', { key });
-    }
-    try {
-      return await withTimeout(send(), this.commandTimeoutMs, () =>
-        new LockBackendUnavailableError(this.name, operation, `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`, { key }),
-      );
-    } catch (error) {
-      if (session && isLeaseNotFound(error)) {
-        // A definite answer: nothing was written, and every key on the lease is gone.
-        this.loseSession(session, `the session lease ${session.id} no longer exists on the server (revoked or expired)`);
-      } else {
+  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string, session?: EtcdSession): Promise<T> {
+    return boundedCall({
+      backend: this.name,
+      operation,
+      key,
+      closed: this.closed,
+      send,
+      timeoutMs: this.commandTimeoutMs,
+      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
+      onFailure: (error) => {
+        if (session && isLeaseNotFound(error)) {
+          // A definite answer: nothing was written, and every key on the lease is gone.
+          this.loseSession(session, `the session lease ${session.id} no longer exists on the server (revoked or expired)`);
+          return;
+        }
         if (cleanupKey !== undefined) this.scheduleCleanup(cleanupKey);
         if (session) this.retire(session);
-      }
-      if (error instanceof LockBackendUnavailableError) throw error;
-      throw new LockBackendUnavailableError(this.name, operation, (error as Error)?.message ?? String(error), { key, cause: error });
-    }
+      },
+    });
   }
 
   /**

@@ -1,10 +1,10 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
-import { scrubCredentials } from '../../common/redact.util.js';
+import { errorText } from '../../common/redact.util.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
-import { withTimeout } from '../timeout.util.js';
+import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
 
@@ -198,17 +198,16 @@ export class RedisBackend implements LockBackend {
 
   /** `PING` within `timeoutMs`, counting the wait for a connection. */
   async ping(timeoutMs: number): Promise<void> {
-    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
-      new LockBackendUnavailableError(this.name, 'ping', detail, { cause });
-    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
-    const reply = await withTimeout(
-      this.ready(unavailable).then(() => this.client.ping()),
+    const reply = await boundedCall({
+      backend: this.name,
+      operation: 'ping',
+      closed: this.closed,
+      // The wait for a connection counts against timeoutMs here.
+      send: (unavailable) => this.ready(unavailable).then(() => this.client.ping()),
       timeoutMs,
-      () => unavailable(`no answer within ${timeoutMs} ms (client status ${this.client.status})`),
-    ).catch((error: unknown) => {
-      throw error instanceof LockBackendUnavailableError ? error : unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
+      timedOut: () => `no answer within ${timeoutMs} ms (client status ${this.client.status})`,
     });
-    if (reply !== 'PONG') throw unavailable(`unexpected reply to PING: ${String(reply)}`);
+    if (reply !== 'PONG') throw new LockBackendUnavailableError(this.name, 'ping', `unexpected reply to PING: ${String(reply)}`);
   }
 
   async close(): Promise<void> {
@@ -229,7 +228,7 @@ export class RedisBackend implements LockBackend {
       if (this.down || this.closed) return;
       this.down = true;
       log?.warn(
-        `Redis connection of lock backend "${this.name}" failed: ${scrubCredentials((error as Error)?.message ?? String(error))}; ` +
+        `Redis connection of lock backend "${this.name}" failed: ${errorText(error)}; ` +
           'reconnecting (locks fail fast with LockBackendUnavailableError meanwhile; further errors of this outage are not logged)',
       );
     });
@@ -316,23 +315,23 @@ export class RedisBackend implements LockBackend {
    * never came may still be applied later (ioredis resends after reconnecting); `cleanupOwner`
    * queues a compare-and-delete behind it so such a late SET cannot leave a ghost lock.
    */
-  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
-    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
-      new LockBackendUnavailableError(this.name, operation, detail, { key, cause });
-    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
-    await this.ready(unavailable);
-    try {
-      return await withTimeout(send(), this.commandTimeoutMs, () =>
-        unavailable(`no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`),
-      );
-    } catch (error) {
-      if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
-      if (error instanceof LockBackendUnavailableError) throw error;
-      throw unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
-    }
+  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
+    return boundedCall({
+      backend: this.name,
+      operation,
+      key,
+      closed: this.closed,
+      connected: (unavailable) => this.ready(unavailable),
+      send,
+      timeoutMs: this.commandTimeoutMs,
+      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
+      onFailure: () => {
+        if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
+      },
+    });
   }
 
-  private ready(unavailable: (detail: string) => LockBackendUnavailableError): Promise<void> {
+  private ready(unavailable: Unavailable): Promise<void> {
     const status = this.client.status;
     if (status === 'ready' || status === 'wait') return Promise.resolve();
     if (status === 'end') return Promise.reject(unavailable('the client was closed'));
