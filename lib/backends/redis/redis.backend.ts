@@ -6,7 +6,8 @@ import { REDIS_CAPABILITIES, REDIS_DEFAULTS } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
 import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
-import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
+import { runScript, type RedisScript } from './redis-script.loader.js';
+import { ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
 
 export interface RedisBackendConfig {
   /** ioredis `Redis` or `Cluster`. */
@@ -300,13 +301,8 @@ export class RedisBackend implements LockBackend {
     );
   }
 
-  private async script(s: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
-    try {
-      return await this.client.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
-      return this.client.eval(s.lua, keys.length, ...keys, ...args);
-    }
+  private script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+    return runScript(this.client, script, keys, args);
   }
 
   /**
