@@ -144,12 +144,17 @@ export class EtcdBackend implements LockBackend {
     return this.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
   }
 
-  async extend(key: string, owner: string): Promise<boolean> {
+  /**
+   * `ttlMs` is not sent: the key rides the shared session lease, which keep-alives renew, so it
+   * lives while the session does (see `LockBackend.extend`). The engine ends it at `ttlMs` itself
+   * — its expiry, or a lockAtLeastFor release's delayed delete — and trusts it no longer than
+   * `validUntil(owner)`. So existing now, on a session not lost, is all an extend can check.
+   */
+  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
     const session = this.holding.get(owner);
     if (!session || session.lost) return false;
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
     const response = await this.call('extend', key, () => this.client.kv.range({ key: myKey, keys_only: true }, this.deadline()));
-    // The key rides on the session lease, which keep-alives renew: existing is enough.
     return response.kvs.length === 1 && !session.lost;
   }
 
