@@ -25,7 +25,8 @@ export type {
   LockBackend,
   LockBackendCapabilities,
 } from './backends/lock-backend.interface.js';
-export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
+export { RedisBackend } from './backends/redis/redis.backend.js';
+export type { RedisBackendConfig } from './backends/redis/redis-backend.options.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
 export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';

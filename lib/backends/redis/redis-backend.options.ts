@@ -38,6 +38,30 @@ export interface RedisBackendOptions {
   commandTimeoutMs?: number;
 }
 
+/** What `new RedisBackend()` takes (the module builds one from `RedisBackendOptions`). */
+export interface RedisBackendConfig {
+  /** ioredis `Redis` or `Cluster`. */
+  client: RedisClientLike;
+  /** Close the client in `close()` (true only when the module created it). */
+  ownsClient: boolean;
+  /** @default 'lock:' */
+  keyPrefix?: string;
+  /** @default 2000 */
+  connectTimeoutMs?: number;
+  /** @default 2000 */
+  commandTimeoutMs?: number;
+  /**
+   * A waiter re-checks at least this often even without a wake-up: it refreshes its queue entry
+   * and covers a lost pub/sub message. Entries and the hand-off reservations this process makes
+   * last 3× this. Processes may differ: a woken waiter trusts the reservation for the length the
+   * releasing process set (the wake-up message carries it), never for its own. @default 500
+   */
+  waiterHeartbeatMs?: number;
+  name?: string;
+  /** Where connection outages of the clients this backend owns are reported (once per outage). */
+  log?: { warn(message: string): void; log(message: string): void };
+}
+
 export interface ResolvedRedisOptions {
   url?: string;
   options?: Record<string, unknown>;
