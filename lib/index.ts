@@ -28,7 +28,8 @@ export type {
 export { RedisBackend } from './backends/redis/redis.backend.js';
 export type { RedisBackendConfig } from './backends/redis/redis-backend.options.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
-export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
+export { EtcdBackend } from './backends/etcd/etcd.backend.js';
+export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';

@@ -31,6 +31,23 @@ export interface EtcdBackendOptions {
   commandTimeoutMs?: number;
 }
 
+/** What `new EtcdBackend()` takes (the module builds one from `EtcdBackendOptions`). */
+export interface EtcdBackendConfig {
+  /** An `Etcd3` client. */
+  client: EtcdClientLike;
+  /** Close the client in `close()` (true only when the module created it). */
+  ownsClient: boolean;
+  /** Prefix of every key this backend writes. @default 'lock/' */
+  prefix?: string;
+  /** TTL of the shared session lease, in seconds (whole, ≥ 1). @default 10 */
+  sessionTtlSeconds?: number;
+  /** @default 2000 */
+  commandTimeoutMs?: number;
+  /** @default 0.01 */
+  driftFactor?: number;
+  name?: string;
+}
+
 export interface ResolvedEtcdOptions {
   hosts?: string[];
   options?: Record<string, unknown>;

@@ -29,3 +29,21 @@ export function watchBackoff(maxMs = 1_000, base = 50): WatchBackoff {
   const duration = Math.round(base * (0.8 + Math.random() * 0.4));
   return { duration, next: () => watchBackoff(maxMs, Math.min(maxMs, base * 2)) };
 }
+
+/** Close a client this module opened, so that nothing of it keeps the process alive. */
+export function closeEtcdClient(client: EtcdClientLike): void {
+  // etcd3's watch manager retries a broken watch stream on a ref'd timer with growing backoff,
+  // and keeps doing so after close() (each retry fails on the closed pool and schedules the
+  // next): a closed application's process would never exit. End that chain at its next tick.
+  const watchManager = (client as unknown as { watchManager?: { establishStream?: () => void; stream?: { cancel?: () => void } } }).watchManager;
+  if (watchManager && typeof watchManager.establishStream === 'function') watchManager.establishStream = () => undefined;
+  // And end the watch stream itself: closing the client leaves calls in flight running, and a
+  // watch is a call without a deadline — one watcher whose cancel never completed (it waits
+  // for an answer of the server, or for a reconnect) kept the process alive for good.
+  try {
+    watchManager?.stream?.cancel?.();
+  } catch {
+    // already ended
+  }
+  client.close();
+}
