@@ -48,16 +48,12 @@ export interface EtcdBackendConfig {
   name?: string;
 }
 
-export interface ResolvedEtcdOptions {
-  hosts?: string[];
-  options?: Record<string, unknown>;
-  client?: EtcdClientLike;
-  prefix: string;
-  sessionTtlSeconds: number;
-  commandTimeoutMs: number;
-}
+/** `EtcdBackendOptions` after `resolveEtcdOptions()`: defaults filled in, hosts as a list. */
+export type ResolvedEtcdOptions = Pick<EtcdBackendOptions, 'options' | 'client'> &
+  Required<Pick<EtcdBackendOptions, 'prefix' | 'sessionTtlSeconds' | 'commandTimeoutMs'>> & { hosts?: string[] };
 
-const FIELDS = ['hosts', 'options', 'client', 'prefix', 'sessionTtlSeconds', 'commandTimeoutMs'];
+/** The fields `etcd` accepts, in the order errors list them; `satisfies` keeps it in step with the type. */
+const FIELDS = Object.keys({ hosts: 1, options: 1, client: 1, prefix: 1, sessionTtlSeconds: 1, commandTimeoutMs: 1 } satisfies Record<keyof EtcdBackendOptions, 1>);
 
 /** `forRoot({ etcd })` checked, with defaults. */
 export function resolveEtcdOptions(raw: unknown, field: string): ResolvedEtcdOptions {

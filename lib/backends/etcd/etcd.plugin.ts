@@ -1,4 +1,5 @@
 import type { BackendPlugin } from '../backend-plugin.interface.js';
+import { ownedClient } from '../owned-client.util.js';
 import { ETCD_CAPABILITIES, resolveEtcdOptions, type EtcdBackendOptions, type ResolvedEtcdOptions } from './etcd-backend.options.js';
 import { createEtcdClient } from './etcd-client.factory.js';
 import { EtcdBackend } from './etcd.backend.js';
@@ -10,8 +11,7 @@ export const etcdPlugin: BackendPlugin<EtcdBackendOptions, ResolvedEtcdOptions> 
   async create(o, name, { driftFactor }) {
     return new EtcdBackend({
       name,
-      client: o.client ?? (await createEtcdClient(o, name)),
-      ownsClient: o.client === undefined,
+      ...(await ownedClient(o.client, () => createEtcdClient(o, name))),
       prefix: o.prefix,
       sessionTtlSeconds: o.sessionTtlSeconds,
       commandTimeoutMs: o.commandTimeoutMs,

@@ -62,16 +62,12 @@ export interface RedisBackendConfig {
   log?: { warn(message: string): void; log(message: string): void };
 }
 
-export interface ResolvedRedisOptions {
-  url?: string;
-  options?: Record<string, unknown>;
-  client?: RedisClientLike;
-  keyPrefix: string;
-  connectTimeoutMs: number;
-  commandTimeoutMs: number;
-}
+/** `RedisBackendOptions` after `resolveRedisOptions()`: defaults filled in. */
+export type ResolvedRedisOptions = Pick<RedisBackendOptions, 'url' | 'options' | 'client'> &
+  Required<Pick<RedisBackendOptions, 'keyPrefix' | 'connectTimeoutMs' | 'commandTimeoutMs'>>;
 
-const FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
+/** The fields `redis` accepts, in the order errors list them; `satisfies` keeps it in step with the type. */
+const FIELDS = Object.keys({ url: 1, options: 1, client: 1, keyPrefix: 1, connectTimeoutMs: 1, commandTimeoutMs: 1 } satisfies Record<keyof RedisBackendOptions, 1>);
 
 /**
  * A redis:// or rediss:// URL, scheme in any case. Returned with the scheme in lower case: ioredis

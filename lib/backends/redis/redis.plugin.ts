@@ -1,4 +1,5 @@
 import type { BackendPlugin } from '../backend-plugin.interface.js';
+import { ownedClient } from '../owned-client.util.js';
 import { REDIS_CAPABILITIES, resolveRedisOptions, type RedisBackendOptions, type ResolvedRedisOptions } from './redis-backend.options.js';
 import { createRedisClient } from './redis-client.factory.js';
 import { RedisBackend } from './redis.backend.js';
@@ -10,8 +11,7 @@ export const redisPlugin: BackendPlugin<RedisBackendOptions, ResolvedRedisOption
   async create(o, name, { log }) {
     return new RedisBackend({
       name,
-      client: o.client ?? (await createRedisClient(o, name)),
-      ownsClient: o.client === undefined,
+      ...(await ownedClient(o.client, () => createRedisClient(o, name))),
       keyPrefix: o.keyPrefix,
       connectTimeoutMs: o.connectTimeoutMs,
       commandTimeoutMs: o.commandTimeoutMs,
