@@ -40,3 +40,13 @@ export interface BackendPlugin<Options, Settings> {
 
 /** The `forRoot()` option type a plugin reads. */
 export type OptionsOf<P> = P extends BackendPlugin<infer Options, any> ? Options : never;
+
+/** A built-in backend the module options switch on: the module builds it (and so owns it). */
+export interface ConfiguredBackend {
+  /** The `forRoot()` field that configured it. */
+  readonly field: string;
+  readonly name: string;
+  readonly plugin: BackendPlugin<unknown, unknown>;
+  /** What its plugin's `resolve()` made of the field, defaults filled in. */
+  readonly settings: unknown;
+}

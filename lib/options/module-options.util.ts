@@ -1,5 +1,5 @@
 import { BACKEND_PLUGINS } from '../backends/backend-registry.js';
-import type { BackendPlugin } from '../backends/backend-plugin.interface.js';
+import type { BackendPlugin, ConfiguredBackend } from '../backends/backend-plugin.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../backends/lock-backend.interface.js';
 import {
   checkNonNegativeMs,
@@ -20,16 +20,6 @@ export { checkTtl } from '../common/checks.util.js';
 const BUILT_IN_FIELDS = Object.keys(BACKEND_PLUGINS);
 const MODULE_FIELDS = [...BUILT_IN_FIELDS, 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
 const BACKEND_METHODS = ['acquire', 'waitForTurn', 'extend', 'release', 'close'] as const;
-
-/** A built-in backend the options switch on: the module builds it (and so owns it). */
-export interface ConfiguredBackend {
-  /** The `forRoot()` field that configured it. */
-  readonly field: string;
-  readonly name: string;
-  readonly plugin: BackendPlugin<unknown, unknown>;
-  /** What its plugin's `resolve()` made of the field, defaults filled in. */
-  readonly settings: unknown;
-}
 
 /** Module options after validation, with every default filled in. */
 export interface ResolvedModuleOptions {
