@@ -14,16 +14,16 @@ import { TestingLockBackend } from './testing/testing-lock-backend.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-type ServiceWithEngine = DistributedLockService & { engine: LockEngine };
+type ServiceWithEngine = DistributedLockService & { lockEngine: LockEngine };
 
 function serviceOn(backend: LockBackend): ServiceWithEngine {
   const options = resolveModuleOptions({ backends: { shared: backend }, purposes: { efficiency: 'shared', correctness: 'shared' } });
   const engine = new LockEngine(new Map([['shared', backend]]), { driftFactor: options.driftFactor, appBackends: Object.keys(options.backends) });
-  return Object.assign(new DistributedLockService(engine, options), { engine });
+  return Object.assign(new DistributedLockService(engine, options), { lockEngine: engine });
 }
 
 /** Every owner id held in the engine's books (internal state: nothing may pile up). */
-const heldCount = (service: ServiceWithEngine): number => service.engine['registry'].all().length;
+const heldCount = (service: ServiceWithEngine): number => service.lockEngine['registry'].all().length;
 
 /**
  * A backend whose first acquire answer arrives after the ttl, and whose release of that attempt
@@ -118,7 +118,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const service = serviceOn(backend);
     let inner!: import('./engine/lease.js').Lease;
     const outer = await service.acquire('re-lost', { purpose: 'efficiency', ttl: 10_000 });
-    await service.engine.context.run(outer, async () => {
+    await service.lockEngine.context.run(outer, async () => {
       inner = await service.acquire('re-lost', { purpose: 'efficiency', wait: 0 });
       await backend.release('re-lost', outer.leaseCore.owner); // someone deleted the key
       await expect(outer.extend()).rejects.toBeInstanceOf(LeaseLostError);
@@ -237,7 +237,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     );
     await sleep(20);
     shutdownBegan = true;
-    await service.engine.beforeApplicationShutdown();
+    await service.lockEngine.beforeApplicationShutdown();
     const outcome = await waited;
     expect(ranAfterShutdown).toBe(false);
     expect(outcome).toBeInstanceOf(LockBackendUnavailableError);
@@ -252,7 +252,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     let release!: () => void;
     const running = a.using('tick', { purpose: 'efficiency', ttl: 10_000, lockAtLeastFor: 3_000 }, () => new Promise<void>((r) => (release = r)));
     await sleep(20);
-    await a.engine.beforeApplicationShutdown();
+    await a.lockEngine.beforeApplicationShutdown();
     release();
     await running.catch(() => undefined);
     expect(await b.tryAcquire('tick', { purpose: 'efficiency' })).toBeNull();
@@ -324,7 +324,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
 
   it('fn never starts once shutdown began, even if it began between the grant and the call', async () => {
     const service = serviceOn(new MemoryBackend('m'));
-    service.events.on('acquired', () => queueMicrotask(() => void service.engine.beforeApplicationShutdown()));
+    service.events.on('acquired', () => queueMicrotask(() => void service.lockEngine.beforeApplicationShutdown()));
     let ran = false;
     const outcome = await service
       .using('shutdown-gap', { purpose: 'efficiency' }, () => {
@@ -349,7 +349,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const count = (): number => (backend as unknown as { lossListeners: unknown[] }).lossListeners.length;
     for (let i = 0; i < 20; i++) {
       const service = serviceOn(backend);
-      await service.engine.onApplicationShutdown();
+      await service.lockEngine.onApplicationShutdown();
     }
     expect(count()).toBe(0);
   });

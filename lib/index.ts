@@ -13,14 +13,10 @@ export {
   type LockPingOptions,
 } from './health/distributed-lock.health.js';
 export * from './errors/index.js';
-export type {
-  DistributedLockModuleOptions,
-  EtcdBackendOptions,
-  LockDefaults,
-  LockPurpose,
-  MemoryBackendOptions,
-  RedisBackendOptions,
-} from './interfaces/distributed-lock-options.interface.js';
+export type { DistributedLockModuleOptions, LockDefaults, LockPurpose } from './interfaces/distributed-lock-options.interface.js';
+export type { RedisBackendOptions } from './backends/redis/redis-backend.options.js';
+export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
+export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type {
@@ -29,9 +25,11 @@ export type {
   LockBackend,
   LockBackendCapabilities,
 } from './backends/lock-backend.interface.js';
-export { RedisBackend, type RedisBackendConfig } from './backends/redis/redis.backend.js';
+export { RedisBackend } from './backends/redis/redis.backend.js';
+export type { RedisBackendConfig } from './backends/redis/redis-backend.options.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
-export { EtcdBackend, type EtcdBackendConfig } from './backends/etcd/etcd.backend.js';
+export { EtcdBackend } from './backends/etcd/etcd.backend.js';
+export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';

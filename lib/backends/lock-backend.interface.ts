@@ -74,7 +74,20 @@ export interface LockBackend {
    */
   waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
 
-  /** Set the key's expiry to `ttlMs` from now if `owner` still holds it. false: it does not. */
+  /**
+   * Keep `owner`'s key for `ttlMs` from now if `owner` still holds it; false: it does not. The
+   * engine lengthens a lease with it (the watchdog, a reentrant raise) and shortens one (a lease
+   * released with `lockAtLeastFor` left: extend to what is left, then `release()` when it has
+   * passed — the engine's own timer, owner-checked).
+   *
+   * The promise is "at least `ttlMs` while the process lives". A backend with a per-key expiry
+   * (Redis `PEXPIRE`) also ends the key at `ttlMs` if the process dies. One whose keys ride a
+   * shared session lease (etcd) cannot set it: its key lives while the session does, so it ends
+   * when the engine ends it (expiry, the delayed release above) or, if the process stops, at most
+   * the session ttl after the last keep-alive (at once when `close()` revokes the session). Such a
+   * backend says how long the session vouches for the key through `validUntil()`, and the engine
+   * trusts a lease until the earlier of that and `ttlMs`.
+   */
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
 
   /**

@@ -2,12 +2,13 @@
  * Wake-up bookkeeping shared by backends: a waiter owner may be woken before it starts waiting
  * (the wake travels on another connection than the reply), so a wake is remembered until used.
  */
-export class TurnWaiters {
-  private readonly waiters = new Map<string, { woken: boolean; wake?: () => void }>();
+export class TurnWaiters<Extra extends object = object> {
+  /** Per tracked owner: its wake-up state, and whatever else a backend keeps per waiter (`Extra`). */
+  protected readonly waiters = new Map<string, { woken: boolean; wake?: () => void } & Partial<Extra>>();
 
   /** Start tracking `owner` (before its queue entry can exist, so no wake is missed). */
   track(owner: string): void {
-    if (!this.waiters.has(owner)) this.waiters.set(owner, { woken: false });
+    if (!this.waiters.has(owner)) this.waiters.set(owner, { woken: false } as { woken: boolean } & Partial<Extra>);
   }
 
   forget(owner: string): void {
@@ -27,7 +28,7 @@ export class TurnWaiters {
     if (signal?.aborted) return Promise.reject(signal.reason);
     let waiter = this.waiters.get(owner);
     if (!waiter) {
-      waiter = { woken: false };
+      waiter = { woken: false } as { woken: boolean } & Partial<Extra>;
       this.waiters.set(owner, waiter);
     }
     if (waiter.woken) {

@@ -1,6 +1,6 @@
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
-import { checkTtl } from '../options/module-options.util.js';
+import { checkTtl } from '../common/checks.util.js';
 import type { LeaseCore } from './lease-core.js';
 
 /**

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { redisScript as script } from '../backends/redis/redis-script.loader.js';
 
 /**
  * Tokens travel as canonical decimal strings (BigInt#toString) and are compared as strings —
@@ -16,8 +16,6 @@ end
 local fence = redis.call('HGET', KEYS[1], 'f')
 if fence and older(ARGV[1], fence) then return {0, fence} end
 `;
-
-const script = (lua: string): { lua: string; sha: string } => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
 
 /** ARGV: token, value. Returns {1} when written, {0, fence} when the token is stale. */
 export const FENCED_WRITE = script(`${OLDER}

@@ -2,6 +2,7 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../backends/redis/redis-client.interface.js';
 import { checkResourceKey, fenceToken, hasLeaseOn, type LeaseSource } from './fence-token.util.js';
+import { runScript, type RedisScript } from '../backends/redis/redis-script.loader.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
 
 export interface RedisFenceOptions {
@@ -79,12 +80,7 @@ export class RedisFence {
     return this.options.lockKey ? this.options.lockKey(key) : key;
   }
 
-  private async eval(s: { lua: string; sha: string }, key: string, args: string[]): Promise<unknown> {
-    try {
-      return await this.client.evalsha(s.sha, 1, this.prefix + key, ...args);
-    } catch (error) {
-      if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
-      return this.client.eval(s.lua, 1, this.prefix + key, ...args);
-    }
+  private eval(script: RedisScript, key: string, args: string[]): Promise<unknown> {
+    return runScript(this.client, script, [this.prefix + key], args);
   }
 }

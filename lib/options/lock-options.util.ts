@@ -3,7 +3,9 @@ import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-
 import type { LeasePolicy } from '../engine/lease-policy.js';
 import type { LockRequest } from '../engine/lock-request.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
-import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed, type ResolvedModuleOptions } from './module-options.util.js';
+import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../common/checks.util.js';
+import type { ResolvedModuleOptions } from './module-options.util.js';
+import { routeBackend } from './purpose-routing.util.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
 export const MAX_KEY_LENGTH = 1024;
@@ -43,43 +45,6 @@ export function checkPurpose(purpose: unknown, where: string): LockPurpose {
     throw new InvalidLockOptionsError('purpose', `must be 'efficiency' or 'correctness', got ${JSON.stringify(purpose)}`, where);
   }
   return purpose as LockPurpose;
-}
-
-/**
- * The backend a lock with this purpose uses. Refuses — never falls back — when the purpose is
- * `correctness` and the backend issues no fencing tokens.
- */
-export function routeBackend(
-  purpose: LockPurpose,
-  explicit: unknown,
-  module: ResolvedModuleOptions,
-  where: string,
-): string {
-  const configured = Object.keys(module.capabilities);
-  if (explicit !== undefined && (typeof explicit !== 'string' || !(explicit in module.capabilities))) {
-    throw new InvalidLockOptionsError('backend', `unknown backend ${JSON.stringify(explicit)} (configured: ${configured.join(', ')})`, where);
-  }
-  const name = (explicit as string | undefined) ?? module.purposes[purpose];
-  if (name === undefined) {
-    const local = configured.filter((n) => module.capabilities[n].fencing && !module.capabilities[n].distributed);
-    throw new InvalidLockOptionsError(
-      'purpose',
-      local.length > 0
-        ? `no configured backend can serve '${purpose}' locks: they need a distributed backend with fencing tokens; ` +
-            `${local.join(', ')} lives in one process only, so it serves them only when purposes.correctness names it ` +
-            `(for tests); configure etcd`
-        : `no configured backend can serve '${purpose}' locks: they need fencing tokens, which ${configured.join(', ')} do not issue; configure etcd`,
-      where,
-    );
-  }
-  if (purpose === 'correctness' && !module.capabilities[name].fencing) {
-    throw new InvalidLockOptionsError(
-      'backend',
-      `backend "${name}" issues no fencing tokens, so it cannot serve 'correctness' locks`,
-      where,
-    );
-  }
-  return name;
 }
 
 /** What a call and a decorated method share, validated (the key and signal come per call). */

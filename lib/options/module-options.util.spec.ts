@@ -2,7 +2,10 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import type { DistributedLockModuleOptions } from '../interfaces/distributed-lock-options.interface.js';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { driftAllowanceMs } from '../common/validity.util.js';
-import { MIN_VALIDITY_MS, minTtlMs, redactUrl, redisHashTag, resolveModuleOptions, scrubCredentials } from './module-options.util.js';
+import { MIN_VALIDITY_MS, minTtlMs } from '../common/checks.util.js';
+import { redactUrl, scrubCredentials } from '../common/redact.util.js';
+import { redisHashTag } from '../backends/redis/redis-keys.util.js';
+import { resolveModuleOptions, type ResolvedModuleOptions } from './module-options.util.js';
 
 function errorOf(options: unknown): InvalidLockOptionsError {
   try {
@@ -14,11 +17,14 @@ function errorOf(options: unknown): InvalidLockOptionsError {
   throw new Error('expected the options to be refused');
 }
 
+/** What the plugin registered under `name` made of its forRoot field. */
+const settingsOf = (resolved: ResolvedModuleOptions, name: string): any => resolved.builtIn.find((b) => b.name === name)?.settings;
+
 describe('resolveModuleOptions', () => {
   it('fills defaults and routes efficiency to redis', () => {
     const resolved = resolveModuleOptions({ redis: { url: 'redis://127.0.0.1:6379' } });
     expect(resolved.defaults).toEqual({ ttl: 30_000, wait: 10_000, watchdog: false, maxHold: undefined, lockDelay: 0 });
-    expect(resolved.redis).toMatchObject({ keyPrefix: 'lock:', connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
+    expect(settingsOf(resolved, 'redis')).toMatchObject({ keyPrefix: 'lock:', connectTimeoutMs: 2000, commandTimeoutMs: 2000 });
     expect(resolved.purposes).toEqual({ efficiency: 'redis' });
     expect(resolved.driftFactor).toBe(0.01);
   });
@@ -65,7 +71,7 @@ describe('resolveModuleOptions', () => {
   it('routes efficiency to redis and correctness to etcd when both are configured', () => {
     const resolved = resolveModuleOptions({ redis: { url: 'redis://h:1' }, etcd: { hosts: '127.0.0.1:2379' }, memory: true });
     expect(resolved.purposes).toEqual({ efficiency: 'redis', correctness: 'etcd' });
-    expect(resolved.etcd).toMatchObject({ hosts: ['127.0.0.1:2379'], prefix: 'lock/', sessionTtlSeconds: 10, commandTimeoutMs: 2000 });
+    expect(settingsOf(resolved, 'etcd')).toMatchObject({ hosts: ['127.0.0.1:2379'], prefix: 'lock/', sessionTtlSeconds: 10, commandTimeoutMs: 2000 });
   });
 
   it('lets routing be configured, but never correctness onto a backend without fencing', () => {
@@ -118,8 +124,8 @@ describe('resolveModuleOptions', () => {
   });
 
   it('accepts the URL scheme in any case and hands ioredis a lower-case one (REDISS:// must still mean TLS)', () => {
-    expect(resolveModuleOptions({ redis: { url: 'REDIS://h:1/2' } }).redis!.url).toBe('redis://h:1/2');
-    expect(resolveModuleOptions({ redis: { url: 'Rediss://:pw@h:1' } }).redis!.url).toBe('rediss://:pw@h:1');
+    expect(settingsOf(resolveModuleOptions({ redis: { url: 'REDIS://h:1/2' } }), 'redis').url).toBe('redis://h:1/2');
+    expect(settingsOf(resolveModuleOptions({ redis: { url: 'Rediss://:pw@h:1' } }), 'redis').url).toBe('rediss://:pw@h:1');
   });
 
   describe('ttl must leave validity after the drift allowance (issue 12 #10)', () => {
@@ -158,11 +164,11 @@ describe('resolveModuleOptions', () => {
 
     it('refuses a key prefix with an empty hash tag on a Cluster client only', () => {
       const client = { set() {}, evalsha() {}, eval() {}, duplicate() {} };
-      expect(resolveModuleOptions({ redis: { client: client as never, keyPrefix: 'a{}b:' } }).redis!.keyPrefix).toBe('a{}b:');
+      expect(settingsOf(resolveModuleOptions({ redis: { client: client as never, keyPrefix: 'a{}b:' } }), 'redis').keyPrefix).toBe('a{}b:');
       const error = errorOf({ redis: { client: { ...client, isCluster: true }, keyPrefix: 'a{}b:' } });
       expect(error.field).toBe('redis.keyPrefix');
       expect(error.message).toMatch(/empty hash tag/);
-      expect(resolveModuleOptions({ redis: { client: { ...client, isCluster: true } as never, keyPrefix: 'app{x}:' } }).redis!.keyPrefix).toBe('app{x}:');
+      expect(settingsOf(resolveModuleOptions({ redis: { client: { ...client, isCluster: true } as never, keyPrefix: 'app{x}:' } }), 'redis').keyPrefix).toBe('app{x}:');
     });
 
     it('mirrors Redis Cluster hash-tag rules', () => {

@@ -1,47 +1,29 @@
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
-import {
-  LOCK_PURPOSES,
-  type DistributedLockModuleOptions,
-  type LockPurpose,
-  type EtcdBackendOptions,
-  type RedisBackendOptions,
-} from '../interfaces/distributed-lock-options.interface.js';
+import { BACKEND_PLUGINS } from '../backends/backend-registry.js';
+import type { BackendPlugin, ConfiguredBackend } from '../backends/backend-plugin.interface.js';
 import type { LockBackend, LockBackendCapabilities } from '../backends/lock-backend.interface.js';
-import { driftAllowanceMs } from '../common/validity.util.js';
+import {
+  checkNonNegativeMs,
+  checkPositiveMs,
+  checkTtl,
+  DEFAULT_DRIFT_FACTOR,
+  failOption as fail,
+  isPlainObject,
+  MODULE_OPTIONS,
+  rejectUnknown,
+} from '../common/checks.util.js';
+import { checkCanServe, routeByDefault } from './purpose-routing.util.js';
+import { LOCK_PURPOSES, type DistributedLockModuleOptions, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 
-const WHERE = 'DistributedLockModule options';
-const MODULE_FIELDS = ['redis', 'etcd', 'memory', 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
-const REDIS_FIELDS = ['url', 'options', 'client', 'keyPrefix', 'connectTimeoutMs', 'commandTimeoutMs'];
-const ETCD_FIELDS = ['hosts', 'options', 'client', 'prefix', 'sessionTtlSeconds', 'commandTimeoutMs'];
+
+const BUILT_IN_FIELDS = Object.keys(BACKEND_PLUGINS);
+const MODULE_FIELDS = [...BUILT_IN_FIELDS, 'backends', 'purposes', 'defaults', 'driftFactor', 'metrics'];
 const BACKEND_METHODS = ['acquire', 'waitForTurn', 'extend', 'release', 'close'] as const;
-
-export const REDIS_CAPABILITIES: LockBackendCapabilities = { fencing: false, fairQueue: true, distributed: true };
-export const ETCD_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true };
-export const MEMORY_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: false };
-
-export interface ResolvedRedisOptions {
-  url?: string;
-  options?: Record<string, unknown>;
-  client?: RedisBackendOptions['client'];
-  keyPrefix: string;
-  connectTimeoutMs: number;
-  commandTimeoutMs: number;
-}
-
-export interface ResolvedEtcdOptions {
-  hosts?: string[];
-  options?: Record<string, unknown>;
-  client?: EtcdBackendOptions['client'];
-  prefix: string;
-  sessionTtlSeconds: number;
-  commandTimeoutMs: number;
-}
 
 /** Module options after validation, with every default filled in. */
 export interface ResolvedModuleOptions {
-  redis?: ResolvedRedisOptions;
-  etcd?: ResolvedEtcdOptions;
-  memory?: { name: string };
+  /** Built-in backends to build, in registry order. */
+  builtIn: ConfiguredBackend[];
+  /** The application's own backends (never closed by the module). */
   backends: Record<string, LockBackend>;
   /** Backend name per purpose; absent when no configured backend can serve it. */
   purposes: Partial<Record<LockPurpose, string>>;
@@ -50,220 +32,6 @@ export interface ResolvedModuleOptions {
   defaults: { ttl: number; wait: number; watchdog: boolean; maxHold?: number; lockDelay: number };
   driftFactor: number;
   metrics: { enabled: boolean; includeKey: boolean };
-}
-
-function fail(field: string, problem: string): never {
-  throw new InvalidLockOptionsError(field, problem, WHERE);
-}
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function rejectUnknown(obj: Record<string, unknown>, known: string[], path: string): void {
-  for (const field of Object.keys(obj)) {
-    if (!known.includes(field)) {
-      fail(path + field, `unknown option (known: ${known.join(', ')})`);
-    }
-  }
-}
-
-/** Longest time a timer can wait (2^31 − 1 ms, about 24.8 days). */
-const MAX_MS = 2_147_483_647;
-
-/** A positive number of milliseconds (finite, integer, at most about 24.8 days). */
-export function checkPositiveMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0 || value > MAX_MS) {
-    throw new InvalidLockOptionsError(field, `must be a positive integer number of milliseconds, got ${String(value)}`, where);
-  }
-  return value;
-}
-
-/**
- * Validity a lease must keep after the drift allowance (`floor(ttl × driftFactor) + 2` ms): a
- * shorter one is spent by one event-loop hiccup, and at zero every grant is already expired when
- * it arrives, so a waiter would spin acquire/release until its deadline.
- */
-export const MIN_VALIDITY_MS = 10;
-
-/** The smallest ttl that leaves `MIN_VALIDITY_MS` of validity with this drift factor (< 0.5). */
-export function minTtlMs(driftFactor: number): number {
-  // ttl − floor(ttl × f) never decreases as ttl grows (f < 1), so the first ttl that fits is the minimum.
-  let ttl = MIN_VALIDITY_MS + 2;
-  while (ttl - driftAllowanceMs(ttl, driftFactor) < MIN_VALIDITY_MS) ttl++;
-  return ttl;
-}
-
-/** A lease ttl: positive whole ms that leaves at least `MIN_VALIDITY_MS` after the drift allowance. */
-export function checkTtl(value: unknown, field: string, driftFactor: number, where?: string): number {
-  const ttl = checkPositiveMs(value, field, where);
-  const min = minTtlMs(driftFactor);
-  if (ttl < min) {
-    throw new InvalidLockOptionsError(
-      field,
-      `must be at least ${min} ms, got ${ttl}: a lease is trusted for its ttl minus the drift allowance ` +
-        `(floor(ttl × driftFactor ${driftFactor}) + 2 ms), and must keep ${MIN_VALIDITY_MS} ms of that`,
-      where,
-    );
-  }
-  return ttl;
-}
-
-/** A UTF-16 surrogate not part of a pair: no UTF-8 encoding (Redis stores U+FFFD, etcd throws). */
-export const isWellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
-
-/**
- * A URL (or anything a user put where a URL goes) fit for an error message: the user:password part
- * and the query (ioredis reads `?password=` too) are masked. Everything up to the last `@` goes:
- * a password may itself contain `@`, `/` or `:` when it is not percent-encoded.
- */
-export function redactUrl(value: string): string {
-  let out = value;
-  const at = out.lastIndexOf('@');
-  if (at >= 0) {
-    const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/*/.exec(out)?.[0] ?? '';
-    out = `${scheme.length <= at ? scheme : ''}***@${out.slice(at + 1)}`;
-  }
-  const query = out.search(/[?#]/);
-  if (query >= 0) out = `${out.slice(0, query)}?***`;
-  return out;
-}
-
-/** Free text (a client's error message) with any `scheme://user:password@` in it masked. */
-export function scrubCredentials(text: string): string {
-  return text.replace(/([A-Za-z][A-Za-z0-9+.-]*:\/\/)\S*@/g, '$1***@');
-}
-
-/** A user-supplied value for an error message, never echoing a credential it may carry. */
-export function describeValue(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(redactUrl(value));
-  if (Array.isArray(value)) return `[${value.map(describeValue).join(', ')}]`;
-  if (value === null) return 'null';
-  // Objects are not printed at all: they are where passwords live (ioredis / etcd3 options).
-  return typeof value === 'object' ? 'an object' : typeof value === 'function' ? 'a function' : String(value);
-}
-
-/**
- * The part of a Redis key that Cluster hashes: between the first `{` and the first `}` after it,
- * if that is not empty; otherwise the whole key (`undefined` here).
- */
-export function redisHashTag(key: string): string | undefined {
-  const open = key.indexOf('{');
-  if (open < 0) return undefined;
-  const close = key.indexOf('}', open + 1);
-  return close > open + 1 ? key.slice(open + 1, close) : undefined;
-}
-
-/**
- * A key prefix whose first `{` is followed at once by `}` gives every key an empty hash tag, so
- * the keys of one lock would land in different Cluster slots (CROSSSLOT) whatever the lock key.
- */
-export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: string, field = 'redis.keyPrefix'): string {
-  if (typeof prefix !== 'string') throw new InvalidLockOptionsError(field, 'must be a string', where);
-  if (!isWellFormed(prefix)) {
-    throw new InvalidLockOptionsError(field, 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)', where);
-  }
-  const open = prefix.indexOf('{');
-  if (cluster && open >= 0 && prefix[open + 1] === '}') {
-    throw new InvalidLockOptionsError(
-      field,
-      `its first "{" is followed by "}" (an empty hash tag), so on Redis Cluster a lock's keys would hash to different slots`,
-      where,
-    );
-  }
-  return prefix;
-}
-
-/** Zero or a positive number of milliseconds (finite, integer). */
-export function checkNonNegativeMs(value: unknown, field: string, where?: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_MS) {
-    throw new InvalidLockOptionsError(field, `must be 0 or a positive integer number of milliseconds, got ${String(value)}`, where);
-  }
-  return value;
-}
-
-/**
- * A redis:// or rediss:// URL, scheme in any case. Returned with the scheme in lower case: ioredis
- * turns TLS on only for a literal `rediss://`, so `REDISS://` would otherwise connect in clear.
- * Errors never echo the credentials the URL may carry.
- */
-function checkRedisUrl(url: unknown): string {
-  const scheme = typeof url === 'string' ? /^(rediss?):\/\/(?=.)/i.exec(url) : null;
-  if (typeof url !== 'string' || !scheme) {
-    return fail('redis.url', `must be a redis:// or rediss:// URL, got ${describeValue(url)}`);
-  }
-  const normalized = scheme[1].toLowerCase() + url.slice(scheme[1].length);
-  try {
-    new URL(normalized); // ioredis parses it so; its TypeError would carry the whole URL as `input`
-  } catch {
-    fail('redis.url', `is not a valid URL: ${describeValue(url)}`);
-  }
-  return normalized;
-}
-
-function resolveRedis(raw: unknown): ResolvedRedisOptions {
-  if (!isPlainObject(raw)) return fail('redis', 'must be an object such as { url: "redis://127.0.0.1:6379" }');
-  rejectUnknown(raw, REDIS_FIELDS, 'redis.');
-  const { url, options, client } = raw;
-  if (client !== undefined) {
-    const c = client as Record<string, unknown>;
-    if (!isPlainObject(c) && typeof c !== 'object') fail('redis.client', 'must be an ioredis Redis or Cluster instance');
-    for (const method of ['set', 'evalsha', 'eval', 'duplicate'] as const) {
-      if (typeof c?.[method] !== 'function') fail('redis.client', `must be an ioredis Redis or Cluster instance (no ${method}())`);
-    }
-    if (url !== undefined || options !== undefined) fail('redis.client', 'give either client or url/options, not both');
-  } else if (url === undefined && options === undefined) {
-    fail('redis', 'needs url, options or client');
-  }
-  if (options !== undefined && !isPlainObject(options)) fail('redis.options', 'must be an object of ioredis options');
-  const cluster = (client as { isCluster?: unknown } | undefined)?.isCluster === true;
-  const keyPrefix = checkRedisKeyPrefix(raw.keyPrefix ?? 'lock:', cluster, WHERE);
-  return {
-    url: url === undefined ? undefined : checkRedisUrl(url),
-    options: options as Record<string, unknown> | undefined,
-    client: client as ResolvedRedisOptions['client'],
-    keyPrefix: keyPrefix as string,
-    connectTimeoutMs: checkPositiveMs(raw.connectTimeoutMs ?? 2000, 'redis.connectTimeoutMs', WHERE),
-    commandTimeoutMs: checkPositiveMs(raw.commandTimeoutMs ?? 2000, 'redis.commandTimeoutMs', WHERE),
-  };
-}
-
-function resolveEtcd(raw: unknown): ResolvedEtcdOptions {
-  if (!isPlainObject(raw)) fail('etcd', "must be an object such as { hosts: '127.0.0.1:2379' }");
-  rejectUnknown(raw, ETCD_FIELDS, 'etcd.');
-  const { hosts, options, client } = raw;
-  if (client !== undefined) {
-    const c = client as Record<string, unknown>;
-    for (const method of ['lease', 'watch', 'close'] as const) {
-      if (typeof c?.[method] !== 'function') fail('etcd.client', `must be an etcd3 Etcd3 instance (no ${method}())`);
-    }
-    if (typeof (c.kv as Record<string, unknown> | undefined)?.txn !== 'function') fail('etcd.client', 'must be an etcd3 Etcd3 instance (no kv.txn())');
-    if (hosts !== undefined || options !== undefined) fail('etcd.client', 'give either client or hosts/options, not both');
-  } else if (hosts === undefined) {
-    fail('etcd.hosts', "is required (or pass client): for example '127.0.0.1:2379'");
-  }
-  let list: string[] | undefined;
-  if (hosts !== undefined) {
-    list = typeof hosts === 'string' ? [hosts] : (hosts as string[]);
-    if (!Array.isArray(list) || list.length === 0 || !list.every((h) => typeof h === 'string' && h.length > 0)) {
-      fail('etcd.hosts', `must be a non-empty string or array of strings, got ${describeValue(hosts)}`);
-    }
-  }
-  if (options !== undefined && !isPlainObject(options)) fail('etcd.options', 'must be an object of etcd3 client options');
-  const prefix = raw.prefix ?? 'lock/';
-  if (typeof prefix !== 'string') fail('etcd.prefix', 'must be a string');
-  if (!isWellFormed(prefix)) fail('etcd.prefix', 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)');
-  const sessionTtlSeconds = raw.sessionTtlSeconds ?? 10;
-  if (typeof sessionTtlSeconds !== 'number' || !Number.isInteger(sessionTtlSeconds) || sessionTtlSeconds < 1) {
-    fail('etcd.sessionTtlSeconds', `must be a whole number of seconds ≥ 1 (etcd leases are whole seconds), got ${String(sessionTtlSeconds)}`);
-  }
-  return {
-    hosts: list,
-    options: options as Record<string, unknown> | undefined,
-    client: client as ResolvedEtcdOptions['client'],
-    prefix: prefix as string,
-    sessionTtlSeconds: sessionTtlSeconds as number,
-    commandTimeoutMs: checkPositiveMs(raw.commandTimeoutMs ?? 2000, 'etcd.commandTimeoutMs', WHERE),
-  };
 }
 
 function checkBackend(name: string, backend: unknown): LockBackend {
@@ -280,28 +48,30 @@ function checkBackend(name: string, backend: unknown): LockBackend {
   return backend as LockBackend;
 }
 
-/**
- * Validate module options once, at bootstrap, and fill in defaults. Every error names the field.
- */
-export function resolveModuleOptions(input: DistributedLockModuleOptions | undefined): ResolvedModuleOptions {
-  if (!isPlainObject(input)) fail('options', 'must be an object such as { redis: { url } }');
-  const raw = input as Record<string, any>;
-  rejectUnknown(raw, MODULE_FIELDS, '');
-
-  const capabilities: Record<string, LockBackendCapabilities> = {};
-  const redis = raw.redis === undefined ? undefined : resolveRedis(raw.redis);
-  if (redis) capabilities.redis = REDIS_CAPABILITIES;
-  const etcd = raw.etcd === undefined ? undefined : resolveEtcd(raw.etcd);
-  if (etcd) capabilities.etcd = ETCD_CAPABILITIES;
-
-  let memory: { name: string } | undefined;
-  if (raw.memory !== undefined && raw.memory !== false) {
-    if (raw.memory !== true && !isPlainObject(raw.memory)) fail('memory', 'must be true or { name? }');
-    const name = raw.memory === true ? 'memory' : (raw.memory.name ?? 'memory');
-    if (typeof name !== 'string' || name === '') fail('memory.name', 'must be a non-empty string');
-    memory = { name };
+/** Each registered plugin whose field is set resolves it; the module knows none of their fields. */
+function resolveBuiltIn(raw: Record<string, unknown>): ConfiguredBackend[] {
+  const configured: ConfiguredBackend[] = [];
+  for (const [field, plugin] of Object.entries(BACKEND_PLUGINS) as [string, BackendPlugin<unknown, unknown>][]) {
+    if (raw[field] === undefined) continue;
+    const settings = plugin.resolve(raw[field], field);
+    if (settings === undefined) continue;
+    configured.push({ field, name: plugin.chosenName?.(settings, field).name ?? field, plugin, settings });
   }
+  return configured;
+}
 
+/**
+ * Every backend's name and capabilities. Built-in backends named after their field come first,
+ * then the application's (which may not take those names), then built-in backends the user names
+ * (`memory: { name }`), whose clash with any other name is reported on the option that named them.
+ */
+function registerBackends(raw: Record<string, any>, builtIn: ConfiguredBackend[]): {
+  backends: Record<string, LockBackend>;
+  capabilities: Record<string, LockBackendCapabilities>;
+} {
+  const capabilities: Record<string, LockBackendCapabilities> = {};
+  const named = builtIn.filter((b) => b.plugin.chosenName !== undefined);
+  for (const b of builtIn) if (!named.includes(b)) capabilities[b.name] = b.plugin.capabilities;
   const backends: Record<string, LockBackend> = {};
   if (raw.backends !== undefined) {
     if (!isPlainObject(raw.backends)) fail('backends', 'must be an object of name → LockBackend');
@@ -311,15 +81,27 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
       capabilities[name] = backends[name].capabilities;
     }
   }
-  if (memory) {
-    if (memory.name in capabilities) fail('memory.name', `the name "${memory.name}" is already taken`);
-    capabilities[memory.name] = MEMORY_CAPABILITIES;
+  for (const b of named) {
+    if (b.name in capabilities) fail(b.plugin.chosenName!(b.settings, b.field).field, `the name "${b.name}" is already taken`);
+    capabilities[b.name] = b.plugin.capabilities;
   }
+  return { backends, capabilities };
+}
 
+/**
+ * Validate module options once, at bootstrap, and fill in defaults. Every error names the field.
+ */
+export function resolveModuleOptions(input: DistributedLockModuleOptions | undefined): ResolvedModuleOptions {
+  if (!isPlainObject(input)) fail('options', 'must be an object such as { redis: { url } }');
+  const raw = input as Record<string, any>;
+  rejectUnknown(raw, MODULE_FIELDS, '');
+
+  const builtIn = resolveBuiltIn(raw);
+  const { backends, capabilities } = registerBackends(raw, builtIn);
   const names = Object.keys(capabilities);
-  if (names.length === 0) fail('options', 'configure at least one backend: redis, etcd, memory or backends');
+  if (names.length === 0) fail('options', `configure at least one backend: ${BUILT_IN_FIELDS.join(', ')} or backends`);
 
-  const purposes: Partial<Record<LockPurpose, string>> = {};
+  const routed: Partial<Record<LockPurpose, string>> = {};
   if (raw.purposes !== undefined) {
     if (!isPlainObject(raw.purposes)) fail('purposes', 'must be an object of purpose → backend name');
     rejectUnknown(raw.purposes, [...LOCK_PURPOSES], 'purposes.');
@@ -329,20 +111,13 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
       if (typeof name !== 'string' || !(name in capabilities)) {
         fail(`purposes.${purpose}`, `unknown backend ${JSON.stringify(name)} (configured: ${names.join(', ')})`);
       }
-      if (purpose === 'correctness' && !capabilities[name].fencing) {
-        fail('purposes.correctness', `backend "${name}" issues no fencing tokens, so it cannot serve correctness locks`);
-      }
-      purposes[purpose] = name;
+      checkCanServe(purpose, name, capabilities, `purposes.${purpose}`, MODULE_OPTIONS);
+      routed[purpose] = name;
     }
   }
-  purposes.efficiency ??= redis ? 'redis' : (names.find((n) => capabilities[n].distributed) ?? names[0]);
-  // Correctness goes by default only to a backend that is both fencing and distributed: the
-  // in-memory one would let every replica "hold" the same key (each with token 1). A test setup
-  // that wants it says so: purposes: { correctness: 'memory' }.
-  purposes.correctness ??= ['etcd', ...names].find((n) => capabilities[n]?.fencing && capabilities[n].distributed);
-  if (purposes.correctness === undefined) delete purposes.correctness;
+  const purposes = routeByDefault(routed, capabilities);
 
-  const driftFactor = raw.driftFactor ?? 0.01;
+  const driftFactor = raw.driftFactor ?? DEFAULT_DRIFT_FACTOR;
   if (typeof driftFactor !== 'number' || !(driftFactor >= 0 && driftFactor < 0.5)) {
     fail('driftFactor', `must be a number in [0, 0.5), got ${String(driftFactor)}`);
   }
@@ -360,18 +135,16 @@ export function resolveModuleOptions(input: DistributedLockModuleOptions | undef
   }
 
   return {
-    redis,
-    etcd,
-    memory,
+    builtIn,
     backends,
     purposes,
     capabilities,
     defaults: {
-      ttl: checkTtl(defaults.ttl ?? 30_000, 'defaults.ttl', driftFactor, WHERE),
-      wait: checkNonNegativeMs(defaults.wait ?? 10_000, 'defaults.wait', WHERE),
+      ttl: checkTtl(defaults.ttl ?? 30_000, 'defaults.ttl', driftFactor, MODULE_OPTIONS),
+      wait: checkNonNegativeMs(defaults.wait ?? 10_000, 'defaults.wait', MODULE_OPTIONS),
       watchdog: (defaults.watchdog as boolean | undefined) ?? false,
-      maxHold: defaults.maxHold === undefined ? undefined : checkPositiveMs(defaults.maxHold, 'defaults.maxHold', WHERE),
-      lockDelay: checkNonNegativeMs(defaults.lockDelay ?? 0, 'defaults.lockDelay', WHERE),
+      maxHold: defaults.maxHold === undefined ? undefined : checkPositiveMs(defaults.maxHold, 'defaults.maxHold', MODULE_OPTIONS),
+      lockDelay: checkNonNegativeMs(defaults.lockDelay ?? 0, 'defaults.lockDelay', MODULE_OPTIONS),
     },
     driftFactor,
     metrics: { enabled: metrics !== false, includeKey: isPlainObject(metrics) && metrics.includeKey === true },

@@ -18,12 +18,10 @@ export interface EtcdLeaseLike {
   revoke(options?: { deadline?: Date }): Promise<void>;
   keepaliveOnce(options?: { deadline?: Date }): Promise<{ TTL: string }>;
   release(): void;
-  on(event: string, listener: (...args: any[]) => void): unknown;
 }
 
 export interface EtcdWatchBuilderLike {
   key(key: string | Buffer): EtcdWatchBuilderLike;
-  startRevision(revision: string): EtcdWatchBuilderLike;
   only(...operations: Array<'put' | 'delete'>): EtcdWatchBuilderLike;
   watcher(): EtcdWatcherLike;
 }

@@ -1,5 +1,5 @@
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
-import { MEMORY_CAPABILITIES } from '../../options/module-options.util.js';
+import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 
 export interface MemoryLockHolder {

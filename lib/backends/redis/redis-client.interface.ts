@@ -17,5 +17,4 @@ export interface RedisClientLike {
   disconnect(...args: any[]): void;
   on(event: string, listener: (...args: any[]) => void): unknown;
   once(event: string, listener: (...args: any[]) => void): unknown;
-  removeListener(event: string, listener: (...args: any[]) => void): unknown;
 }

@@ -1,30 +1,16 @@
+// Over 250 lines on purpose (barely): acquire with its hand-off claim, release, extend, ping and
+// close over one client and its wake-up subscriber. Waiters, connection helpers, scripts and the
+// script loader live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
-import { checkRedisKeyPrefix, REDIS_CAPABILITIES, redisHashTag, scrubCredentials } from '../../options/module-options.util.js';
-import { withTimeout } from '../timeout.util.js';
-import { TurnWaiters } from '../wait-turn.util.js';
-import { ENQUEUE, EXTEND, RELEASE, type RedisScript } from './redis.scripts.js';
-
-export interface RedisBackendConfig {
-  /** ioredis `Redis` or `Cluster`. */
-  client: RedisClientLike;
-  /** Close the client in `close()` (true only when the module created it). */
-  ownsClient: boolean;
-  keyPrefix?: string;
-  connectTimeoutMs?: number;
-  commandTimeoutMs?: number;
-  /**
-   * A waiter re-checks at least this often even without a wake-up: it refreshes its queue entry
-   * and covers a lost pub/sub message. Entries and the hand-off reservations this process makes
-   * last 3× this. Processes may differ: a woken waiter trusts the reservation for the length the
-   * releasing process set (the wake-up message carries it), never for its own. @default 500
-   */
-  waiterHeartbeatMs?: number;
-  name?: string;
-  /** Where connection outages of the clients this backend owns are reported (once per outage). */
-  log?: { warn(message: string): void; log(message: string): void };
-}
+import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
+import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
+import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
+import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
+import { RedisWaiters } from './redis-waiters.js';
+import { runScript, type RedisScript } from './redis-script.loader.js';
+import { ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
 
 /**
  * `efficiency` locks on one Redis (standalone, Sentinel or Cluster client). Acquire is one
@@ -39,44 +25,30 @@ export class RedisBackend implements LockBackend {
   private readonly channel: string;
   private readonly connectTimeoutMs: number;
   private readonly commandTimeoutMs: number;
-  private readonly heartbeatMs: number;
   private readonly entryLifeMs: number;
-  private readonly turns = new TurnWaiters();
-  /** Per queued owner: ms until the holder's expiry, when we are next in line. */
-  private readonly headWait = new Map<string, number>();
-  /**
-   * Per queued owner: when its first queue request was sent (performance.now()). Every hand-off
-   * to it happens after that request reached Redis, so its validity may count from there.
-   */
-  private readonly enqueuedAt = new Map<string, number>();
-  /**
-   * Queued owners whose hand-off message arrived (the key is reserved for them), with the
-   * reservation's length as the releasing process set it (its PX), which the message carries.
-   */
-  private readonly handedOff = new Map<string, number>();
-  /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
-  private readonly busyAt = new Map<string, number>();
+  private readonly waiters: RedisWaiters;
   private subscriber?: RedisClientLike;
   private subscribing?: Promise<void>;
   private connected?: Promise<void>;
   private closed = false;
-  /** An outage is logged once, when the first error of it arrives, and once more when it ends. */
-  private down = false;
+  private readonly outages: RedisOutageLog;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
     this.name = config.name ?? 'redis';
+    this.outages = new RedisOutageLog(this.name, config.log, () => this.closed);
     // The application's own client reports its errors to the application; ours to our log.
     if (config.ownsClient) {
-      this.logConnection(this.client, true);
+      this.outages.watch(this.client, true);
       this.client.on('connect', () => unref(this.client));
     }
-    this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? 'lock:', config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
+    this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
-    this.connectTimeoutMs = config.connectTimeoutMs ?? 2000;
-    this.commandTimeoutMs = config.commandTimeoutMs ?? 2000;
-    this.heartbeatMs = config.waiterHeartbeatMs ?? 500;
-    this.entryLifeMs = this.heartbeatMs * 3;
+    this.connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
+    const heartbeatMs = config.waiterHeartbeatMs ?? REDIS_DEFAULTS.waiterHeartbeatMs;
+    this.entryLifeMs = heartbeatMs * 3;
+    this.waiters = new RedisWaiters(heartbeatMs);
   }
 
   /**
@@ -97,7 +69,7 @@ export class RedisBackend implements LockBackend {
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, ttlMs, queue, reportHolder } = request;
     const keys = this.keysOf(key);
-    if (queue && this.handedOff.has(owner)) {
+    if (queue && this.waiters.hasHandOff(owner)) {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
       // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
       const validityMs = Math.min(ttlMs, request.validityMs ?? ttlMs);
@@ -106,9 +78,7 @@ export class RedisBackend implements LockBackend {
     }
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
     // instead of a SET NX that fails first. The queue script takes the key itself when free.
-    const busyAt = queue ? this.busyAt.get(key) : undefined;
-    const recentlyBusy = busyAt !== undefined && performance.now() - busyAt < 1_000;
-    if (!recentlyBusy && (!queue || !this.headWait.has(owner))) {
+    if (!(queue && this.waiters.recentlyBusy(key)) && (!queue || !this.waiters.isQueued(owner))) {
       const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
       if (reply === 'OK') return { acquired: true };
       if (!queue) {
@@ -119,15 +89,14 @@ export class RedisBackend implements LockBackend {
         return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
       }
     }
-    this.turns.track(owner);
-    this.headWait.set(owner, -1);
+    this.waiters.joining(owner);
     try {
       await this.subscribe();
     } catch (error) {
-      this.forget(owner);
+      this.waiters.forget(owner);
       throw error;
     }
-    if (!this.enqueuedAt.has(owner)) this.enqueuedAt.set(owner, performance.now());
+    this.waiters.sending(owner);
     let reply: [number, number?];
     try {
       reply = (await this.call(
@@ -139,46 +108,37 @@ export class RedisBackend implements LockBackend {
     } catch (error) {
       // Not queued as far as we know (no connection, no answer): forget the owner here; a request
       // that did reach Redis is undone by call()'s clean-up, and its queue entry expires anyway.
-      this.forget(owner);
+      this.waiters.forget(owner);
       throw error;
     }
     if (reply[0] === 1) {
-      this.forget(owner);
+      this.waiters.forget(owner);
       return { acquired: true };
     }
     const holderMs = reply[1] ?? -1;
-    this.headWait.set(owner, holderMs);
-    this.noteBusy(key);
+    this.waiters.queued(key, owner, holderMs);
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
   }
 
   /**
    * The release that woke us reserved the key for us and took us out of the queue: start at once
-   * on that reservation, valid from our first queue request (which reached Redis before any
-   * hand-off to us), and claim the full ttl in the background — one round trip less per hand-off.
-   * The reservation lasts what the *releasing* process set (its entry lifetime, carried in the
-   * message), which may differ from ours: trusting our own would outlive the key on the server.
-   * Too long a wait leaves too little of it, or of the ttl the engine trusts: claim first then.
+   * on that reservation (see RedisWaiters.handOff) and claim the full ttl in the background — one
+   * round trip less per hand-off. undefined: too little of it is left; claim first.
    */
   private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
-    const from = this.enqueuedAt.get(owner);
-    const reservedMs = this.handedOff.get(owner) ?? 0;
-    const validForMs = Math.min(validityMs, reservedMs);
-    if (from === undefined || !(validForMs > 0) || performance.now() - from > validForMs / 2) return undefined;
-    this.forget(owner);
+    const reservation = this.waiters.handOff(owner, validityMs);
+    if (!reservation) return undefined;
+    this.waiters.forget(owner);
     const sentAt = performance.now();
     const confirmed = this.call('acquire', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs])).then((reply) =>
       reply === 1 ? sentAt : undefined,
     );
     confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
-    return { acquired: true, provisional: { validFrom: from, validForMs, confirmed } };
+    return { acquired: true, provisional: { ...reservation, confirmed } };
   }
 
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    const holderMs = this.headWait.get(owner) ?? -1;
-    // Next in line behind a holder that may have died: look again right after its expiry.
-    const cap = holderMs >= 0 ? Math.min(this.heartbeatMs, holderMs + 1) : this.heartbeatMs;
-    return this.turns.wait(owner, Math.min(timeoutMs, cap), signal);
+    return this.waiters.wait(owner, timeoutMs, signal);
   }
 
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
@@ -187,7 +147,7 @@ export class RedisBackend implements LockBackend {
   }
 
   async release(key: string, owner: string): Promise<boolean> {
-    this.forget(owner);
+    this.waiters.forget(owner);
     const reply = await this.call('release', key, () =>
       this.script(RELEASE, this.keysOf(key), [owner, this.entryLifeMs, this.channel]),
     );
@@ -196,17 +156,16 @@ export class RedisBackend implements LockBackend {
 
   /** `PING` within `timeoutMs`, counting the wait for a connection. */
   async ping(timeoutMs: number): Promise<void> {
-    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
-      new LockBackendUnavailableError(this.name, 'ping', detail, { cause });
-    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
-    const reply = await withTimeout(
-      this.ready(unavailable).then(() => this.client.ping()),
+    const reply = await boundedCall({
+      backend: this.name,
+      operation: 'ping',
+      closed: this.closed,
+      // The wait for a connection counts against timeoutMs here.
+      send: (unavailable) => this.ready(unavailable).then(() => this.client.ping()),
       timeoutMs,
-      () => unavailable(`no answer within ${timeoutMs} ms (client status ${this.client.status})`),
-    ).catch((error: unknown) => {
-      throw error instanceof LockBackendUnavailableError ? error : unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
+      timedOut: () => `no answer within ${timeoutMs} ms (client status ${this.client.status})`,
     });
-    if (reply !== 'PONG') throw unavailable(`unexpected reply to PING: ${String(reply)}`);
+    if (reply !== 'PONG') throw new LockBackendUnavailableError(this.name, 'ping', `unexpected reply to PING: ${String(reply)}`);
   }
 
   async close(): Promise<void> {
@@ -215,29 +174,6 @@ export class RedisBackend implements LockBackend {
     this.subscriber = undefined;
     if (subscriber) await quit(subscriber);
     if (this.config.ownsClient) await quit(this.client);
-  }
-
-  /**
-   * Connection errors of the clients this backend owns go to its log once per outage (ioredis
-   * emits one per reconnect attempt), and their recovery once: `ready` of the main client.
-   */
-  private logConnection(client: RedisClientLike, main: boolean): void {
-    const log = this.config.log;
-    client.on('error', (error: unknown) => {
-      if (this.down || this.closed) return;
-      this.down = true;
-      log?.warn(
-        `Redis connection of lock backend "${this.name}" failed: ${scrubCredentials((error as Error)?.message ?? String(error))}; ` +
-          'reconnecting (locks fail fast with LockBackendUnavailableError meanwhile; further errors of this outage are not logged)',
-      );
-    });
-    if (main) {
-      client.on('ready', () => {
-        if (!this.down) return;
-        this.down = false;
-        log?.log(`Redis connection of lock backend "${this.name}" restored`);
-      });
-    }
   }
 
   /**
@@ -252,37 +188,15 @@ export class RedisBackend implements LockBackend {
     if (this.subscriber) unref(this.subscriber);
   }
 
-  /** Remember (boundedly) which keys were contended recently. */
-  private noteBusy(key: string): void {
-    this.busyAt.delete(key);
-    this.busyAt.set(key, performance.now());
-    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
-  }
-
-  private forget(owner: string): void {
-    this.headWait.delete(owner);
-    this.enqueuedAt.delete(owner);
-    this.handedOff.delete(owner);
-    this.turns.forget(owner);
-  }
-
   /** One connection for wake-ups, opened on the first wait (a dedicated duplicate: we own and close it). */
   private subscribe(): Promise<void> {
     this.subscribing ??= (async () => {
       const subscriber = this.client.duplicate();
       subscriber.on('error', () => undefined);
-      this.logConnection(subscriber, false);
+      this.outages.watch(subscriber, false);
       subscriber.on('connect', () => unref(subscriber));
       subscriber.on('message', (channel: string, message: string) => {
-        if (channel !== this.channel) return;
-        // "<owner> <reservation ms>". The channel is shared by every process: remember only our
-        // own waiters' hand-offs. A message without a length (an older version released) still
-        // wakes the waiter, whose next queue request claims the key.
-        const length = / (\d+)$/.exec(message);
-        const owner = length ? message.slice(0, length.index) : message;
-        const reservedMs = length ? Number(length[1]) : 0;
-        if (this.headWait.has(owner) && reservedMs > 0) this.handedOff.set(owner, reservedMs);
-        this.turns.wake(owner);
+        if (channel === this.channel) this.waiters.onMessage(message);
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);
@@ -299,13 +213,8 @@ export class RedisBackend implements LockBackend {
     );
   }
 
-  private async script(s: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
-    try {
-      return await this.client.evalsha(s.sha, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error;
-      return this.client.eval(s.lua, keys.length, ...keys, ...args);
-    }
+  private script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+    return runScript(this.client, script, keys, args);
   }
 
   /**
@@ -314,23 +223,23 @@ export class RedisBackend implements LockBackend {
    * never came may still be applied later (ioredis resends after reconnecting); `cleanupOwner`
    * queues a compare-and-delete behind it so such a late SET cannot leave a ghost lock.
    */
-  private async call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
-    const unavailable = (detail: string, cause?: unknown): LockBackendUnavailableError =>
-      new LockBackendUnavailableError(this.name, operation, detail, { key, cause });
-    if (this.closed) throw unavailable('the backend is closed (application shutting down)');
-    await this.ready(unavailable);
-    try {
-      return await withTimeout(send(), this.commandTimeoutMs, () =>
-        unavailable(`no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`),
-      );
-    } catch (error) {
-      if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
-      if (error instanceof LockBackendUnavailableError) throw error;
-      throw unavailable(scrubCredentials((error as Error)?.message ?? String(error)), error);
-    }
+  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
+    return boundedCall({
+      backend: this.name,
+      operation,
+      key,
+      closed: this.closed,
+      connected: (unavailable) => this.ready(unavailable),
+      send,
+      timeoutMs: this.commandTimeoutMs,
+      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
+      onFailure: () => {
+        if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
+      },
+    });
   }
 
-  private ready(unavailable: (detail: string) => LockBackendUnavailableError): Promise<void> {
+  private ready(unavailable: Unavailable): Promise<void> {
     const status = this.client.status;
     if (status === 'ready' || status === 'wait') return Promise.resolve();
     if (status === 'end') return Promise.reject(unavailable('the client was closed'));
@@ -344,23 +253,5 @@ export class RedisBackend implements LockBackend {
     return withTimeout(this.connected, this.connectTimeoutMs, () =>
       unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`),
     );
-  }
-}
-
-/** Let the process exit whatever this connection does (ioredis makes a new socket per reconnect). */
-function unref(client: RedisClientLike): void {
-  (client as { stream?: { unref?(): void } }).stream?.unref?.();
-}
-
-async function quit(client: RedisClientLike): Promise<void> {
-  try {
-    if (client.status === 'end') return;
-    if (client.status !== 'ready') {
-      client.disconnect();
-      return;
-    }
-    await withTimeout(client.quit(), 1000, () => new Error('quit timed out'));
-  } catch {
-    client.disconnect();
   }
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { redisScript as script } from './redis-script.loader.js';
 
 /**
  * Lua scripts of the Redis backend. Every name and value travels in KEYS / ARGV; nothing is
@@ -16,13 +16,6 @@ import { createHash } from 'node:crypto';
  * reservation and claims the key with its own ttl in the background (EXTEND). So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that
  * died only delays the queue by its reservation/entry lifetime.
  */
-export interface RedisScript {
-  readonly lua: string;
-  readonly sha: string;
-}
-
-const script = (lua: string): RedisScript => ({ lua, sha: createHash('sha1').update(lua).digest('hex') });
-
 /** Drop waiters whose entry expired (their process died or stopped refreshing). Defines `nowMs`, `t`. */
 const PURGE = `
 local t = redis.call('TIME')

@@ -1,0 +1,22 @@
+import type { OptionsOf } from './backend-plugin.interface.js';
+import { etcdPlugin } from './etcd/etcd.plugin.js';
+import { memoryPlugin } from './memory/memory.plugin.js';
+import { redisPlugin } from './redis/redis.plugin.js';
+
+/**
+ * The built-in backends: each key is a `forRoot()` field (and the backend's name), its JSDoc what
+ * users see on that field. Registering a backend is one line here. The order is the preference of
+ * the default purpose routing (`options/purpose-routing.util.ts`): the first configured backend
+ * that can serve a purpose gets it.
+ */
+export const BACKEND_PLUGINS = {
+  /** Configure the Redis backend. @example { url: 'redis://127.0.0.1:6379' } */
+  redis: redisPlugin,
+  /** Configure the etcd backend. @example { hosts: '127.0.0.1:2379' } */
+  etcd: etcdPlugin,
+  /** Enable the in-memory backend (single process; for tests). */
+  memory: memoryPlugin,
+};
+
+/** `forRoot()`'s built-in backend fields, one per registered plugin, with the plugin's option type. */
+export type BuiltInBackendOptions = { [Field in keyof typeof BACKEND_PLUGINS]?: OptionsOf<(typeof BACKEND_PLUGINS)[Field]> };

@@ -1,0 +1,90 @@
+import { TurnWaiters } from '../wait-turn.util.js';
+import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
+import type { EtcdSession } from './etcd-session.js';
+
+/** A queued owner: its key on a session lease, and the one key ahead of it it watches. */
+export interface Queued {
+  session: EtcdSession;
+  key: string;
+  /** Create revision of our queue key: our place in line. */
+  rev: bigint;
+  predecessor?: string;
+  watcher?: EtcdWatcherLike;
+}
+
+/** A queued waiter re-reads its place this often even without a watch event. */
+const RECHECK_MS = 5_000;
+
+/**
+ * This process's queued owners on one etcd backend. Each watches only the key just ahead of its
+ * own — its deletion is the cue to re-read (FIFO, no thundering herd); the backend does the reads.
+ */
+export class EtcdQueue {
+  private readonly entries = new Map<string, Queued>();
+  private readonly turns = new TurnWaiters();
+
+  constructor(
+    private readonly client: EtcdClientLike,
+    /** Told when an owner leaves a session's queue (the session may be unused now). */
+    private readonly left: (session: EtcdSession) => void,
+  ) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get(owner: string): Queued | undefined {
+    return this.entries.get(owner);
+  }
+
+  /** `owner` queued behind `predecessor` (undefined: not known yet — a re-check finds it). */
+  join(owner: string, entry: Queued, predecessor: string | undefined): void {
+    this.entries.set(owner, entry);
+    entry.session.waiters.add(owner);
+    this.turns.track(owner);
+    this.watchPredecessor(owner, entry, predecessor);
+  }
+
+  /** Watch only the key just ahead of ours; its deletion is our cue (no thundering herd). */
+  watchPredecessor(owner: string, entry: Queued, predecessor: string | undefined): void {
+    void entry.watcher?.cancel().catch(() => undefined);
+    entry.watcher = undefined;
+    entry.predecessor = predecessor;
+    if (predecessor === undefined) {
+      this.turns.wake(owner);
+      return;
+    }
+    // Watch from "now", not from our enqueue's revision: a watch that starts in the past is an
+    // *unsynced* watcher on the server, whose events wait for etcd's background sync loop (every
+    // 100 ms) — on a hot key that alone cost ~6 ms per hand-off. A deletion between our enqueue
+    // and the watch's start is covered instead by one re-check (a read) once the watch is
+    // established, and again after any reconnect.
+    const watcher = this.client.watch().key(predecessor).only('delete').watcher();
+    watcher.on('delete', () => this.turns.wake(owner));
+    watcher.on('connected', () => this.turns.wake(owner));
+    watcher.on('error', () => undefined);
+    entry.watcher = watcher;
+  }
+
+  wake(owner: string): void {
+    this.turns.wake(owner);
+  }
+
+  wait(owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
+  }
+
+  drop(owner: string): void {
+    const entry = this.entries.get(owner);
+    this.turns.forget(owner);
+    if (!entry) return;
+    this.entries.delete(owner);
+    entry.session.waiters.delete(owner);
+    void entry.watcher?.cancel().catch(() => undefined);
+    this.left(entry.session);
+  }
+
+  dropAll(): void {
+    for (const owner of [...this.entries.keys()]) this.drop(owner);
+  }
+}

@@ -1,0 +1,141 @@
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+import type { EtcdClientLike } from './etcd-client.interface.js';
+
+// The requests of etcd's lock recipe, as data: key layout, the acquire txn, the predecessor read,
+// their deadlines, and the clean-up of a write whose outcome is unknown.
+
+/** A UTF-16 surrogate not part of a pair (`!key.isWellFormed()`, which this TS lib target lacks). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * `<prefix><encoded key>/`, the range of one lock's keys (`…/<owner>` each): the encoding keeps
+ * `a` and `a/b` from sharing a range. A key with a lone surrogate has no encoding
+ * (encodeURIComponent would throw a raw URIError): refused.
+ */
+export function etcdLockPrefix(prefix: string, key: string, backend: string): string {
+  if (LONE_SURROGATE.test(key)) {
+    throw new InvalidLockOptionsError('key', 'it contains a lone UTF-16 surrogate (not well-formed Unicode)', `the ${backend} backend`);
+  }
+  return `${prefix}${encodeURIComponent(key)}/`;
+}
+
+/** The end of the range of keys starting with `prefix` (etcd's "prefix + 1"). */
+export function prefixEnd(prefix: string): Buffer {
+  const end = Buffer.from(prefix);
+  for (let i = end.length - 1; i >= 0; i--) {
+    if (end[i] < 0xff) {
+      end[i] += 1;
+      return end.subarray(0, i + 1);
+    }
+  }
+  return Buffer.from([0]);
+}
+
+/** etcd's answer to a write on a lease it does not have: `etcdserver: requested lease not found`. */
+export function isLeaseNotFound(error: unknown): boolean {
+  for (let e = error as { name?: string; message?: string; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
+    if (e.constructor?.name === 'EtcdLeaseInvalidError' || /requested lease not found/.test(String(e.message))) return true;
+  }
+  return false;
+}
+
+/**
+ * The first attempt of `myKey` (under `prefix`) on session lease `lease`: take the key if the
+ * lock's range is empty; else say whether `myKey` exists already, and when queueing, put it and
+ * read the newest keys ahead.
+ */
+export function acquireTxn(prefix: string, myKey: string, lease: string, queue: boolean): unknown {
+  const range = { key: Buffer.from(prefix), range_end: prefixEnd(prefix) };
+  const put = { request_put: { key: Buffer.from(myKey), value: Buffer.alloc(0), lease } };
+  const mine = { request_range: { key: Buffer.from(myKey), keys_only: true } };
+  return {
+    // The range is empty: nobody holds or waits.
+    compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
+    success: [put],
+    // Busy. First: is the key ours already? etcd3 retries a request whose answer was lost to a
+    // broken connection, so an earlier copy of this very txn may have written it. Then, when
+    // queueing: queue behind the newest key (limit 2: our own put may be among them).
+    failure: queue ? [mine, put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine],
+  };
+}
+
+/**
+ * A queued key's re-check: if `myKey` still has create revision `rev`, read the newest key of the
+ * lock created before it (none left: the lock is ours at this read's revision).
+ */
+export function predecessorTxn(prefix: string, myKey: string, rev: bigint): unknown {
+  return {
+    compare: [{ key: Buffer.from(myKey), target: 'Create', result: 'Equal', create_revision: rev.toString() }],
+    success: [
+      {
+        request_range: {
+          key: Buffer.from(prefix),
+          range_end: prefixEnd(prefix),
+          sort_order: 'Descend',
+          sort_target: 'Create',
+          max_create_revision: (rev - 1n).toString(),
+          limit: 1,
+          keys_only: true,
+        },
+      },
+    ],
+    failure: [],
+  };
+}
+
+/**
+ * The gRPC deadline outlives our own timeout by this much. A deadline that expires makes etcd3
+ * (default fault handling) reset its channels and retry the call with the expired deadline —
+ * three failures in a row, which open its circuit breaker: every call on the client then fails
+ * with BrokenCircuitError for 5 s, healthy network or not. Our timeout already bounds the caller;
+ * the deadline only has to stop a request that is truly stuck from being kept forever — and not
+ * much later than that: a pending call keeps its connection, and so a closed application's
+ * process, alive until its deadline (2.5 s: a late answer still arrives within it; a request
+ * pending at close() ends within commandTimeoutMs + 2.5 s).
+ */
+const GRPC_DEADLINE_SLACK_MS = 2_500;
+
+/**
+ * gRPC call options: a request that is truly stuck is cancelled on both sides, not left to hang
+ * — but only well after our own timeout gave up on it. Not holding the process (before bootstrap,
+ * during shutdown): no request may outlive our own timeout by much, or its pending gRPC call
+ * would keep a closing process alive.
+ */
+export function grpcDeadline(commandTimeoutMs: number, holdsProcess: boolean): { deadline: Date } {
+  return { deadline: new Date(Date.now() + commandTimeoutMs + (holdsProcess ? GRPC_DEADLINE_SLACK_MS : 0)) };
+}
+
+/** Retry a clean-up this many ms after a write whose outcome is unknown (it may still land). */
+const CLEANUP_DELAYS_MS = [0, 1_000, 3_000, 10_000];
+
+/** Keys of ours whose write had an unknown outcome, deleted a few times over the next seconds. */
+export class EtcdCleanup {
+  /** Keys with clean-up deletes still scheduled (count per key). */
+  private readonly cleaning = new Map<string, number>();
+
+  constructor(
+    private readonly client: EtcdClientLike,
+    private readonly deadline: () => { deadline: Date },
+  ) {}
+
+  /** A grant on a key being deleted in the background could vanish under its holder. */
+  has(myKey: string): boolean {
+    return this.cleaning.has(myKey);
+  }
+
+  schedule(myKey: string): void {
+    this.cleaning.set(myKey, (this.cleaning.get(myKey) ?? 0) + 1);
+    CLEANUP_DELAYS_MS.forEach((delay, i) => {
+      setTimeout(() => {
+        if (i === CLEANUP_DELAYS_MS.length - 1) {
+          const left = this.cleaning.get(myKey)! - 1;
+          if (left > 0) this.cleaning.set(myKey, left);
+          else this.cleaning.delete(myKey);
+        }
+        // With a deadline like every other request: a delete sent into a partition would
+        // otherwise stay pending for good, and keep a closed application's process alive.
+        void this.client.kv.deleteRange({ key: Buffer.from(myKey) }, this.deadline()).catch(() => undefined);
+      }, delay).unref();
+    });
+  }
+}
