@@ -16,6 +16,7 @@ export * from './errors/index.js';
 export type { DistributedLockModuleOptions, LockDefaults, LockPurpose } from './interfaces/distributed-lock-options.interface.js';
 export type { RedisBackendOptions } from './backends/redis/redis-backend.options.js';
 export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
+export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/postgres/postgres-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
@@ -30,6 +31,8 @@ export type { RedisBackendConfig } from './backends/redis/redis-backend.options.
 export { MemoryBackend } from './backends/memory/memory.backend.js';
 export { EtcdBackend } from './backends/etcd/etcd.backend.js';
 export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
+export { PostgresBackend } from './backends/postgres/postgres.backend.js';
+export type { PgPoolLike } from './backends/postgres/postgres-client.interface.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';

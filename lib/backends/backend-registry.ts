@@ -1,6 +1,7 @@
 import type { OptionsOf } from './backend-plugin.interface.js';
 import { etcdPlugin } from './etcd/etcd.plugin.js';
 import { memoryPlugin } from './memory/memory.plugin.js';
+import { postgresPlugin } from './postgres/postgres.plugin.js';
 import { redisPlugin } from './redis/redis.plugin.js';
 
 /**
@@ -14,6 +15,8 @@ export const BACKEND_PLUGINS = {
   redis: redisPlugin,
   /** Configure the etcd backend. @example { hosts: '127.0.0.1:2379' } */
   etcd: etcdPlugin,
+  /** Configure the PostgreSQL backend. @example { connectionString: 'postgres://127.0.0.1:5432/app' } */
+  postgres: postgresPlugin,
   /** Enable the in-memory backend (single process; for tests). */
   memory: memoryPlugin,
 };

@@ -1,0 +1,25 @@
+/**
+ * The parts of `pg` (node-postgres) the PostgreSQL backend uses, structurally: a user of another
+ * backend never loads `pg`, and a `pg.Pool` the application owns fits as it is.
+ */
+export interface PgQueryResultLike {
+  rows: Array<Record<string, unknown>>;
+}
+
+/** One checked-out connection (`pg.PoolClient`). */
+export interface PgPoolClientLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown;
+  on(event: 'error' | 'end', listener: (error?: Error) => void): unknown;
+  removeAllListeners(event?: string): unknown;
+  /** Give it back to the pool; with an error (or `true`), the pool closes it instead. */
+  release(destroy?: Error | boolean): void;
+}
+
+/** A `pg.Pool`. */
+export interface PgPoolLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  connect(): Promise<PgPoolClientLike>;
+  end(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}

@@ -1,0 +1,129 @@
+import { randomUUID } from 'node:crypto';
+import type { PgPoolClientLike, PgPoolLike } from './postgres-client.interface.js';
+
+/** Why LISTEN/NOTIFY cannot serve: a transaction pooler hands LISTEN's session to someone else. */
+export class NotifyUnreachableError extends Error {}
+
+/**
+ * The one session connection that LISTENs for hand-off wake-ups ("<owner> <ms>") and passes them
+ * to `onWake`. It reconnects by itself (an unref'd timer, 100 ms doubling to 2 s); while it is
+ * down a waiter still re-checks every heartbeat, so a lost wake-up only costs time.
+ *
+ * At its first connection it checks that a NOTIFY sent through the pool reaches it: behind a
+ * pooler in transaction mode (PgBouncer's default) the LISTEN would silently hear nothing.
+ */
+export class PostgresListener {
+  private client?: PgPoolClientLike;
+  private connecting?: Promise<void>;
+  private retry?: NodeJS.Timeout;
+  private backoffMs = 100;
+  private closed = false;
+  private readonly probes = new Map<string, () => void>();
+
+  constructor(
+    private readonly pool: PgPoolLike,
+    private readonly channel: string,
+    private readonly onWake: (owner: string) => void,
+    private readonly probeTimeoutMs: number,
+  ) {}
+
+  /** Connect and LISTEN (once; later calls share it). Rejects with NotifyUnreachableError behind a transaction pooler. */
+  start(): Promise<void> {
+    this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    await this.connecting?.catch(() => undefined);
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    client.removeAllListeners('notification');
+    client.removeAllListeners('error');
+    client.removeAllListeners('end');
+    client.on('error', () => undefined);
+    // The session ends with the connection: its LISTEN goes with it.
+    client.release(true);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed || this.client) return;
+    const client = await this.pool.connect();
+    if (this.closed) {
+      client.release(true);
+      return;
+    }
+    client.on('notification', (message) => this.notified(message.payload ?? ''));
+    const lost = (): void => this.lost(client);
+    client.on('error', lost);
+    client.on('end', lost);
+    try {
+      await client.query(`LISTEN "${this.channel}"`);
+      await this.probe();
+    } catch (error) {
+      client.removeAllListeners('notification');
+      client.release(true);
+      throw error;
+    }
+    this.client = client;
+    this.backoffMs = 100;
+    // Never keeps the process alive (see PostgresBackend.holdProcess): every wait runs on a timer of its own.
+    (client as { connection?: { stream?: { unref?(): void } } }).connection?.stream?.unref?.();
+  }
+
+  /** A NOTIFY through the pool must reach this session within the timeout. */
+  private probe(): Promise<void> {
+    const id = `probe:${randomUUID()}`;
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.probes.delete(id);
+        reject(
+          new NotifyUnreachableError(
+            `a NOTIFY sent through the pool did not reach the LISTEN session within ${this.probeTimeoutMs} ms: a pooler in ` +
+              'transaction mode (PgBouncer) does not keep a session for LISTEN. Connect this backend to PostgreSQL directly or ' +
+              'through a session-mode pool',
+          ),
+        );
+      }, this.probeTimeoutMs);
+      this.probes.set(id, () => {
+        clearTimeout(timer);
+        this.probes.delete(id);
+        resolve();
+      });
+      this.pool.query('SELECT pg_notify($1, $2)', [this.channel, id]).catch((error: unknown) => {
+        clearTimeout(timer);
+        this.probes.delete(id);
+        reject(error);
+      });
+    });
+  }
+
+  private notified(payload: string): void {
+    const probe = this.probes.get(payload);
+    if (probe) return probe();
+    const space = payload.indexOf(' ');
+    this.onWake(space < 0 ? payload : payload.slice(0, space));
+  }
+
+  private lost(client: PgPoolClientLike): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    client.removeAllListeners('notification');
+    client.removeAllListeners('error');
+    client.on('error', () => undefined);
+    client.release(true);
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed) return;
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => {
+      this.start().catch(() => this.scheduleReconnect());
+    }, this.backoffMs);
+    this.retry.unref();
+    this.backoffMs = Math.min(2_000, this.backoffMs * 2);
+  }
+}

@@ -1,0 +1,181 @@
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+import { errorText } from '../../common/redact.util.js';
+import { boundedCall, withTimeout } from '../backend-call.util.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
+import type { PgPoolLike } from './postgres-client.interface.js';
+import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
+import { objectNames, setupStatements } from './postgres.sql.js';
+
+/** A constant advisory lock id under which concurrent start-ups create the schema one at a time. */
+const SETUP_LOCK = 0x6e646c31; // "ndl1"
+
+/**
+ * `correctness` (and `efficiency`) locks on PostgreSQL: a lease row per held key, with its expiry
+ * on the database's clock, a token from a durable sequence (and the WAL timeline), a FIFO queue
+ * with hand-off woken by LISTEN/NOTIFY. Every operation is one function call — one round trip,
+ * one transaction — so the backend works through a transaction pooler for its commands and holds
+ * no connection per lock: at most the pool's connections, plus one session for LISTEN.
+ */
+export class PostgresBackend implements LockBackend {
+  readonly capabilities = POSTGRES_CAPABILITIES;
+  readonly name: string;
+  private readonly pool: PgPoolLike;
+  private readonly names: ReturnType<typeof objectNames>;
+  private readonly statements: string[];
+  private readonly connectTimeoutMs: number;
+  private readonly commandTimeoutMs: number;
+  private readonly heartbeatMs: number;
+  private readonly waiters = new TurnWaiters();
+  private readonly listener: PostgresListener;
+  private setup?: Promise<void>;
+  private closed = false;
+
+  constructor(private readonly config: PostgresBackendConfig) {
+    this.name = config.name ?? 'postgres';
+    this.pool = config.pool;
+    const where = `new PostgresBackend("${this.name}")`;
+    const schema = checkIdentifier(config.schema ?? POSTGRES_DEFAULTS.schema, 'schema', where);
+    const prefix = checkIdentifier(config.tablePrefix ?? POSTGRES_DEFAULTS.tablePrefix, 'tablePrefix', where);
+    this.names = objectNames({ schema, prefix });
+    this.statements = setupStatements({ schema, prefix });
+    this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
+    this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
+    // An idle pooled connection that errors (the server restarted) must not crash the process.
+    if (config.ownsPool) this.pool.on('error', () => undefined);
+    this.listener = new PostgresListener(this.pool, this.names.channel, (owner) => this.waiters.wake(owner), this.connectTimeoutMs + this.commandTimeoutMs);
+  }
+
+  /**
+   * Create the tables and functions if absent and start listening — at bootstrap when the database
+   * answers. A pooler that cannot carry LISTEN fails here, naming the backend; a database that does
+   * not answer yet is tried again at the first lock operation.
+   */
+  async start(): Promise<void> {
+    // Connect and create the schema, then the LISTEN probe (bounded by connect + command time itself).
+    const limitMs = 2 * (this.connectTimeoutMs + this.commandTimeoutMs);
+    try {
+      await withTimeout(this.ensureSetup(), limitMs, () => new Error(`no answer within ${limitMs} ms`));
+    } catch (error) {
+      if (error instanceof InvalidLockOptionsError) throw error;
+    }
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const { key, owner, ttlMs, queue } = request;
+    if (queue) this.waiters.track(owner);
+    let row: Record<string, any>;
+    try {
+      row = await this.call('acquire', key, `SELECT acquired, token, holder_ms FROM ${this.names.acquire}($1, $2, $3, $4, $5)`, [key, owner, ttlMs, queue, this.heartbeatMs * 3], owner);
+    } catch (error) {
+      this.waiters.forget(owner);
+      throw error;
+    }
+    if (row.acquired) {
+      this.waiters.forget(owner);
+      return { acquired: true, token: BigInt(row.token as string) };
+    }
+    if (!queue) this.waiters.forget(owner);
+    return { acquired: false, holderRemainingMs: row.holder_ms === null ? undefined : Number(row.holder_ms) };
+  }
+
+  /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.waiters.wait(owner, Math.min(timeoutMs, this.heartbeatMs), signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const row = await this.call('extend', key, `SELECT ${this.names.extend}($1, $2, $3) AS held`, [key, owner, ttlMs]);
+    return row.held === true;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    this.waiters.forget(owner);
+    const row = await this.call('release', key, `SELECT ${this.names.release}($1, $2, $3) AS held`, [key, owner, this.heartbeatMs * 3]);
+    return row.held === true;
+  }
+
+  /** `SELECT 1` within `timeoutMs`, counting the wait for a connection. */
+  async ping(timeoutMs: number): Promise<void> {
+    await boundedCall({
+      backend: this.name,
+      operation: 'ping',
+      closed: this.closed,
+      send: () => this.pool.query('SELECT 1'),
+      timeoutMs,
+      timedOut: () => `no answer within ${timeoutMs} ms`,
+    });
+  }
+
+  /**
+   * Our connections never keep the process alive, whatever the engine asks: the LISTEN session is
+   * unref'd, the pool the module opens lets the process exit when idle, and every call in flight
+   * or wait for a turn runs on a timer of its own.
+   */
+  holdProcess(_hold: boolean): void {}
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.listener.close();
+    if (this.config.ownsPool) await this.pool.end();
+  }
+
+  /** The schema, then the LISTEN session: once; a failure (database down) is retried next time. */
+  private ensureSetup(): Promise<void> {
+    this.setup ??= (async () => {
+      const client = await this.pool.connect();
+      try {
+        await client.query('BEGIN');
+        await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
+        for (const statement of this.statements) await client.query(statement);
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+      try {
+        await this.listener.start();
+      } catch (error) {
+        if (error instanceof NotifyUnreachableError) throw new InvalidLockOptionsError(this.name, error.message, 'DistributedLockModule options');
+        throw error;
+      }
+    })().catch((error: unknown) => {
+      this.setup = undefined;
+      throw error;
+    });
+    return this.setup;
+  }
+
+  /**
+   * One function call with a bounded wait for setup and connection and a bounded time for the
+   * answer. An acquire whose answer never came may still be applied: `cleanupOwner` queues an
+   * owner-checked release behind it so it cannot leave a ghost lock.
+   */
+  private async call(operation: string, key: string, text: string, values: unknown[], cleanupOwner?: string): Promise<Record<string, any>> {
+    const result = await boundedCall({
+      backend: this.name,
+      operation,
+      key,
+      closed: this.closed,
+      connected: (unavailable) =>
+        withTimeout(
+          this.ensureSetup().catch((error: unknown) => {
+            throw error instanceof InvalidLockOptionsError ? error : unavailable(`not ready: ${errorText(error)}`, error);
+          }),
+          this.connectTimeoutMs,
+          () => unavailable(`not ready within ${this.connectTimeoutMs} ms (connectTimeoutMs)`),
+        ),
+      send: () => this.pool.query(text, values),
+      timeoutMs: this.commandTimeoutMs,
+      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
+      onFailure: () => {
+        if (cleanupOwner !== undefined && !this.closed) void this.release(key, cleanupOwner).catch(() => undefined);
+      },
+    });
+    return result.rows[0] ?? {};
+  }
+}

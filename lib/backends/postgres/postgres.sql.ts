@@ -1,0 +1,165 @@
+/**
+ * The PostgreSQL backend's schema and functions. A lock is a lease row with an expiry on the
+ * database's own clock; every operation is one call of a PL/pgSQL function (one round trip, one
+ * transaction, so it works through a transaction pooler), serialised per key by a
+ * transaction-scoped advisory lock. Values travel as parameters; only the validated schema and
+ * table prefix are spliced in, quoted.
+ *
+ * Tokens: `(WAL timeline << 44) + nextval(tokens)`. The sequence is durable and never goes back
+ * across a restart or a crash (it may skip ahead). The timeline makes tokens keep growing across a
+ * failover to an asynchronous replica too: grants the replica had not received are lost with the
+ * old primary — their sequence values may be issued again — but a promotion starts a new, larger
+ * timeline, so every token issued after it is larger than any issued before.
+ *
+ * Fairness: waiters queue by arrival; a free key goes to the head of the queue. A release (or an
+ * acquire that finds the key free while others wait first) reserves the key for the head waiter
+ * for a short while and NOTIFYs it; the waiter claims the reservation with its own ttl. A waiter
+ * whose process died drops out when its entry expires (it refreshes it every heartbeat).
+ */
+
+/** A validated SQL identifier, quoted. */
+const q = (identifier: string): string => `"${identifier}"`;
+
+export interface PostgresNames {
+  /** Schema of the tables and functions. */
+  readonly schema: string;
+  /** Prefix of their names. */
+  readonly prefix: string;
+}
+
+/** Schema-qualified names of the backend's objects (quoted). */
+export function objectNames({ schema, prefix }: PostgresNames) {
+  const name = (suffix: string): string => `${q(schema)}.${q(`${prefix}_${suffix}`)}`;
+  return {
+    held: name('held'),
+    queue: name('queue'),
+    tokens: name('tokens'),
+    arrivals: name('arrivals'),
+    acquire: name('acquire_v1'),
+    release: name('release_v1'),
+    extend: name('extend_v1'),
+    /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */
+    channel: `${prefix}_wake`,
+  };
+}
+
+/** Statements that create what the backend needs, if absent (idempotent; run at start-up). */
+export function setupStatements(names: PostgresNames): string[] {
+  const n = objectNames(names);
+  // The advisory lock key of a lock key: one namespace for this backend's objects.
+  const advisory = `pg_advisory_xact_lock(hashtextextended('${names.schema}.${names.prefix}:' || p_key, 0))`;
+  const token = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
+  const purge = `DELETE FROM ${n.queue} WHERE key = p_key AND expires_at <= v_now;`;
+  // Reserve a free key for the head waiter and wake it: "<owner> <ms>".
+  const handOff = `
+    INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
+      VALUES (p_key, v_head, ${token}, v_now + p_life_ms * interval '1 millisecond')
+      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at;
+    DELETE FROM ${n.queue} WHERE key = p_key AND owner = v_head;
+    PERFORM pg_notify('${n.channel}', v_head || ' ' || p_life_ms);`;
+  return [
+    // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+    `DO $do$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '${names.schema}') THEN CREATE SCHEMA ${q(names.schema)}; END IF;
+    END $do$`,
+    `CREATE TABLE IF NOT EXISTS ${n.held} (
+      key text PRIMARY KEY,
+      owner text NOT NULL,
+      token bigint NOT NULL,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${n.queue} (
+      key text NOT NULL,
+      owner text NOT NULL,
+      arrived bigint NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (key, owner)
+    )`,
+    `CREATE INDEX IF NOT EXISTS ${q(`${names.prefix}_queue_order`)} ON ${n.queue} (key, arrived)`,
+    `CREATE SEQUENCE IF NOT EXISTS ${n.tokens}`,
+    `CREATE SEQUENCE IF NOT EXISTS ${n.arrivals}`,
+    // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
+    // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
+    `CREATE OR REPLACE FUNCTION ${n.acquire}(p_key text, p_owner text, p_ttl_ms bigint, p_queue boolean, p_life_ms bigint)
+    RETURNS TABLE (acquired boolean, token bigint, holder_ms bigint) LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      v_now timestamptz;
+      v_held ${n.held}%ROWTYPE;
+      v_head text;
+      v_token bigint;
+    BEGIN
+      PERFORM ${advisory};
+      v_now := clock_timestamp();
+      SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
+      IF FOUND AND v_held.expires_at > v_now THEN
+        IF v_held.owner = p_owner THEN
+          UPDATE ${n.held} h SET expires_at = v_now + p_ttl_ms * interval '1 millisecond' WHERE h.key = p_key;
+          DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
+          RETURN QUERY SELECT true, v_held.token, NULL::bigint;
+          RETURN;
+        END IF;
+      ELSE
+        ${purge}
+        SELECT qq.owner INTO v_head FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
+        IF v_head IS NULL OR v_head = p_owner THEN
+          v_token := ${token};
+          INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
+            VALUES (p_key, p_owner, v_token, v_now + p_ttl_ms * interval '1 millisecond')
+            ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at;
+          DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
+          RETURN QUERY SELECT true, v_token, NULL::bigint;
+          RETURN;
+        END IF;
+        ${handOff}
+        SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
+      END IF;
+      IF p_queue THEN
+        INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at)
+          VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond')
+          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+      END IF;
+      RETURN QUERY SELECT false, NULL::bigint, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
+    END
+    $fn$`,
+    // release: true when p_owner held the key. Leaves the queue either way; a key it frees goes
+    // to the next live waiter (reserved, woken).
+    `CREATE OR REPLACE FUNCTION ${n.release}(p_key text, p_owner text, p_life_ms bigint)
+    RETURNS boolean LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      v_now timestamptz;
+      v_held ${n.held}%ROWTYPE;
+      v_was boolean;
+      v_head text;
+    BEGIN
+      PERFORM ${advisory};
+      v_now := clock_timestamp();
+      DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
+      SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
+      IF NOT FOUND THEN
+        RETURN false;
+      END IF;
+      v_was := v_held.owner = p_owner AND v_held.expires_at > v_now;
+      IF v_held.owner <> p_owner AND v_held.expires_at > v_now THEN
+        RETURN false;
+      END IF;
+      ${purge}
+      SELECT qq.owner INTO v_head FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
+      IF v_head IS NULL THEN
+        DELETE FROM ${n.held} h WHERE h.key = p_key AND h.owner = v_held.owner;
+      ELSE
+        ${handOff}
+      END IF;
+      RETURN v_was;
+    END
+    $fn$`,
+    // extend: true when p_owner still holds the key (its expiry is now p_ttl_ms from now).
+    `CREATE OR REPLACE FUNCTION ${n.extend}(p_key text, p_owner text, p_ttl_ms bigint)
+    RETURNS boolean LANGUAGE sql AS $fn$
+      UPDATE ${n.held} h SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond'
+        WHERE h.key = p_key AND h.owner = p_owner AND h.expires_at > clock_timestamp()
+        RETURNING true
+    $fn$`,
+  ];
+}
