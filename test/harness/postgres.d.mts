@@ -13,5 +13,14 @@ export declare class PostgresServer implements PgSettings {
   readonly port: number;
   readonly user: string;
   readonly database: string;
+  /** A connection string for this server. */
+  readonly url: string;
+  /** Fast shutdown (every session ends), then the same data on the same port. */
+  restart(): Promise<void>;
+  /** kill -9 of the postmaster; `launch()` brings it back through crash recovery. */
+  kill(): Promise<void>;
+  launch(): Promise<void>;
+  /** Stop the postmaster with `signal` (SIGINT: fast shutdown), keeping its data. */
+  halt(signal: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
 }

@@ -70,24 +70,65 @@ export class PostgresServer {
     const init = spawnSync(bins.initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...owner, encoding: 'utf8' });
     if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
     const port = await freePort();
+    const server = new PostgresServer(null, dir, port);
+    await server.launch();
+    return server;
+  }
+
+  /** Start the postgres process on this server's data directory and port; resolves when it accepts connections. */
+  async launch() {
+    const bins = ensurePg();
+    const owner = runAs();
+    const data = path.join(this.dir, 'data');
     const child = spawn(
       bins.postgres,
-      ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'max_connections=50'],
+      ['-D', data, '-p', String(this.port), '-h', '127.0.0.1', '-k', this.dir, '-c', 'fsync=off', '-c', 'max_connections=50'],
       { ...owner, stdio: ['ignore', 'ignore', 'pipe'] },
     );
+    this.child = child;
     let stderr = '';
     child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
-    process.on('exit', () => child.kill('SIGKILL'));
-    const server = new PostgresServer(child, dir, port);
+    if (!PostgresServer.exitHooked) {
+      PostgresServer.exitHooked = true;
+      process.on('exit', () => {
+        for (const server of PostgresServer.running) server.child?.kill('SIGKILL');
+      });
+    }
+    PostgresServer.running.add(this);
     const deadline = Date.now() + 20_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`postgres exited with code ${child.exitCode}: ${stderr}`);
-      const ready = stderr.includes('ready to accept connections');
-      if (ready) break;
+      if (stderr.includes('ready to accept connections')) break;
       if (Date.now() > deadline) throw new Error(`postgres not ready within 20 s: ${stderr}`);
       await new Promise((r) => setTimeout(r, 50));
     }
-    return server;
+  }
+
+  /** `pg_ctl -m fast restart`: a fast shutdown (every session ends), then the same data on the same port. */
+  async restart() {
+    await this.halt('SIGINT');
+    await this.launch();
+  }
+
+  /** kill -9 of the postmaster (no checkpoint); `launch()` brings it back through crash recovery. */
+  async kill() {
+    await this.halt('SIGKILL');
+  }
+
+  async halt(signal) {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
+    PostgresServer.running.delete(this);
+  }
+
+  /** A connection string for this server. */
+  get url() {
+    return `postgres://${this.user}@${this.host}:${this.port}/${this.database}`;
   }
 
   constructor(child, dir, port) {
@@ -100,13 +141,10 @@ export class PostgresServer {
   }
 
   async stop() {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      const exited = new Promise((resolve) => this.child.once('exit', resolve));
-      this.child.kill('SIGINT'); // fast shutdown
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await this.halt('SIGINT');
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+PostgresServer.running = new Set();
+PostgresServer.exitHooked = false;

@@ -2,11 +2,14 @@
 // (kill -9, SIGSTOP). Runs from the compiled output (.tmp/compiled/test/workers/lock-worker.js).
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { DistributedLockModule, DistributedLockService, type Lease } from '../../lib/index.js';
+import pg from 'pg';
+import { DistributedLockModule, DistributedLockService, PgFence, type Lease } from '../../lib/index.js';
 
 export type WorkerCommand =
   | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness' }
   | { op: 'release' }
+  /** A PgFence update of `table` row `id` with the held lease's token (PostgreSQL workers). */
+  | { op: 'fenced-update'; table: string; id: string; set: Record<string, unknown> }
   | { op: 'exit' };
 
 export type WorkerEvent =
@@ -15,6 +18,7 @@ export type WorkerEvent =
   | { event: 'acquired'; key: string; token?: string }
   | { event: 'lost'; reason: string; at: number }
   | { event: 'released' }
+  | { event: 'written'; token: string }
   | { event: 'error'; name: string; message: string };
 
 const send = (message: WorkerEvent): void => void process.send?.(message);
@@ -22,11 +26,14 @@ const send = (message: WorkerEvent): void => void process.send?.(message);
 async function main(): Promise<void> {
   const redisUrl = process.env.WORKER_REDIS_URL;
   const etcdHosts = process.env.WORKER_ETCD_HOSTS;
+  const postgresUrl = process.env.WORKER_POSTGRES_URL;
+  const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
   @Module({
     imports: [
       DistributedLockModule.forRoot({
         ...(redisUrl ? { redis: { url: redisUrl } } : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
+        ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
       }),
     ],
   })
@@ -47,11 +54,16 @@ async function main(): Promise<void> {
             send({ event: 'lost', reason: (held.signal.reason as { reason?: string }).reason ?? 'unknown', at: Date.now() });
           });
           send({ event: 'acquired', key: command.key, token: held.token?.toString() });
+        } else if (command.op === 'fenced-update') {
+          // Whatever the lease's state: a paused holder writes late, and the fence must refuse it.
+          await new PgFence({ table: command.table }).update(resource!, command.id, command.set, lease!.token!);
+          send({ event: 'written', token: lease!.token!.toString() });
         } else if (command.op === 'release') {
           await lease?.release();
           send({ event: 'released' });
         } else {
           await app.close();
+          await resource?.end();
           process.exit(0);
         }
       } catch (error) {
