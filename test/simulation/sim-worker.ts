@@ -126,7 +126,8 @@ async function startApp(direct = false): Promise<void> {
   @Module({
     imports: [
       DistributedLockModule.forRoot({
-        redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
+        // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
+        redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) },
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
         metrics: false,
       }),
@@ -222,7 +223,14 @@ function explainLeftovers(baseline: Record<string, number>): void {
 
 // ---------------------------------------------------------------- the registers (the resources)
 
-const registerRedis = new Redis(config.registerRedisUrl, { commandTimeout: 1_000, maxRetriesPerRequest: 1, connectTimeout: 1_000 });
+const registerRedis = new Redis(config.registerRedisUrl, { commandTimeout: 1_000, maxRetriesPerRequest: 1, connectTimeout: 1_000, showFriendlyErrorStack: !!process.env.SIM_DEBUG });
+if (process.env.SIM_DEBUG) {
+  // A rejection nobody handled crashes the worker (Node's default): say first where it came from.
+  process.on('unhandledRejection', (reason) => {
+    process.stderr.write(`[sim-worker w${config.worker}] unhandled rejection: ${(reason as Error)?.stack ?? String(reason)}\n`);
+    process.exit(1);
+  });
+}
 registerRedis.on('error', () => undefined);
 const registerEtcd = new Etcd3({ hosts: config.registerEtcdHosts });
 
