@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { InvalidLockOptionsError, LockBusyError, PgFence, PgTransactionLock, StaleFencingTokenError } from '../../lib/index.js';
 import { closablePool } from '../harness/pg-pool.js';
+import { PgBouncer } from '../harness/pgbouncer.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
@@ -169,6 +170,41 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     await end(tx2);
     expect(await fence.update(pool, key, { balance: 2 }, lease.token!).catch((e: unknown) => e)).toBeInstanceOf(StaleFencingTokenError);
     expect(Number((await pool.query('SELECT balance FROM tx_accounts WHERE id = $1', [key])).rows[0].balance)).toBe(120);
+  });
+
+  it('works through PgBouncer in transaction mode (everything happens inside the caller\'s transaction)', async () => {
+    const bouncer = await PgBouncer.start(server, 'transaction');
+    const { pool: pooled, end: endPooled } = closablePool({ ...server, host: '127.0.0.1', port: bouncer.port, stop: async () => undefined });
+    const clients: pg.PoolClient[] = [];
+    try {
+      const key = uniqueKey('tx-bouncer');
+      for (let i = 0; i < 2; i++) {
+        const client = await pooled.connect();
+        clients.push(client);
+        await client.query('BEGIN');
+      }
+      const first = await txLock.acquire(clients[0], key);
+      await busy(txLock.acquire(clients[1], key, { wait: 200 }));
+      expect(await app.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+      await clients[0].query('COMMIT');
+      expect(await txLock.acquire(clients[1], key)).toBeGreaterThan(first);
+      await clients[1].query('COMMIT');
+    } finally {
+      for (const client of clients) client.release();
+      await endPooled();
+      await bouncer.stop();
+    }
+  }, 30_000);
+
+  it('an instance of the previous version (calling _acquire_v1) keeps working beside this one during a rolling deploy', async () => {
+    const key = uniqueKey('tx-rolling');
+    const old = await pool.query('SELECT acquired, token FROM nest_lock_acquire_v1($1, $2, 5000, false, 1500)', [key, 'old-instance']);
+    expect(old.rows[0].acquired).toBe(true);
+    expect(await app.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    expect((await pool.query('SELECT nest_lock_release_v1($1, $2, 1500) AS held', [key, 'old-instance'])).rows[0].held).toBe(true);
+    const lease = (await app.locks.tryAcquire(key, { purpose: 'correctness' }))!;
+    expect(lease.token!).toBeGreaterThan(BigInt(old.rows[0].token));
+    await lease.release();
   });
 
   it('refuses what cannot hold a lock: no transaction, a Pool, REPEATABLE READ, bad wait — naming the field', async () => {
