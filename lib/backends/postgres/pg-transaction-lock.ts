@@ -117,10 +117,12 @@ export class PgTransactionLock {
         return BigInt(String(row.token));
       case 'isolation':
         throw new InvalidLockOptionsError('client', 'the transaction is REPEATABLE READ or SERIALIZABLE: a transaction lock needs READ COMMITTED (its snapshot could miss a lease granted meanwhile)', where);
+      case 'busy-transaction':
       case 'busy-lease':
-        throw new LockBusyError(key, 'correctness', this.backend, performance.now() - started, row.holder_ms === null ? undefined : Number(row.holder_ms));
+      case 'busy-queue':
+        throw new LockBusyError(key, 'correctness', this.backend, performance.now() - started, row.holder_ms == null ? undefined : Number(row.holder_ms));
       default:
-        throw new LockBusyError(key, 'correctness', this.backend, row.status === 'busy-transaction' ? performance.now() - started : 0);
+        throw new LockBackendUnavailableError(this.backend, 'transaction acquire', `unexpected answer ${JSON.stringify(row)}`, { key });
     }
   }
 }
