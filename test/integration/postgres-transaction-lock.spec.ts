@@ -172,6 +172,40 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     expect(Number((await pool.query('SELECT balance FROM tx_accounts WHERE id = $1', [key])).rows[0].balance)).toBe(120);
   });
 
+  it('the README how-to: using() on { postgres } with PgFence read, update and COMMIT in one transaction — concurrent credits from two apps lose nothing', async () => {
+    const key = uniqueKey('howto');
+    await pool.query('INSERT INTO tx_accounts (id, balance) VALUES ($1, 0)', [key]);
+    const other = await startLockApp({ postgres: { connectionString: server.url } });
+    try {
+      const credit = async (locks: LockApp['locks']): Promise<bigint> => {
+        const fence = new PgFence({ table: 'tx_accounts', leases: locks, lockKey: (id) => `account:${id}` });
+        return locks.using(`account:${key}`, { purpose: 'correctness', ttl: 5_000, wait: 10_000 }, async (lease) => {
+          const client = await pool.connect();
+          try {
+            await client.query('BEGIN');
+            const row = await fence.read(client, key); // the token comes from the lease on lockKey(id)
+            await sleep(5);
+            await fence.update(client, key, { balance: Number(row.balance) + 1 });
+            await client.query('COMMIT');
+            return lease.token!;
+          } catch (error) {
+            await client.query('ROLLBACK');
+            throw error;
+          } finally {
+            client.release();
+          }
+        });
+      };
+      const tokens = await Promise.all(Array.from({ length: 12 }, (_, i) => credit((i % 2 ? other : app).locks)));
+      const { rows } = await pool.query('SELECT balance, fence FROM tx_accounts WHERE id = $1', [key]);
+      expect(Number(rows[0].balance)).toBe(12);
+      expect(BigInt(rows[0].fence)).toBe(tokens.reduce((a, b) => (a > b ? a : b)));
+      expect(new Set(tokens).size).toBe(12);
+    } finally {
+      await other.close();
+    }
+  }, 30_000);
+
   it('works through PgBouncer in transaction mode (everything happens inside the caller\'s transaction)', async () => {
     const bouncer = await PgBouncer.start(server, 'transaction');
     const { pool: pooled, end: endPooled } = closablePool({ ...server, host: '127.0.0.1', port: bouncer.port, stop: async () => undefined });
