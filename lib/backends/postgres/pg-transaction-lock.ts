@@ -8,7 +8,7 @@ import { objectNames } from './postgres.sql.js';
 /** The connection your transaction runs on: a `pg` `PoolClient` or `Client` after `BEGIN`. */
 export interface PgTransactionClient {
   query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }>;
-  /** pg ≥ 8.11: `'T'` inside a transaction. Used, when present, to refuse a call outside one. */
+  /** A recent pg 8: `'T'` inside a transaction. Used, when present, to refuse a call outside one. */
   getTransactionStatus?(): string | null;
 }
 
