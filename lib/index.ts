@@ -33,6 +33,7 @@ export { EtcdBackend } from './backends/etcd/etcd.backend.js';
 export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
 export { PostgresBackend } from './backends/postgres/postgres.backend.js';
 export type { PgPoolLike } from './backends/postgres/postgres-client.interface.js';
+export { PgTransactionLock, type PgTransactionLockOptions, type PgTransactionAcquireOptions, type PgTransactionClient } from './backends/postgres/pg-transaction-lock.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';

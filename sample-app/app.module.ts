@@ -1,44 +1,26 @@
 import { Module } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
-import type { Redis } from 'ioredis';
-import { DistributedLockModule, DistributedLockService, RedisFence } from 'nest-distributed-lock';
-import { ACCOUNT_FENCE, AccountsController } from './accounts/accounts.controller.js';
-import { RedisCloser, REDIS, redisProvider } from './redis.provider.js';
+import { AccountsController } from './accounts/accounts.controller.js';
+import { PostgresLocksModule } from './backends/postgres.module.js';
+import { RedisEtcdLocksModule } from './backends/redis-etcd.module.js';
 import { DigestJob } from './reports/digest.job.js';
 import { ReportService } from './reports/report.service.js';
 import { ReportsController } from './reports/reports.controller.js';
 import { StatusController } from './reports/status.controller.js';
 
-@Module({ providers: [redisProvider, RedisCloser], exports: [REDIS] })
-class RedisModule {}
+/**
+ * SAMPLE_BACKEND=postgres runs every lock on PostgreSQL alone (DATABASE_URL); otherwise Redis
+ * (REDIS_URL) for efficiency and etcd (ETCD_HOSTS) for correctness. The controllers and jobs are
+ * the same either way: they name a purpose, not a backend.
+ */
+const backends = { postgres: PostgresLocksModule, 'redis-etcd': RedisEtcdLocksModule };
+const chosen = process.env.SAMPLE_BACKEND || 'redis-etcd';
+if (!(chosen in backends)) throw new Error(`SAMPLE_BACKEND must be one of ${Object.keys(backends).join(', ')}, got "${chosen}"`);
+const locks = backends[chosen as keyof typeof backends];
 
 @Module({
-  imports: [
-    RedisModule,
-    ScheduleModule.forRoot(),
-    DistributedLockModule.forRootAsync({
-      isGlobal: true,
-      imports: [RedisModule],
-      inject: [REDIS],
-      useFactory: (redis: Redis) => ({
-        redis: { client: redis }, // efficiency locks, on the application's own client
-        etcd: {
-          hosts: (process.env.ETCD_HOSTS ?? '127.0.0.1:2379').split(','), // correctness locks
-          sessionTtlSeconds: Number(process.env.ETCD_SESSION_TTL ?? 10),
-        },
-        defaults: { ttl: 10_000, wait: 0 },
-      }),
-    }),
-  ],
+  imports: [locks, ScheduleModule.forRoot()],
   controllers: [ReportsController, AccountsController, StatusController],
-  providers: [
-    ReportService,
-    DigestJob,
-    {
-      provide: ACCOUNT_FENCE,
-      inject: [REDIS, DistributedLockService],
-      useFactory: (redis: Redis, locks: DistributedLockService) => new RedisFence(redis, { leases: locks, keyPrefix: 'sample:' }),
-    },
-  ],
+  providers: [ReportService, DigestJob],
 })
 export class AppModule {}

@@ -4,16 +4,31 @@
 // requests at them, freezes one (SIGSTOP, a "GC pause") past its lease, and prints who held
 // which lock when, which token each write carried, and that the paused instance's late write was
 // rejected. Exits 0 when every check holds, 1 otherwise.
+//
+// SAMPLE_BACKEND=postgres: the same story on PostgreSQL alone — every lock (efficiency and
+// correctness) on the PostgreSQL backend, the balances in a PgFence-guarded table of the same
+// database. It starts its own PostgreSQL (initdb in a temp dir) unless DATABASE_URL is set, and
+// needs neither Redis nor etcd.
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
+import { PostgresServer } from '../test/harness/postgres.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const tsc = path.join(root, 'node_modules', '.bin', 'tsc');
 const log = (line = '') => console.log(line);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const failures = [];
+const onPostgres = process.env.SAMPLE_BACKEND === 'postgres';
+if (process.env.SAMPLE_BACKEND && !['postgres', 'redis-etcd'].includes(process.env.SAMPLE_BACKEND)) {
+  console.error(`SAMPLE_BACKEND must be postgres or redis-etcd, got "${process.env.SAMPLE_BACKEND}"`);
+  process.exit(2);
+}
+// What the story calls each backend, and why a frozen holder loses its lock.
+const names = onPostgres
+  ? { efficiency: 'PostgreSQL', correctness: 'PostgreSQL', expiry: 'past its 1.5 s lease (its row expires on the database clock)', expired: "A's lease row expired" }
+  : { efficiency: 'Redis', correctness: 'etcd', expiry: 'past its 1.5 s lease and its 2 s etcd session', expired: "A's session lease expired" };
 const check = (ok, what) => {
   if (!ok) failures.push(what);
   return ok;
@@ -27,30 +42,44 @@ for (const project of ['tsconfig.build.json', 'tsconfig.sample.json']) {
 const cleanup = [];
 const instances = [];
 try {
-  let redisUrl = process.env.REDIS_URL;
-  let etcdHosts = process.env.ETCD_HOSTS;
-  if (!redisUrl) {
-    ensureBinary('redis-server');
-    const redis = await RedisServer.start();
-    cleanup.push(() => redis.stop());
-    redisUrl = redis.url;
+  const env = {};
+  if (onPostgres) {
+    env.SAMPLE_BACKEND = 'postgres';
+    env.DATABASE_URL = process.env.DATABASE_URL;
+    if (!env.DATABASE_URL) {
+      const pg = await PostgresServer.start();
+      cleanup.push(() => pg.stop());
+      env.DATABASE_URL = pg.url;
+    }
+    log(`PostgreSQL ${env.DATABASE_URL.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@')} (every lock, and the fenced accounts table)`);
+    log(process.env.DATABASE_URL ? '' : '(started by the demo; set DATABASE_URL to use your own)');
+  } else {
+    let redisUrl = process.env.REDIS_URL;
+    let etcdHosts = process.env.ETCD_HOSTS;
+    if (!redisUrl) {
+      ensureBinary('redis-server');
+      const redis = await RedisServer.start();
+      cleanup.push(() => redis.stop());
+      redisUrl = redis.url;
+    }
+    if (!etcdHosts) {
+      ensureBinary('etcd');
+      const etcd = await EtcdCluster.start({ size: 1 });
+      cleanup.push(() => etcd.stop());
+      etcdHosts = etcd.hosts.join(',');
+    }
+    log(`Redis ${redisUrl} (efficiency locks, fenced store) · etcd ${etcdHosts} (correctness locks)`);
+    log(process.env.REDIS_URL || process.env.ETCD_HOSTS ? '' : '(started by the demo; set REDIS_URL / ETCD_HOSTS to use your own)');
+    Object.assign(env, { REDIS_URL: redisUrl, ETCD_HOSTS: etcdHosts });
   }
-  if (!etcdHosts) {
-    ensureBinary('etcd');
-    const etcd = await EtcdCluster.start({ size: 1 });
-    cleanup.push(() => etcd.stop());
-    etcdHosts = etcd.hosts.join(',');
-  }
-  log(`Redis ${redisUrl} (efficiency locks, fenced store) · etcd ${etcdHosts} (correctness locks)`);
-  log(process.env.REDIS_URL || process.env.ETCD_HOSTS ? '' : '(started by the demo; set REDIS_URL / ETCD_HOSTS to use your own)');
 
-  for (const name of ['A', 'B']) instances.push(await startInstance(name, redisUrl, etcdHosts));
+  for (const name of ['A', 'B']) instances.push(await startInstance(name, env));
   const [a, b] = instances;
   log(`Two replicas of the sample app: ${instances.map((i) => `${i.name} on :${i.port}`).join(', ')}`);
   log();
 
   // 1. efficiency ------------------------------------------------------------------------
-  log('1. efficiency lock (Redis): both replicas are asked to build the "daily" report at once.');
+  log(`1. efficiency lock (${names.efficiency}): both replicas are asked to build the "daily" report at once.`);
   for (let round = 1; round <= 3; round++) {
     const answers = await Promise.all(instances.map((i) => call(i, 'POST', '/reports/daily?wait=0')));
     log(`   round ${round}: ${answers.map((r, n) => `${instances[n].name} ${r.status === 201 ? 'built it' : `got ${r.status} (busy, skipped)`}`).join(', ')}`);
@@ -60,25 +89,26 @@ try {
 
   // 2. correctness -----------------------------------------------------------------------
   const account = `acct-${Date.now().toString(36)}`;
-  log(`2. correctness lock (etcd): six deposits of 10 into ${account}, three through each replica, at once.`);
+  log(`2. correctness lock (${names.correctness}): six deposits of 10 into ${account}, three through each replica, at once.`);
   const deposits = await Promise.all([0, 1, 2, 3, 4, 5].map((n) => call(instances[n % 2], 'POST', `/accounts/${account}/deposit?amount=10`)));
   const accepted = deposits.filter((d) => d.status === 201).map((d) => d.body).sort((x, y) => (BigInt(x.token) < BigInt(y.token) ? -1 : 1));
-  for (const d of accepted) log(`   ${d.instance} held account:${account} with token ${d.token} → balance ${d.balance}`);
+  for (const d of accepted) log(`   ${d.instance} held account:${account} on ${d.backend} with token ${d.token} → balance ${d.balance}`);
   const afterDeposits = (await call(a, 'GET', `/accounts/${account}`)).body;
   log(`   balance ${afterDeposits.balance} (expected 60): no deposit lost, each holder saw the previous one's write`);
   check(accepted.length === 6 && afterDeposits.balance === 60, 'concurrent deposits lost an update');
+  check(accepted.every((d) => d.backend === (onPostgres ? 'postgres' : 'etcd')), `a correctness lock was not granted by ${names.correctness}`);
   log();
 
   // 3. a GC pause ------------------------------------------------------------------------
   log(`3. A "GC pause": A takes the lock for a deposit of 100, reads the balance, and is frozen`);
-  log('   (SIGSTOP) for 5 s before it writes — past its 1.5 s lease and its 2 s etcd session.');
+  log(`   (SIGSTOP) for 5 s before it writes — ${names.expiry}.`);
   const paused = call(a, 'POST', `/accounts/${account}/deposit?amount=100`);
   await sleep(300);
   a.child.kill('SIGSTOP');
   const frozenAt = Date.now();
   log('   A frozen. B deposits 1 meanwhile:');
   const byB = await call(b, 'POST', `/accounts/${account}/deposit?amount=1`);
-  log(`   B got the lock ${((Date.now() - frozenAt) / 1000).toFixed(1)} s into the pause (A's session lease expired), token ${byB.body.token} → balance ${byB.body.balance}`);
+  log(`   B got the lock ${((Date.now() - frozenAt) / 1000).toFixed(1)} s into the pause (${names.expired}), token ${byB.body.token} → balance ${byB.body.balance}`);
   check(byB.status === 201, "B's deposit during A's pause failed");
   await sleep(Math.max(0, 5_000 - (Date.now() - frozenAt)));
   a.child.kill('SIGCONT');
@@ -129,10 +159,10 @@ async function call(instance, method, url) {
   return { status: response.status, body: await response.json() };
 }
 
-function startInstance(name, redisUrl, etcdHosts) {
+function startInstance(name, backendEnv) {
   const child = spawn(process.execPath, [path.join(root, '.tmp/sample/sample-app/main.js')], {
     cwd: root,
-    env: { ...process.env, REDIS_URL: redisUrl, ETCD_HOSTS: etcdHosts, ETCD_SESSION_TTL: '2', PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150', DEPOSIT_WORK_MS: '800' },
+    env: { ...process.env, ...backendEnv, ETCD_SESSION_TTL: '2', PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150', DEPOSIT_WORK_MS: '800' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const stop = async () => {

@@ -1,20 +1,52 @@
 import { spawn } from 'node:child_process';
+import { closablePool } from '../harness/pg-pool.js';
+import { PostgresServer } from '../harness/postgres.mjs';
 import { etcdHosts, redisUrl } from '../harness/lock-app.js';
+
+/** Run `scripts/demo.mjs` with `env`; its exit code and everything it printed. */
+async function demo(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, ['scripts/demo.mjs'], {
+    env: { ...process.env, NODE_OPTIONS: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { code, output };
+}
 
 /** `npm run demo` is one of the two commands of the README: it must keep working. */
 describe('npm run demo', () => {
   it('exits 0 and shows the paused instance\'s late write rejected by the fence', async () => {
-    const child = spawn(process.execPath, ['scripts/demo.mjs'], {
-      env: { ...process.env, NODE_OPTIONS: '', REDIS_URL: redisUrl(), ETCD_HOSTS: etcdHosts().join(',') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (d) => (output += d));
-    child.stderr.on('data', (d) => (output += d));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const { code, output } = await demo({ REDIS_URL: redisUrl(), ETCD_HOSTS: etcdHosts().join(',') });
     expect(output).toMatch(/A's write with token \d+ was REJECTED \(stale-token\)/);
     expect(output).toContain('balance 61 (expected 61');
     expect(output).toContain('All checks passed');
     expect(code).toBe(0);
   }, 120_000);
+
+  it('SAMPLE_BACKEND=postgres: the correctness deposits run on PostgreSQL alone, and the frozen instance\'s PgFence write is refused', async () => {
+    const server = await PostgresServer.start();
+    const { pool, end } = closablePool(server);
+    try {
+      // Redis and etcd point at a closed port: the run must not need them.
+      const { code, output } = await demo({ SAMPLE_BACKEND: 'postgres', DATABASE_URL: server.url, REDIS_URL: 'redis://127.0.0.1:1', ETCD_HOSTS: '127.0.0.1:1' });
+      const held = [...output.matchAll(/held account:(\S+) on (\w+) with token (\d+)/g)];
+      expect(held.map((m) => m[2])).toEqual(Array(6).fill('postgres'));
+      const late = /A's write with token (\d+) was REJECTED \(stale-token\)/.exec(output);
+      const byB = /B got the lock .* token (\d+) → balance 61/.exec(output);
+      expect(late).not.toBeNull();
+      expect(byB).not.toBeNull();
+      expect(BigInt(byB![1])).toBeGreaterThan(BigInt(late![1]));
+      expect(output).toContain('All checks passed');
+      expect(code).toBe(0);
+      // The table in PostgreSQL says the same: B's deposit survived, the fence holds B's token.
+      const { rows } = await pool.query('SELECT balance, fence FROM sample_accounts WHERE id = $1', [held[0][1]]);
+      expect(rows).toEqual([{ balance: '61', fence: byB![1] }]);
+    } finally {
+      await end();
+      await server.stop();
+    }
+  }, 180_000);
 });

@@ -15,6 +15,11 @@
  * acquire that finds the key free while others wait first) reserves the key for the head waiter
  * for a short while and NOTIFYs it; the waiter claims the reservation with its own ttl. A waiter
  * whose process died drops out when its entry expires (it refreshes it every heartbeat).
+ *
+ * Transaction locks (PgTransactionLock): a second advisory lock per key (another hash seed), held
+ * by the caller's transaction until it ends. Lease acquires (v2) try it before any grant and hold
+ * it to their commit; they never wait for it, so a transaction delays no lease call. v1 stays
+ * created, unchanged, for instances of the previous version during a rolling deploy.
  */
 
 /** A validated SQL identifier, quoted. */
@@ -35,9 +40,14 @@ export function objectNames({ schema, prefix }: PostgresNames) {
     queue: name('queue'),
     tokens: name('tokens'),
     arrivals: name('arrivals'),
-    acquire: name('acquire_v1'),
+    /** The lease acquire: v2 also yields to a transaction lock (PgTransactionLock) on the key. */
+    acquire: name('acquire_v2'),
+    /** v1, still created for instances of an earlier version during a rolling deploy (see README). */
+    acquireV1: name('acquire_v1'),
     release: name('release_v1'),
     extend: name('extend_v1'),
+    /** PgTransactionLock's acquire, run inside the caller's transaction. */
+    xactAcquire: name('xact_acquire_v1'),
     /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */
     channel: `${prefix}_wake`,
   };
@@ -48,6 +58,9 @@ export function setupStatements(names: PostgresNames): string[] {
   const n = objectNames(names);
   // The advisory lock key of a lock key: one namespace for this backend's objects.
   const advisory = `pg_advisory_xact_lock(hashtextextended('${names.schema}.${names.prefix}:' || p_key, 0))`;
+  // The transaction lock of a key: held by a PgTransactionLock's transaction until it ends, and for
+  // the length of their call by lease acquires (v2) that grant. Another hash seed: another lock.
+  const txLock = `hashtextextended('${names.schema}.${names.prefix}:' || p_key, 1)`;
   const token = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
   const purge = `DELETE FROM ${n.queue} WHERE key = p_key AND expires_at <= v_now;`;
   // Reserve a free key for the head waiter and wake it: "<owner> <ms>".
@@ -57,30 +70,13 @@ export function setupStatements(names: PostgresNames): string[] {
       ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at;
     DELETE FROM ${n.queue} WHERE key = p_key AND owner = v_head;
     PERFORM pg_notify('${n.channel}', v_head || ' ' || p_life_ms);`;
-  return [
-    // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
-    `DO $do$ BEGIN
-      IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '${names.schema}') THEN CREATE SCHEMA ${q(names.schema)}; END IF;
-    END $do$`,
-    `CREATE TABLE IF NOT EXISTS ${n.held} (
-      key text PRIMARY KEY,
-      owner text NOT NULL,
-      token bigint NOT NULL,
-      expires_at timestamptz NOT NULL
-    )`,
-    `CREATE TABLE IF NOT EXISTS ${n.queue} (
-      key text NOT NULL,
-      owner text NOT NULL,
-      arrived bigint NOT NULL,
-      expires_at timestamptz NOT NULL,
-      PRIMARY KEY (key, owner)
-    )`,
-    `CREATE INDEX IF NOT EXISTS ${q(`${names.prefix}_queue_order`)} ON ${n.queue} (key, arrived)`,
-    `CREATE SEQUENCE IF NOT EXISTS ${n.tokens}`,
-    `CREATE SEQUENCE IF NOT EXISTS ${n.arrivals}`,
-    // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
-    // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
-    `CREATE OR REPLACE FUNCTION ${n.acquire}(p_key text, p_owner text, p_ttl_ms bigint, p_queue boolean, p_life_ms bigint)
+  const joinQueue = `INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at)
+          VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond')
+          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;`;
+  // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
+  // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
+  const acquireFunction = (fnName: string, guard: string): string =>
+  `CREATE OR REPLACE FUNCTION ${fnName}(p_key text, p_owner text, p_ttl_ms bigint, p_queue boolean, p_life_ms bigint)
     RETURNS TABLE (acquired boolean, token bigint, holder_ms bigint) LANGUAGE plpgsql AS $fn$
     #variable_conflict use_column
     DECLARE
@@ -90,7 +86,7 @@ export function setupStatements(names: PostgresNames): string[] {
       v_token bigint;
     BEGIN
       PERFORM ${advisory};
-      v_now := clock_timestamp();
+      v_now := clock_timestamp();${guard}
       SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
       IF FOUND AND v_held.expires_at > v_now THEN
         IF v_held.owner = p_owner THEN
@@ -115,13 +111,45 @@ export function setupStatements(names: PostgresNames): string[] {
         SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
       END IF;
       IF p_queue THEN
-        INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at)
-          VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond')
-          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+        ${joinQueue}
       END IF;
       RETURN QUERY SELECT false, NULL::bigint, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
     END
-    $fn$`,
+    $fn$`;
+  // v2: a transaction holding the key (PgTransactionLock) has its transaction lock; a lease is not
+  // granted past it. Only tried — never waited for — so no lease call queues behind a transaction,
+  // and, taken after the per-key lock, never waits in a cycle with one.
+  const transactionGuard = `
+      IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
+        IF p_queue THEN
+          ${joinQueue}
+        END IF;
+        RETURN QUERY SELECT false, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;`;
+  return [
+    // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+    `DO $do$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '${names.schema}') THEN CREATE SCHEMA ${q(names.schema)}; END IF;
+    END $do$`,
+    `CREATE TABLE IF NOT EXISTS ${n.held} (
+      key text PRIMARY KEY,
+      owner text NOT NULL,
+      token bigint NOT NULL,
+      expires_at timestamptz NOT NULL
+    )`,
+    `CREATE TABLE IF NOT EXISTS ${n.queue} (
+      key text NOT NULL,
+      owner text NOT NULL,
+      arrived bigint NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (key, owner)
+    )`,
+    `CREATE INDEX IF NOT EXISTS ${q(`${names.prefix}_queue_order`)} ON ${n.queue} (key, arrived)`,
+    `CREATE SEQUENCE IF NOT EXISTS ${n.tokens}`,
+    `CREATE SEQUENCE IF NOT EXISTS ${n.arrivals}`,
+    acquireFunction(n.acquireV1, ''),
+    acquireFunction(n.acquire, transactionGuard),
     // release: true when p_owner held the key. Leaves the queue either way; a key it frees goes
     // to the next live waiter (reserved, woken).
     `CREATE OR REPLACE FUNCTION ${n.release}(p_key text, p_owner text, p_life_ms bigint)
@@ -160,6 +188,58 @@ export function setupStatements(names: PostgresNames): string[] {
       UPDATE ${n.held} h SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond'
         WHERE h.key = p_key AND h.owner = p_owner AND h.expires_at > clock_timestamp()
         RETURNING true
+    $fn$`,
+    // xact_acquire: run inside the caller's transaction (PgTransactionLock). status 'acquired'
+    // (token), 'busy-transaction' (another transaction held the key all of p_wait_ms),
+    // 'busy-lease' (holder_ms), 'busy-queue' (lease waiters come first), 'isolation'. A busy
+    // answer never aborts the caller's transaction: the exception block is a subtransaction whose
+    // rollback gives back the transaction lock taken in it (and the lock_timeout set in it).
+    `CREATE OR REPLACE FUNCTION ${n.xactAcquire}(p_key text, p_wait_ms bigint)
+    RETURNS TABLE (status text, token bigint, holder_ms bigint) LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      v_timeout text := current_setting('lock_timeout');
+      v_now timestamptz;
+      v_holder_ms bigint;
+    BEGIN
+      -- Under REPEATABLE READ the snapshot predates the wait: a lease granted meanwhile is unseen.
+      IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN QUERY SELECT 'isolation'::text, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      BEGIN
+        IF p_wait_ms <= 0 THEN
+          IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
+            RAISE SQLSTATE '55P03';
+          END IF;
+        ELSE
+          PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
+          PERFORM pg_advisory_xact_lock(${txLock});
+          PERFORM set_config('lock_timeout', v_timeout, true);
+        END IF;
+        -- A lease acquire that granted held this lock until its commit: its row is visible now.
+        v_now := clock_timestamp();
+        SELECT GREATEST(0, floor(extract(epoch FROM h.expires_at - v_now) * 1000))::bigint INTO v_holder_ms
+          FROM ${n.held} h WHERE h.key = p_key AND h.expires_at > v_now;
+        IF FOUND THEN
+          RAISE SQLSTATE 'NDL01';
+        END IF;
+        IF EXISTS (SELECT 1 FROM ${n.queue} qq WHERE qq.key = p_key AND qq.expires_at > v_now) THEN
+          RAISE SQLSTATE 'NDL02';
+        END IF;
+      EXCEPTION
+        WHEN lock_not_available THEN
+          RETURN QUERY SELECT 'busy-transaction'::text, NULL::bigint, NULL::bigint;
+          RETURN;
+        WHEN SQLSTATE 'NDL01' THEN
+          RETURN QUERY SELECT 'busy-lease'::text, NULL::bigint, v_holder_ms;
+          RETURN;
+        WHEN SQLSTATE 'NDL02' THEN
+          RETURN QUERY SELECT 'busy-queue'::text, NULL::bigint, NULL::bigint;
+          RETURN;
+      END;
+      RETURN QUERY SELECT 'acquired'::text, ${token}, NULL::bigint;
+    END
     $fn$`,
   ];
 }
