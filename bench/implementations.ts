@@ -2,7 +2,10 @@ import { Injectable, Module, type INestApplicationContext } from '@nestjs/common
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../lib/index.js';
+
+export type Backend = 'redis' | 'etcd' | 'postgres';
 
 /** Release function of a held lock. */
 export type Unlock = () => Promise<void>;
@@ -10,7 +13,7 @@ export type Unlock = () => Promise<void>;
 /** One lock implementation under test, with its own connection(s). */
 export interface Implementation {
   name: string;
-  backend: 'redis' | 'etcd';
+  backend: Backend;
   /** The raw floor of its backend: ratios are against it. */
   floor?: boolean;
   /** Acquire `key`, waiting while it is held (by polling or by the implementation's own means). */
@@ -70,6 +73,43 @@ export async function etcdFloor(hosts: string[]): Promise<Implementation> {
   };
 }
 
+/**
+ * Raw PostgreSQL: `pg_try_advisory_lock` + `pg_advisory_unlock`, polling every 1 ms while busy. A
+ * session lock belongs to its connection, so a lock keeps one checked out of a pool of 16 until it
+ * is unlocked: one connection when sequential, one per worker under contention (nothing is
+ * written: an advisory lock lives in the server's shared memory, not in a table or the WAL).
+ */
+export async function pgFloor(url: string): Promise<Implementation> {
+  const pool = new pg.Pool({ connectionString: url, max: 16 });
+  return {
+    name: 'pg floor (try_advisory_lock + unlock)',
+    backend: 'postgres',
+    floor: true,
+    async lock(key) {
+      const client = await pool.connect();
+      try {
+        while (!(await client.query('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [key])).rows[0].ok) await sleep(1);
+      } catch (error) {
+        client.release(true);
+        throw error;
+      }
+      return async () => {
+        await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [key]);
+        client.release();
+      };
+    },
+    close: () => pool.end(),
+  };
+}
+
+type Target = string | string[];
+
+function moduleOptions(backend: Backend, target: Target): Parameters<typeof DistributedLockModule.forRoot>[0] {
+  if (backend === 'redis') return { redis: { url: target as string } };
+  if (backend === 'etcd') return { etcd: { hosts: target as string[] } };
+  return { postgres: { connectionString: target as string } };
+}
+
 async function lockApp(options: Parameters<typeof DistributedLockModule.forRoot>[0], providers: Function[] = []): Promise<INestApplicationContext> {
   @Module({ imports: [DistributedLockModule.forRoot(options)], providers: providers as never[] })
   class BenchModule {}
@@ -77,8 +117,8 @@ async function lockApp(options: Parameters<typeof DistributedLockModule.forRoot>
 }
 
 /** Ours, through DistributedLockService.acquire (waiting by the backend's queue, not polling). */
-export async function ours(backend: 'redis' | 'etcd', target: string | string[]): Promise<Implementation> {
-  const app = await lockApp(backend === 'redis' ? { redis: { url: target as string } } : { etcd: { hosts: target as string[] } });
+export async function ours(backend: Backend, target: Target): Promise<Implementation> {
+  const app = await lockApp(moduleOptions(backend, target));
   const locks = app.get(DistributedLockService);
   const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
   return {
@@ -93,7 +133,7 @@ export async function ours(backend: 'redis' | 'etcd', target: string | string[])
 }
 
 /** Ours, through a @DistributedLock-decorated method: the critical section runs inside the call. */
-export async function oursDecorator(backend: 'redis' | 'etcd', target: string | string[]): Promise<Implementation> {
+export async function oursDecorator(backend: Backend, target: Target): Promise<Implementation> {
   const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
   @Injectable()
   class Guarded {
@@ -102,7 +142,7 @@ export async function oursDecorator(backend: 'redis' | 'etcd', target: string | 
       await section();
     }
   }
-  const app = await lockApp(backend === 'redis' ? { redis: { url: target as string } } : { etcd: { hosts: target as string[] } }, [Guarded]);
+  const app = await lockApp(moduleOptions(backend, target), [Guarded]);
   const guarded = app.get(Guarded);
   return {
     name: `ours: decorator (${backend})`,

@@ -9,14 +9,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import pg from 'pg';
+import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
-import { etcdFloor, ours, oursDecorator, redisFloor, type Implementation } from './implementations.js';
+import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, type Backend, type Implementation } from './implementations.js';
 import { peers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'spread';
 interface Sample {
   impl: string;
-  backend: 'redis' | 'etcd';
+  backend: Backend;
   floor: boolean;
   phase: Phase;
   ops: number;
@@ -27,6 +29,7 @@ interface Sample {
   cpuUs: number;
   redisCalls: number;
   fsyncs: number;
+  walBytes: number;
 }
 
 const args = process.argv.slice(2);
@@ -60,14 +63,26 @@ async function redisCalls(raw: Redis): Promise<number> {
   return total;
 }
 
-async function runPhase(impl: Implementation, phase: Phase, tag: string, counters: { raw: Redis; etcd: EtcdCluster }): Promise<Sample> {
+interface Counters {
+  raw: Redis;
+  etcd: EtcdCluster;
+  /** A session of its own on the bench's PostgreSQL: WAL written, from the insert position. */
+  pg: pg.Client;
+}
+
+async function walPosition(client: pg.Client): Promise<number> {
+  const { rows } = await client.query("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8 AS b");
+  return rows[0].b as number;
+}
+
+async function runPhase(impl: Implementation, phase: Phase, tag: string, counters: Counters): Promise<Sample> {
   const latencies: number[] = [];
   const workers = phase === 'sequential' ? 1 : WORKERS;
   const perWorker = new Array<number>(workers).fill(0);
   const inside = new Map<string, number>();
   let maxOverlap = 0;
   let seq = 0;
-  const [calls0, fsync0] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count')];
+  const [calls0, fsync0, wal0] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count'), await walPosition(counters.pg)];
   const cpu0 = process.cpuUsage();
   const started = performance.now();
   const deadline = started + PHASE_MS;
@@ -90,7 +105,7 @@ async function runPhase(impl: Implementation, phase: Phase, tag: string, counter
   );
   const ms = performance.now() - started;
   const cpu = process.cpuUsage(cpu0);
-  const [calls1, fsync1] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count')];
+  const [calls1, fsync1, wal1] = [await redisCalls(counters.raw), await counters.etcd.metric('etcd_disk_wal_fsync_duration_seconds_count'), await walPosition(counters.pg)];
   return {
     impl: impl.name,
     backend: impl.backend,
@@ -104,6 +119,7 @@ async function runPhase(impl: Implementation, phase: Phase, tag: string, counter
     cpuUs: cpu.user + cpu.system,
     redisCalls: calls1 - calls0,
     fsyncs: fsync1 - fsync0,
+    walBytes: wal1 - wal0,
   };
 }
 
@@ -121,6 +137,7 @@ interface Row {
   cpuUsPerOp: number;
   redisPerOp: number;
   fsyncPerOp: number;
+  walBytesPerOp: number;
 }
 
 function summarize(samples: Sample[]): Row[] {
@@ -152,6 +169,7 @@ function summarize(samples: Sample[]): Row[] {
       cpuUsPerOp: list.reduce((a, s) => a + s.cpuUs, 0) / ops,
       redisPerOp: list.reduce((a, s) => a + s.redisCalls, 0) / ops,
       fsyncPerOp: list.reduce((a, s) => a + s.fsyncs, 0) / ops,
+      walBytesPerOp: list.reduce((a, s) => a + s.walBytes, 0) / ops,
     });
   }
   return rows;
@@ -200,8 +218,11 @@ async function runPhaseFor(impl: Implementation, ms: number): Promise<number> {
 
 async function main(): Promise<void> {
   if (args.includes('--soak')) return soak();
-  const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
+  const [redis, etcd, postgres] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 }), PostgresServer.start()]);
   const raw = new Redis(redis.url);
+  const pgCounter = new pg.Client({ connectionString: postgres.url });
+  await pgCounter.connect();
+  const pgVersion = String((await pgCounter.query('SHOW server_version')).rows[0].server_version).split(' ')[0];
   const allRuns: Row[][] = [];
   try {
     for (let run = 1; run <= RUNS; run++) {
@@ -213,13 +234,16 @@ async function main(): Promise<void> {
         await etcdFloor(etcd.hosts),
         await ours('etcd', etcd.hosts),
         await oursDecorator('etcd', etcd.hosts),
+        await pgFloor(postgres.url),
+        await ours('postgres', postgres.url),
+        await oursDecorator('postgres', postgres.url),
       ];
       const samples: Sample[] = [];
       for (let round = 0; round <= ROUNDS; round++) {
         for (const phase of ['sequential', 'hot', 'spread'] as const) {
           const order = impls.map((_, i) => impls[(i + round + run) % impls.length]);
           for (const impl of order) {
-            const sample = await runPhase(impl, phase, `${run}.${round}.${impl.name}`, { raw, etcd });
+            const sample = await runPhase(impl, phase, `${run}.${round}.${impl.name}`, { raw, etcd, pg: pgCounter });
             if (round > 0) samples.push(sample); // round 0 warms up
           }
         }
@@ -230,17 +254,18 @@ async function main(): Promise<void> {
     }
   } finally {
     raw.disconnect();
-    await Promise.all([redis.stop(), etcd.stop()]);
+    await pgCounter.end();
+    await Promise.all([redis.stop(), etcd.stop(), postgres.stop()]);
   }
   // Median over runs of every figure.
   const final: Row[] = allRuns[0].map((row) => {
     const same = allRuns.map((rows) => rows.find((r) => r.impl === row.impl && r.phase === row.phase)!);
     const m = (f: (r: Row) => number): number => median(same.map(f));
-    return { ...row, opsPerSec: m((r) => r.opsPerSec), ratio: m((r) => r.ratio), p50: m((r) => r.p50), p99: m((r) => r.p99), max: m((r) => r.max), fairness: m((r) => r.fairness), maxOverlap: Math.max(...same.map((r) => r.maxOverlap)), cpuUsPerOp: m((r) => r.cpuUsPerOp), redisPerOp: m((r) => r.redisPerOp), fsyncPerOp: m((r) => r.fsyncPerOp) };
+    return { ...row, opsPerSec: m((r) => r.opsPerSec), ratio: m((r) => r.ratio), p50: m((r) => r.p50), p99: m((r) => r.p99), max: m((r) => r.max), fairness: m((r) => r.fairness), maxOverlap: Math.max(...same.map((r) => r.maxOverlap)), cpuUsPerOp: m((r) => r.cpuUsPerOp), redisPerOp: m((r) => r.redisPerOp), fsyncPerOp: m((r) => r.fsyncPerOp), walBytesPerOp: m((r) => r.walBytesPerOp) };
   });
   const table = render(final);
   console.log(`\n${table}`);
-  if (!quick) writeDocs(final, table);
+  if (!quick) writeDocs(final, table, pgVersion);
 }
 
 function render(rows: Row[]): string {
@@ -249,10 +274,10 @@ function render(rows: Row[]): string {
   for (const phase of ['sequential', 'hot', 'spread'] as const) {
     const title = { sequential: 'Sequential acquire+release pairs (distinct keys)', hot: `${WORKERS} workers, one key (critical sections)`, spread: `${WORKERS} workers, ${KEYS} keys (critical sections)` }[phase];
     out.push(`### ${title}\n`);
-    out.push('| implementation | ops/s | × floor | acquire/wait p50 ms | p99 ms | max ms | fairness | max overlap | client CPU µs/op | Redis cmds/op | etcd fsyncs/op |');
-    out.push('|---|---|---|---|---|---|---|---|---|---|---|');
+    out.push('| implementation | ops/s | × floor | acquire/wait p50 ms | p99 ms | max ms | fairness | max overlap | client CPU µs/op | Redis cmds/op | etcd fsyncs/op | PG WAL bytes/op |');
+    out.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const r of rows.filter((x) => x.phase === phase)) {
-      out.push(`| ${r.impl} | ${f(r.opsPerSec)} | ${f(r.ratio, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.max, 1)} | ${phase === 'sequential' ? '–' : f(r.fairness, 2)} | ${r.maxOverlap} | ${f(r.cpuUsPerOp)} | ${r.backend === 'redis' ? f(r.redisPerOp, 2) : '–'} | ${r.backend === 'etcd' ? f(r.fsyncPerOp, 2) : '–'} |`);
+      out.push(`| ${r.impl} | ${f(r.opsPerSec)} | ${f(r.ratio, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(r.max, 1)} | ${phase === 'sequential' ? '–' : f(r.fairness, 2)} | ${r.maxOverlap} | ${f(r.cpuUsPerOp)} | ${r.backend === 'redis' ? f(r.redisPerOp, 2) : '–'} | ${r.backend === 'etcd' ? f(r.fsyncPerOp, 2) : '–'} | ${r.backend === 'postgres' ? f(r.walBytesPerOp) : '–'} |`);
     }
     out.push('');
   }
@@ -275,7 +300,8 @@ function chart(rows: Row[]): string {
       const r = rows.find((x) => x.impl === impl && x.phase === phase);
       if (!r || !Number.isFinite(r.ratio)) return;
       const y = y0 + 8 + i * barH;
-      const color = r.backend === 'redis' ? (impl.startsWith('ours') ? '#c0392b' : '#e8a39b') : impl.startsWith('ours') ? '#2c6fbb' : '#9dbde0';
+      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'] }[r.backend as Backend];
+      const color = impl.startsWith('ours') ? palette[0] : palette[1];
       parts.push(`<text x="${left - 6}" y="${y + 10}" font-size="11" text-anchor="end">${impl}</text>`);
       parts.push(`<rect x="${left}" y="${y}" width="${Math.min(2, r.ratio) * scale}" height="${barH - 3}" fill="${color}"/>`);
       parts.push(`<text x="${left + Math.min(2, r.ratio) * scale + 4}" y="${y + 10}" font-size="10">${r.ratio.toFixed(2)}×</text>`);
@@ -286,7 +312,7 @@ function chart(rows: Row[]): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><title>Throughput as a ratio of the raw floor of the same backend (dashed line = 1×)</title>${parts.join('')}</svg>\n`;
 }
 
-function writeDocs(rows: Row[], table: string): void {
+function writeDocs(rows: Row[], table: string, pgVersion: string): void {
   const dir = path.resolve('docs');
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'benchmarks.svg'), chart(rows));
@@ -294,7 +320,7 @@ function writeDocs(rows: Row[], table: string): void {
   const md = `# Benchmarks
 
 Measured by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: ${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version},
-redis-server and a 1-member etcd started by the script on loopback.
+redis-server, a 1-member etcd and PostgreSQL ${pgVersion} (the test harness's: \`initdb\`, \`fsync=off\`) started by the script on loopback.
 
 ## Method
 
@@ -302,9 +328,12 @@ One process. Every implementation opens its own connection(s). Each run does ${R
 warm-up round; in a round every implementation runs each phase for ${PHASE_MS} ms, in an order that rotates from
 round to round. Ratios (× floor) compare an implementation with the raw floor of the same backend **in the same
 round**; the table shows medians over ${RUNS} runs. Floors: Redis \`SET key id NX PX\` + compare-and-delete Lua,
-polling every 1 ms while busy; etcd one txn put-if-absent on a shared lease + one delete, polling likewise.
+polling every 1 ms while busy; etcd one txn put-if-absent on a shared lease + one delete, polling likewise;
+PostgreSQL \`pg_try_advisory_lock\` + \`pg_advisory_unlock\` on a connection the lock keeps checked out of a
+pool of 16 (a session lock belongs to its connection), polling likewise. Ours on PostgreSQL runs with its
+defaults (a pool of 4 + the LISTEN session, \`correctness\`).
 Waits are measured from the request to the grant. Fairness = least-served ÷ most-served worker. Redis commands and
-etcd fsyncs (\`etcd_disk_wal_fsync_duration_seconds_count\`) are counted on the servers per operation; client CPU
+etcd fsyncs (\`etcd_disk_wal_fsync_duration_seconds_count\`) and PostgreSQL WAL bytes (\`pg_current_wal_insert_lsn()\`) are counted on the servers per operation; client CPU
 from \`process.cpuUsage()\`. "Max overlap" is the most holders of one key seen at once in-process (must be 1).
 
 ![ratios](benchmarks.svg)

@@ -9,6 +9,8 @@ import { ensureBinary } from '../test/harness/servers.mjs';
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 ensureBinary('redis-server');
 ensureBinary('etcd');
+// PostgreSQL's binaries live outside PATH (/usr/lib/postgresql/<v>/bin): PostgresServer.start() in
+// bench/run.ts finds them, or installs the Debian package when root, as the test harness does.
 const tsc = spawnSync(path.join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json', '--outDir', '.tmp/compiled'], { cwd: root, stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 for (const file of readdirSync(path.join(root, 'test/harness')).filter((f) => f.endsWith('.mjs'))) {

@@ -1,4 +1,4 @@
-import { check, type HistoryEvent, type Register } from './checker.js';
+import { check, firstGrantAfter, type HistoryEvent, type Register } from './checker.js';
 
 const ev = (t: number, worker: number, e: HistoryEvent['e'], extra: Partial<HistoryEvent> = {}): HistoryEvent => ({ t, worker, e, ...extra });
 
@@ -56,5 +56,43 @@ describe('fault-run checker', () => {
     expect(result.overlaps).toBe(1);
     expect(result.lossesSignalled).toBe(1);
     expect(result.signalDelayP50).toBe(100);
+  });
+
+  it('an overlap of validity windows is unexplained unless the overtaken holder was signalled the loss of its lease', () => {
+    const overtaken = (lost: boolean): HistoryEvent[] => [
+      ev(0, 1, 'acquired', { token: '1', validUntil: 1000 }),
+      ev(500, 2, 'acquired', { token: '2', validUntil: 1500 }),
+      ...(lost ? [ev(600, 1, 'lost', { reason: 'expired' })] : []),
+      ev(700, 2, 'released'),
+      ev(1200, 1, 'releasing'),
+    ];
+    expect(check(overtaken(false), [], 1000)).toMatchObject({ overlaps: 1, validityOverlaps: 1, unexplainedOverlaps: 1 });
+    expect(check(overtaken(true), [], 1000)).toMatchObject({ overlaps: 1, validityOverlaps: 1, unexplainedOverlaps: 0 });
+  });
+
+  it('a holder still acting past its validity end overlaps in holding, not in validity (a paused holder overtaken in time)', () => {
+    const paused = [
+      ev(0, 1, 'acquired', { token: '1', validUntil: 990 }),
+      ev(1000, 2, 'acquired', { token: '2', validUntil: 2000 }),
+      ev(1100, 2, 'released'),
+      ev(3000, 1, 'releasing'),
+    ];
+    expect(check(paused, [], 1000)).toMatchObject({ overlaps: 1, validityOverlaps: 0, unexplainedOverlaps: 0 });
+  });
+
+  it('a worker killed while holding holds nothing afterwards, and its token bounds later grants', () => {
+    const killed = [
+      ev(0, 1, 'acquired', { token: '5', validUntil: 1000 }),
+      ev(100, 1, 'killed'),
+      ev(200, 2, 'acquiring'),
+      ev(1100, 2, 'acquired', { token: '4', validUntil: 2100 }),
+      ev(1200, 2, 'released'),
+    ];
+    expect(check(killed, [], 1000)).toMatchObject({ overlaps: 0, validityOverlaps: 0, tokenRegressions: 1 });
+  });
+
+  it('measures how long after a moment the next grant came, to anyone', () => {
+    expect(firstGrantAfter(clean, 2)).toBe(3);
+    expect(firstGrantAfter(clean, 5)).toBeUndefined();
   });
 });

@@ -14,7 +14,9 @@ export type WorkerEventName =
   | 'releasing'
   | 'released'
   | 'lost'
-  | 'error';
+  | 'error'
+  /** Recorded by the controller when it kill -9s a worker: that worker holds nothing from then on. */
+  | 'killed';
 
 export interface HistoryEvent {
   /** Controller receipt time, ms (monotonic). */
@@ -25,6 +27,8 @@ export interface HistoryEvent {
   /** Element a write appends. */
   el?: string;
   reason?: string;
+  /** On `acquired`: until when the worker's lease said it could be trusted (same clock as `t`). */
+  validUntil?: number;
 }
 
 export interface FaultEvent {
@@ -51,6 +55,13 @@ export interface CheckResult {
   lostUpdates: number;
   /** Pairs of holding intervals of different workers that intersect. */
   overlaps: number;
+  /**
+   * Pairs of validity windows (acquired → the earlier of releasing and the lease's own validity
+   * end) of different workers that intersect: two processes each told their lease was valid.
+   */
+  validityOverlaps: number;
+  /** Of those, the pairs where the earlier holder's lease was never signalled lost: mutual exclusion broken. */
+  unexplainedOverlaps: number;
   lossesSignalled: number;
   /** Receipt of the loss signal minus the lease's validity end (acquired + ttl), ms. */
   signalDelayP50?: number;
@@ -68,6 +79,10 @@ interface Interval {
   start: number;
   end: number;
   token?: bigint;
+  /** End of the lease's validity as the worker computed it (undefined: not reported). */
+  validUntil?: number;
+  /** The worker was signalled the loss of this lease (at any time before its next grant). */
+  lost?: boolean;
 }
 
 /**
@@ -79,9 +94,18 @@ export function holdingIntervals(events: HistoryEvent[]): Interval[] {
   const open = new Map<number, Interval>();
   const intervals: Interval[] = [];
   const lastT = events.length ? events[events.length - 1].t : 0;
+  const latest = new Map<number, Interval>();
   for (const ev of events) {
-    if (ev.e === 'acquired') open.set(ev.worker, { worker: ev.worker, start: ev.t, end: Infinity, token: ev.token ? BigInt(ev.token) : undefined });
-    if (ev.e === 'releasing' || ev.e === 'released' || ev.e === 'error') {
+    if (ev.e === 'acquired') {
+      const interval: Interval = { worker: ev.worker, start: ev.t, end: Infinity, token: ev.token ? BigInt(ev.token) : undefined, validUntil: ev.validUntil };
+      open.set(ev.worker, interval);
+      latest.set(ev.worker, interval);
+    }
+    if (ev.e === 'lost') {
+      const interval = latest.get(ev.worker);
+      if (interval) interval.lost = true;
+    }
+    if (ev.e === 'releasing' || ev.e === 'released' || ev.e === 'error' || ev.e === 'killed') {
       const interval = open.get(ev.worker);
       if (interval) {
         interval.end = ev.t;
@@ -124,7 +148,9 @@ export function check(events: HistoryEvent[], register: Register, ttlMs: number)
       const floor = askedAfter.get(ev.worker);
       if (floor !== undefined && token <= floor) tokenRegressions += 1;
     }
-    if ((ev.e === 'released' || ev.e === 'lost') && tokenOf.get(ev.worker) !== undefined) {
+    // A killed holder's lease ends in the database at its ttl: whoever is granted the key after the
+    // kill is granted it after that end, so with a larger token.
+    if ((ev.e === 'released' || ev.e === 'lost' || ev.e === 'killed') && tokenOf.get(ev.worker) !== undefined) {
       const token = tokenOf.get(ev.worker)!;
       if (endedMax === undefined || token > endedMax) endedMax = token;
     }
@@ -135,6 +161,19 @@ export function check(events: HistoryEvent[], register: Register, ttlMs: number)
   for (let i = 0; i < intervals.length; i++) {
     for (let j = i + 1; j < intervals.length && intervals[j].start < intervals[i].end; j++) {
       if (intervals[j].worker !== intervals[i].worker) overlaps += 1;
+    }
+  }
+
+  // Validity windows: a lease the worker was told is valid until validUntil (acquired + ttl when
+  // it did not say) and that it had not yet begun to release.
+  const windows = intervals.map((iv) => ({ ...iv, end: Math.min(iv.end, iv.validUntil ?? iv.start + ttlMs) })).sort((a, b) => a.start - b.start);
+  let validityOverlaps = 0;
+  let unexplainedOverlaps = 0;
+  for (let i = 0; i < windows.length; i++) {
+    for (let j = i + 1; j < windows.length && windows[j].start < windows[i].end; j++) {
+      if (windows[j].worker === windows[i].worker) continue;
+      validityOverlaps += 1;
+      if (!windows[i].lost) unexplainedOverlaps += 1;
     }
   }
 
@@ -154,8 +193,17 @@ export function check(events: HistoryEvent[], register: Register, ttlMs: number)
     tokenRegressions,
     lostUpdates,
     overlaps,
+    validityOverlaps,
+    unexplainedOverlaps,
     lossesSignalled: ordered.filter((e) => e.e === 'lost').length,
     signalDelayP50: percentile(delays, 50),
     signalDelayP99: percentile(delays, 99),
   };
+}
+
+/** ms from `t` to the first grant after it (to anyone), undefined when none came. */
+export function firstGrantAfter(events: HistoryEvent[], t: number): number | undefined {
+  let first: number | undefined;
+  for (const ev of events) if (ev.e === 'acquired' && ev.t > t && (first === undefined || ev.t < first)) first = ev.t;
+  return first === undefined ? undefined : first - t;
 }

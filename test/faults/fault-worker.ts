@@ -5,18 +5,23 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import { DistributedLockModule, DistributedLockService, RedisFence, StaleFencingTokenError, type Lease } from '../../lib/index.js';
+import pg from 'pg';
+import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, StaleFencingTokenError, type Lease } from '../../lib/index.js';
 import type { HistoryEvent } from './checker.js';
+import { PG_REGISTER_TABLE } from './pg-register.js';
 import { wallNow } from '../simulation/clock.js';
 
 export interface FaultWorkerConfig {
   id: number;
-  backend: 'etcd' | 'redis';
+  backend: 'etcd' | 'redis' | 'postgres';
   fenced: boolean;
   etcdHosts?: string[];
   sessionTtlSeconds?: number;
   lockRedisUrl?: string;
-  registerRedisUrl: string;
+  /** Redis register (etcd and Redis scenarios). */
+  registerRedisUrl?: string;
+  /** PostgreSQL scenarios: the lock backend and the register table are in this one database. */
+  postgresUrl?: string;
   key: string;
   register: string;
   ttl: number;
@@ -28,25 +33,90 @@ type Report = Omit<HistoryEvent, 't' | 'worker'>;
 // receives a message can lag by most of a second under load (seen: one worker's first grant
 // arriving after another's later ones), which made the order checks see regressions that never
 // happened. A worker under faketime has no trustworthy clock: the controller stamps its events.
-const stamp = process.env.FAULT_CLOCK_SKEWED ? (): number | undefined => undefined : wallNow;
+const skewed = Boolean(process.env.FAULT_CLOCK_SKEWED);
+const stamp = skewed ? (): number | undefined => undefined : wallNow;
 const send = (event: Report): void => void process.send?.({ ...event, at: stamp() });
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A write that cannot get through within a second is reported as of unknown outcome. */
+const OUTCOME_MS = 1_000;
+
+/** The register as a worker sees it: reads and writes guarded by its lease's token when fenced. */
+interface Register {
+  read(token: bigint | undefined): Promise<string | null>;
+  /** `late`: told the outcome of a write that timed out, if it arrives (PostgreSQL only). */
+  write(value: string, token: bigint | undefined, late: (outcome: 'write-ok' | 'write-stale') => void): Promise<void>;
+  close(): Promise<void>;
+}
+
+class OutcomeUnknownError extends Error {}
+
+/** `work`, or OutcomeUnknownError after OUTCOME_MS — `work` goes on: it may still be applied, late. */
+function withinOutcome<T>(work: Promise<T>): Promise<T> {
+  let timer!: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new OutcomeUnknownError(`no answer within ${OUTCOME_MS} ms`)), OUTCOME_MS);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+function redisRegister(config: FaultWorkerConfig): Register {
+  const client = new Redis(config.registerRedisUrl!, { commandTimeout: OUTCOME_MS, maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  const fence = new RedisFence(client, { keyPrefix: 'faults:' });
+  return {
+    read: (token) => (config.fenced ? fence.read(config.register, token!) : client.get(`faults:plain:${config.register}`)),
+    write: async (value, token) => {
+      if (config.fenced) await fence.write(config.register, value, token!);
+      else await client.set(`faults:plain:${config.register}`, value);
+    },
+    close: async () => void client.disconnect(),
+  };
+}
+
+/**
+ * The register as a row of PG_REGISTER_TABLE, read and written through PgFence (a read raises the
+ * fence to the reader's token). A statement that times out here is not cancelled: it stays on its
+ * connection and may reach the server late (after a blackhole heals) — the fence must refuse it.
+ */
+function postgresRegister(config: FaultWorkerConfig): Register {
+  const pool = new pg.Pool({ connectionString: config.postgresUrl, max: 4, connectionTimeoutMillis: OUTCOME_MS });
+  pool.on('error', () => undefined);
+  const fence = new PgFence({ table: PG_REGISTER_TABLE });
+  return {
+    read: async (token) => (await withinOutcome(fence.read(pool, config.register, token!))).v as string,
+    write: async (value, token, late) => {
+      const applying = fence.update(pool, config.register, { v: value }, token!);
+      try {
+        await withinOutcome(applying);
+      } catch (error) {
+        if (error instanceof OutcomeUnknownError) {
+          applying.then(
+            () => late('write-ok'),
+            (lateError: unknown) => lateError instanceof StaleFencingTokenError && late('write-stale'),
+          );
+        }
+        throw error;
+      }
+    },
+    close: () => Promise.race([pool.end(), sleep(2_000)]),
+  };
+}
+
+function lockOptions(config: FaultWorkerConfig): Parameters<typeof DistributedLockModule.forRoot>[0] {
+  if (config.backend === 'etcd') return { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } };
+  if (config.backend === 'postgres') return { postgres: { connectionString: config.postgresUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
+  return { redis: { url: config.lockRedisUrl!, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
+}
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.FAULT_WORKER!) as FaultWorkerConfig;
-  const lockOptions =
-    config.backend === 'etcd'
-      ? { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } }
-      : { redis: { url: config.lockRedisUrl!, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
-  @Module({ imports: [DistributedLockModule.forRoot(lockOptions)] })
+  @Module({ imports: [DistributedLockModule.forRoot(lockOptions(config))] })
   class WorkerModule {}
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
   const locks = app.get(DistributedLockService);
-  // A write that cannot get through within a second is reported as of unknown outcome.
-  const register = new Redis(config.registerRedisUrl, { commandTimeout: 1_000, maxRetriesPerRequest: 1 });
-  register.on('error', () => undefined);
-  const fence = new RedisFence(register, { keyPrefix: 'faults:' });
-  const purpose = config.backend === 'etcd' ? 'correctness' : 'efficiency';
+  const register = config.backend === 'postgres' ? postgresRegister(config) : redisRegister(config);
+  const purpose = config.backend === 'redis' ? 'efficiency' : 'correctness';
 
   let stopping = false;
   process.on('message', (message: { op: string }) => {
@@ -65,19 +135,19 @@ async function main(): Promise<void> {
       continue;
     }
     const token = lease.token?.toString();
-    send({ e: 'acquired', token });
+    send({ e: 'acquired', token, validUntil: skewed ? undefined : wallNow() + lease.remainingMs() });
     lease.signal.addEventListener('abort', () => send({ e: 'lost', reason: (lease.signal.reason as { reason?: string }).reason }));
     const el = `w${config.id}-${n}`;
     let phase: 'read' | 'write' = 'read';
     try {
-      const raw = config.fenced ? await fence.read(config.register, lease.token!) : await register.get(`faults:plain:${config.register}`);
+      const raw = await register.read(lease.token);
       const list = JSON.parse(raw ?? '[]') as Array<[string, string | null]>;
       send({ e: 'read', token });
       phase = 'write';
       await sleep(config.workMs);
       const next = JSON.stringify([...list, [el, token ?? null]]);
-      if (config.fenced) await fence.write(config.register, next, lease.token!);
-      else await register.set(`faults:plain:${config.register}`, next);
+      // A write that timed out and lands (or is refused) later is reported then, as such.
+      await register.write(next, lease.token, (outcome) => send({ e: outcome, el, token, reason: 'late' }));
       send({ e: 'write-ok', el, token });
     } catch (error) {
       if (error instanceof StaleFencingTokenError) send({ e: phase === 'read' ? 'read-stale' : 'write-stale', el, token });
@@ -88,7 +158,7 @@ async function main(): Promise<void> {
     await lease.release().catch(() => undefined);
     send({ e: 'released', token });
   }
-  register.disconnect();
+  await register.close();
   await app.close();
   process.exit(0);
 }

@@ -7,7 +7,7 @@ const fmt = (n: number | undefined): string => (n === undefined ? '–' : String
 
 /** A readable table: one row per scenario. */
 export function summaryTable(results: ScenarioResult[]): string {
-  const head = ['scenario', 'acq', 'acked', 'unknown', 'stale rejected', 'STALE ACCEPTED', 'token regr.', 'LOST', 'overlaps', 'losses', 'signal delay p50/p99 ms'];
+  const head = ['scenario', 'acq', 'acked', 'unknown', 'stale rejected', 'STALE ACCEPTED', 'token regr.', 'LOST', 'overlaps', 'valid overlaps (unexpl.)', 'losses', 'signal delay p50/p99 ms'];
   const rows = results.map(({ spec, result: r }) => [
     spec.name + (spec.negativeControl ? ' (control)' : ''),
     r.acquisitions,
@@ -15,9 +15,10 @@ export function summaryTable(results: ScenarioResult[]): string {
     r.unknownWrites,
     r.staleRejected,
     r.staleAccepted,
-    spec.backend === 'etcd' ? r.tokenRegressions : '–',
+    spec.backend === 'redis' ? '–' : r.tokenRegressions,
     r.lostUpdates,
     r.overlaps,
+    `${r.validityOverlaps} (${r.unexplainedOverlaps})`,
     r.lossesSignalled,
     `${fmt(r.signalDelayP50)}/${fmt(r.signalDelayP99)}`,
   ]);
@@ -58,7 +59,7 @@ function timeline(r: ScenarioResult): string {
     const y = top + iv.worker * rowH;
     parts.push(`<rect x="${x(iv.start)}" y="${y + 10}" width="${Math.max(1, x(iv.end) - x(iv.start))}" height="12" fill="#4a7bd0"><title>held, token ${iv.token ?? '–'}</title></rect>`);
   }
-  const marks: Record<string, string> = { 'write-ok': '#2e9e4f', 'write-stale': '#d32f2f', 'read-stale': '#d32f2f', 'write-unknown': '#777', lost: '#000' };
+  const marks: Record<string, string> = { 'write-ok': '#2e9e4f', 'write-stale': '#d32f2f', 'read-stale': '#d32f2f', 'write-unknown': '#777', lost: '#000', killed: '#8e24aa' };
   for (const ev of r.history) {
     const color = marks[ev.e];
     if (!color) continue;
@@ -85,7 +86,7 @@ export function writeReport(results: ScenarioResult[], dir: string): string {
   const html = `<!doctype html><html><head><meta charset="utf-8"><title>nest-distributed-lock fault report</title>
 <style>body{font-family:sans-serif;margin:24px;max-width:1160px}pre{background:#f6f6f6;padding:12px;overflow:auto}section{margin-top:28px}</style></head>
 <body><h1>Fault report</h1><p>Blue: lease held (acquired → released). Yellow: the worker was paused or cut off. Red band: a cluster-wide fault.
-Dots: green write accepted, red write/read refused as stale, grey outcome unknown (timed out). Triangle: the lease's loss was signalled.</p>
+Dots: green write accepted, red write/read refused as stale, grey outcome unknown (timed out). Triangle: the lease's loss was signalled. Purple dot: the worker was killed (kill -9).</p>
 <pre>${esc(table)}</pre>${sections}</body></html>`;
   writeFileSync(path.join(dir, 'report.html'), html);
   return dir;

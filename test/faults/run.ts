@@ -1,5 +1,6 @@
-// `npm run test:faults [-- --long]`: the fault suite outside jest, for longer runs. Starts its
-// own servers, runs every scenario (`--long`: 5× longer, twice), writes the report, and exits 1
+// `npm run test:faults [-- --long] [-- --only pg-]`: the fault suite outside jest, for longer runs.
+// Starts its own servers, runs every scenario (`--long`: 5× longer, twice; `--only`: those whose
+// name contains the text), writes the report, and exits 1
 // if a fenced scenario accepted a stale write, lost an update or regressed a token, or if a
 // negative control showed no overlap.
 import path from 'node:path';
@@ -11,21 +12,25 @@ async function main(): Promise<void> {
   const long = process.argv.includes('--long');
   const scale = long ? 5 : 1;
   const rounds = long ? 2 : 1;
+  const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : '';
   const servers = await startFaultServers();
   const results: ScenarioResult[] = [];
   const problems: string[] = [];
   try {
     for (let round = 1; round <= rounds; round++) {
-      for (const spec of scenarios(scale)) {
+      for (const spec of scenarios(scale).filter((s) => s.name.includes(only))) {
         const started = Date.now();
         const run = await runScenario(spec, servers);
         run.spec.name = rounds > 1 ? `${spec.name}#${round}` : spec.name;
         results.push(run);
         const r = run.result;
-        console.log(`${run.spec.name}: ${r.acquisitions} acquisitions, ${r.staleRejected} stale refused, ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.overlaps} overlaps (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+        console.log(`${run.spec.name}: ${r.acquisitions} acquisitions, ${r.staleRejected} stale refused, ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.overlaps} overlaps, ${r.validityOverlaps} of validity (${r.unexplainedOverlaps} unexplained) (${((Date.now() - started) / 1000).toFixed(0)} s)`);
         if (spec.negativeControl && r.overlaps === 0) problems.push(`${run.spec.name}: the negative control showed no overlap`);
         if (!spec.negativeControl && (r.staleAccepted > 0 || r.lostUpdates > 0 || r.tokenRegressions > 0)) {
           problems.push(`${run.spec.name}: ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.tokenRegressions} token regressions`);
+        }
+        if (spec.exclusiveValidity && r.unexplainedOverlaps > 0) {
+          problems.push(`${run.spec.name}: ${r.unexplainedOverlaps} overlaps of validity windows with no loss signalled (two holders told they were valid)`);
         }
       }
     }

@@ -3,10 +3,12 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { wallNow } from '../simulation/clock.js';
+import { PostgresServer } from '../harness/postgres.mjs';
 import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { check, type CheckResult, type FaultEvent, type HistoryEvent, type Register } from './checker.js';
 import type { FaultWorkerConfig } from './fault-worker.js';
+import { createPgRegister, readPgRegister } from './pg-register.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/faults/fault-worker.js');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -33,18 +35,21 @@ export interface FaultServers {
   etcd: EtcdCluster;
   lockRedis: RedisServer;
   registerRedis: RedisServer;
+  /** The PostgreSQL scenarios' database: their lock backend and their register table both. */
+  postgres: PostgresServer;
   stop(): Promise<void>;
 }
 
-/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis. */
+/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL. */
 export async function startFaultServers(): Promise<FaultServers> {
-  const [etcd, lockRedis, registerRedis] = await Promise.all([EtcdCluster.start({ size: 3 }), RedisServer.start(), RedisServer.start()]);
+  const [etcd, lockRedis, registerRedis, postgres] = await Promise.all([EtcdCluster.start({ size: 3 }), RedisServer.start(), RedisServer.start(), PostgresServer.start()]);
   return {
     etcd,
     lockRedis,
     registerRedis,
+    postgres,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop()]);
     },
   };
 }
@@ -58,7 +63,7 @@ export interface WorkerHandle {
 export interface FaultContext {
   servers: FaultServers;
   workers: WorkerHandle[];
-  /** Proxies in front of the proxied worker's etcd members and register Redis. */
+  /** Proxies in front of the proxied worker's etcd members and register Redis, or its PostgreSQL. */
   proxies: TcpProxy[];
   spec: ScenarioSpec;
   deadline: number;
@@ -68,13 +73,20 @@ export interface FaultContext {
   nextReader(worker?: number): Promise<number>;
   /** SIGSTOP a worker for `ms`, as a GC pause would. */
   pause(worker: number, ms: number, kind?: string): Promise<void>;
+  /** kill -9 a worker (it holds nothing from then on), then start a new process in its place. */
+  kill9(worker: number, kind?: string): Promise<void>;
 }
 
 export interface ScenarioSpec {
   name: string;
   description: string;
-  backend: 'etcd' | 'redis';
+  backend: 'etcd' | 'redis' | 'postgres';
   fenced: boolean;
+  /**
+   * Two workers must never be told their leases are valid at once, unless the earlier one was
+   * signalled the loss of its lease (checked as `unexplainedOverlaps`).
+   */
+  exclusiveValidity?: boolean;
   /** A negative control: the faults must visibly bite (overlaps and lost updates). */
   negativeControl?: boolean;
   workers: number;
@@ -83,13 +95,13 @@ export interface ScenarioSpec {
   workMs: number;
   /** Worker 0 runs under faketime with this spec (e.g. '+0 x0.5': its clock runs at half speed). */
   skew?: string;
-  /** Worker 0 reaches etcd and the register through TCP proxies. */
+  /** Worker 0 reaches etcd and the register (or its PostgreSQL) through TCP proxies. */
   proxied?: boolean;
   faults(ctx: FaultContext): Promise<void>;
 }
 
 export interface ScenarioResult {
-  spec: Pick<ScenarioSpec, 'name' | 'description' | 'backend' | 'fenced' | 'negativeControl' | 'workers' | 'ttl' | 'workMs' | 'durationMs'>;
+  spec: Pick<ScenarioSpec, 'name' | 'description' | 'backend' | 'fenced' | 'exclusiveValidity' | 'negativeControl' | 'workers' | 'ttl' | 'workMs' | 'durationMs'>;
   result: CheckResult;
   faults: FaultEvent[];
   history: HistoryEvent[];
@@ -109,13 +121,14 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
 
   const proxies: TcpProxy[] = [];
   if (spec.proxied) {
-    for (const host of [...servers.etcd.hosts, `127.0.0.1:${servers.registerRedis.port}`]) {
-      proxies.push(await TcpProxy.start(Number(host.split(':')[1])));
-    }
+    const targets = spec.backend === 'postgres' ? [`127.0.0.1:${servers.postgres.port}`] : [...servers.etcd.hosts, `127.0.0.1:${servers.registerRedis.port}`];
+    for (const host of targets) proxies.push(await TcpProxy.start(Number(host.split(':')[1])));
   }
+  if (spec.backend === 'postgres') await createPgRegister(servers.postgres, registerName);
   const workers: WorkerHandle[] = [];
-  for (let index = 0; index < spec.workers; index++) {
+  const spawnWorker = async (index: number): Promise<WorkerHandle> => {
     const viaProxy = spec.proxied && index === 0;
+    const pgHost = viaProxy ? proxies[0].endpoint : `127.0.0.1:${servers.postgres.port}`;
     const config: FaultWorkerConfig = {
       id: index,
       backend: spec.backend,
@@ -124,6 +137,7 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       sessionTtlSeconds: 1,
       lockRedisUrl: servers.lockRedis.url,
       registerRedisUrl: viaProxy ? `redis://${proxies[proxies.length - 1].endpoint}` : servers.registerRedis.url,
+      postgresUrl: `postgres://${servers.postgres.user}@${pgHost}/${servers.postgres.database}`,
       key,
       register: registerName,
       ttl: spec.ttl,
@@ -133,7 +147,7 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
     if (spec.skew && index === 0) Object.assign(env, { LD_PRELOAD: faketimeLibrary(), FAKETIME: spec.skew, DYLD_INSERT_LIBRARIES: faketimeLibrary(), FAULT_CLOCK_SKEWED: '1' });
     const child = spawn(process.execPath, [WORKER], { env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const handle: WorkerHandle = { index, child, paused: false };
-    workers.push(handle);
+    workers[index] = handle;
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`fault worker ${index} did not start`)), 20_000);
       child.on('message', (message: Omit<HistoryEvent, 't' | 'worker'> | { e: 'ready' }) => {
@@ -143,14 +157,18 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
           return;
         }
         // The worker's own stamp when it has one (see fault-worker.ts), the receipt time otherwise.
-        const { at, ...body } = message as Omit<HistoryEvent, 't' | 'worker'> & { at?: number };
-        const ev = { ...body, t: at === undefined ? now() : at - t0, worker: index };
+        const { at, validUntil, ...body } = message as Omit<HistoryEvent, 't' | 'worker'> & { at?: number };
+        const ev: HistoryEvent = { ...body, t: at === undefined ? now() : at - t0, worker: index };
+        if (validUntil !== undefined) ev.validUntil = validUntil - t0;
         history.push(ev);
         for (const listener of listeners) listener(ev);
       });
       child.once('exit', (code) => reject(new Error(`fault worker ${index} exited (${code}) before starting`)));
     });
-  }
+    return handle;
+  };
+  // Started together: a Nest application context takes a while to boot on a loaded machine.
+  await Promise.all(Array.from({ length: spec.workers }, (_, index) => spawnWorker(index)));
 
   const ctx: FaultContext = {
     servers,
@@ -188,6 +206,18 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       handle.paused = false;
       fault.end = now();
     },
+    kill9: async (worker, kind = 'kill -9 holder') => {
+      const { child } = workers[worker];
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      const t = now();
+      const fault = ctx.record({ t, kind, worker, detail: `pid ${child.pid}` });
+      // Nothing the process had not yet said gets said now; what it had sent may still arrive.
+      history.push({ t, worker, e: 'killed' });
+      await exited;
+      await spawnWorker(worker);
+      fault.end = now();
+    },
   };
 
   try {
@@ -216,15 +246,18 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
     await Promise.all(proxies.map((p) => p.close()));
   }
 
-  const raw = new Redis(servers.registerRedis.url);
-  let register: Register;
-  try {
-    const value = spec.fenced ? await raw.hget(`faults:${registerName}`, 'v') : await raw.get(`faults:plain:${registerName}`);
-    register = JSON.parse(value ?? '[]') as Register;
-  } finally {
-    raw.disconnect();
-  }
+  const register = spec.backend === 'postgres' ? await readPgRegister(servers.postgres, registerName) : await readRedisRegister(servers, registerName, spec.fenced);
   const { faults: specFaults, ...specRest } = spec;
   void specFaults;
   return { spec: specRest, result: check(history, register, spec.ttl), faults, history, register, elapsedMs: now() };
+}
+
+async function readRedisRegister(servers: FaultServers, registerName: string, fenced: boolean): Promise<Register> {
+  const raw = new Redis(servers.registerRedis.url);
+  try {
+    const value = fenced ? await raw.hget(`faults:${registerName}`, 'v') : await raw.get(`faults:plain:${registerName}`);
+    return JSON.parse(value ?? '[]') as Register;
+  } finally {
+    raw.disconnect();
+  }
 }

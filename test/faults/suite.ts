@@ -1,3 +1,4 @@
+import { pgScenarios } from './pg-suite.js';
 import type { FaultContext, ScenarioSpec } from './scenarios.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -135,5 +136,6 @@ export function scenarios(scale = 1): ScenarioSpec[] {
           }
         }),
     },
+    ...pgScenarios(scale),
   ];
 }
