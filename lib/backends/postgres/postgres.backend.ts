@@ -30,6 +30,7 @@ export class PostgresBackend implements LockBackend {
   private readonly waiters = new TurnWaiters();
   private readonly listener: PostgresListener;
   private setup?: Promise<void>;
+  private readonly releaseText: string;
   private closed = false;
 
   constructor(private readonly config: PostgresBackendConfig) {
@@ -40,6 +41,7 @@ export class PostgresBackend implements LockBackend {
     const prefix = checkIdentifier(config.tablePrefix ?? POSTGRES_DEFAULTS.tablePrefix, 'tablePrefix', where);
     this.names = objectNames({ schema, prefix });
     this.statements = setupStatements({ schema, prefix });
+    this.releaseText = `SELECT ${this.names.release}($1, $2, $3) AS held`;
     this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
     this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
@@ -93,8 +95,27 @@ export class PostgresBackend implements LockBackend {
 
   async release(key: string, owner: string): Promise<boolean> {
     this.waiters.forget(owner);
-    const row = await this.call('release', key, `SELECT ${this.names.release}($1, $2, $3) AS held`, [key, owner, this.heartbeatMs * 3]);
-    return row.held === true;
+    try {
+      const row = await this.call('release', key, this.releaseText, [key, owner, this.heartbeatMs * 3]);
+      return row.held === true;
+    } catch (error) {
+      // Unanswered (the database restarting, unreachable): our row or our queue entry may still be
+      // there, and a queue entry at the head is handed the key for a reservation nobody will claim
+      // — the next holder would wait it out. Retry in the background while such an entry can live.
+      this.retryRelease(key, owner, performance.now() + this.heartbeatMs * 3, 100);
+      throw error;
+    }
+  }
+
+  /** Every `delayMs` (at most 15 tries in 1.5 s); owner-checked, so never another owner's key; unref'd timers, none after close(). */
+  private retryRelease(key: string, owner: string, until: number, delayMs: number): void {
+    if (this.closed || performance.now() + delayMs > until) return;
+    setTimeout(() => {
+      if (this.closed) return;
+      this.call('release', key, this.releaseText, [key, owner, this.heartbeatMs * 3]).catch(() =>
+        this.retryRelease(key, owner, until, delayMs),
+      );
+    }, delayMs).unref();
   }
 
   /** `SELECT 1` within `timeoutMs`, counting the wait for a connection. */
