@@ -46,7 +46,15 @@ export class PostgresBackend implements LockBackend {
     this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
     // An idle pooled connection that errors (the server restarted) must not crash the process.
-    if (config.ownsPool) this.pool.on('error', () => undefined);
+    if (config.ownsPool) {
+      this.pool.on('error', () => undefined);
+      // pg-pool listens for a checked-out client's error only once per query: a connection killed
+      // mid-query (the server crashed: 57P01) can emit a second one nobody hears, which Node turns
+      // into an uncaught exception. Errors still reach every caller through its query's rejection.
+      (this.pool as unknown as { on(event: 'connect', f: (client: { on(e: 'error', f: () => void): void }) => void): void }).on('connect', (client) =>
+        client.on('error', () => undefined),
+      );
+    }
     this.listener = new PostgresListener(this.pool, this.names.channel, (owner) => this.waiters.wake(owner), this.connectTimeoutMs + this.commandTimeoutMs);
   }
 
