@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './servers.mjs';
+import { aptInstall, freePort } from './servers.mjs';
 
 function ensurePgBouncer() {
   const find = () => {
@@ -13,17 +13,13 @@ function ensurePgBouncer() {
     return r.status === 0 ? r.stdout.trim().split('\n')[0] : undefined;
   };
   let bin = find();
-  if (!bin && process.getuid?.() === 0 && spawnSync('sh', ['-c', 'command -v apt-get']).status === 0) {
+  if (!bin) {
     console.error('[harness] pgbouncer not found: installing Debian package pgbouncer with apt-get');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    let r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'pgbouncer'], { stdio: 'inherit', env });
-    if (r.status !== 0) {
-      spawnSync('apt-get', ['update'], { stdio: 'inherit', env });
-      r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'pgbouncer'], { stdio: 'inherit', env });
+    if (aptInstall(['pgbouncer'])) {
+      // The package starts its own service on 6432; ours uses its own port and config.
+      spawnSync('sh', ['-c', 'service pgbouncer stop >/dev/null 2>&1 || true']);
+      bin = find();
     }
-    // The package starts its own service on 6432; ours uses its own port and config.
-    spawnSync('sh', ['-c', 'service pgbouncer stop >/dev/null 2>&1 || true']);
-    bin = find();
   }
   if (!bin) throw new Error('pgbouncer is needed by the PostgreSQL pooler test. Install it: Debian/Ubuntu "sudo apt-get install pgbouncer".');
   return bin;

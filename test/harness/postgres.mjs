@@ -5,7 +5,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from './servers.mjs';
+import { aptInstall, freePort } from './servers.mjs';
 
 function findPgBin(name) {
   const onPath = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
@@ -23,15 +23,9 @@ function findPgBin(name) {
 function ensurePg() {
   let initdb = findPgBin('initdb');
   const isRoot = process.getuid?.() === 0;
-  if (!initdb && isRoot && spawnSync('sh', ['-c', 'command -v apt-get']).status === 0) {
+  if (!initdb && isRoot) {
     console.error('[harness] PostgreSQL not found: installing Debian package postgresql with apt-get');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    let r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql'], { stdio: 'inherit', env });
-    if (r.status !== 0) {
-      spawnSync('apt-get', ['update'], { stdio: 'inherit', env });
-      r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'postgresql'], { stdio: 'inherit', env });
-    }
-    initdb = findPgBin('initdb');
+    if (aptInstall(['postgresql'])) initdb = findPgBin('initdb');
   }
   if (!initdb) {
     throw new Error('PostgreSQL (initdb, postgres) is needed by the tests. Install it: Debian/Ubuntu "sudo apt-get install postgresql", macOS "brew install postgresql", or set PGHOST/PGPORT/PGUSER/PGDATABASE to a server to use.');

@@ -1,5 +1,7 @@
 export declare function freePort(): Promise<number>;
 export declare function ensureBinary(binary: string): string;
+/** apt-get install (root with apt-get only); true when installed. */
+export declare function aptInstall(packages: string[]): boolean;
 export declare class RedisServer {
   static start(options?: { port?: number; appendonly?: boolean; cluster?: boolean }): Promise<RedisServer>;
   /** A Sentinel (redis-server --sentinel) monitoring `master` as "mymaster" with quorum 1. */

@@ -43,6 +43,22 @@ function which(binary) {
 }
 
 /**
+ * `apt-get install` of Debian packages (an `apt-get update` first if the install fails), when
+ * running as root where apt-get exists. true when installed.
+ */
+export function aptInstall(packages) {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  if (!isRoot || !which('apt-get')) return false;
+  const opts = { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
+  let result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], opts);
+  if (result.status !== 0) {
+    spawnSync('apt-get', ['update'], opts);
+    result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], opts);
+  }
+  return result.status === 0;
+}
+
+/**
  * Path of a server binary. Missing: installed with apt-get when running as root where apt-get
  * exists; otherwise an error naming the package to install.
  */
@@ -53,15 +69,8 @@ export function ensureBinary(binary) {
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (isRoot && which('apt-get')) {
     console.error(`[harness] ${binary} not found: installing Debian package(s) ${pkg.debian} with apt-get`);
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    const opts = { stdio: 'inherit', env };
-    let result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...pkg.debian.split(' ')], opts);
-    if (result.status !== 0) {
-      spawnSync('apt-get', ['update'], opts);
-      result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...pkg.debian.split(' ')], opts);
-    }
-    const installed = which(binary);
-    if (result.status === 0 && installed) return installed;
+    const installed = aptInstall(pkg.debian.split(' ')) && which(binary);
+    if (installed) return installed;
   }
   throw new Error(
     `${binary} is needed by the tests and was not found on PATH. Install it: ` +
