@@ -111,6 +111,36 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     await next.release();
   });
 
+  it('an extend that lands in the last moment of a lease is not overwritten by an acquire that saw the lease expired (never two holders)', async () => {
+    // The extend's transaction is held open across the expiry (as a slow commit would be) while
+    // another process's acquire reads the old expiry: that acquire must wait for the extend and
+    // then find the key held, not overwrite the row the extend has just renewed.
+    // The holder is a raw owner, so no engine ends its lease meanwhile.
+    const key = uniqueKey('pg-extend-race');
+    const owner = 'raw-holder';
+    const { pool, end } = closablePool(server);
+    const client = await pool.connect();
+    try {
+      expect((await client.query('SELECT acquired FROM public.nest_lock_acquire_v2($1, $2, 400, false, 1500)', [key, owner])).rows[0].acquired).toBe(true);
+      await client.query('BEGIN');
+      expect((await client.query('SELECT public.nest_lock_extend_v1($1, $2, 5000) AS held', [key, owner])).rows[0].held).toBe(true);
+      await sleep(600); // the old expiry has passed on the database's clock; the extend is not committed
+      const other = b.locks.tryAcquire(key, { purpose: 'correctness' });
+      await sleep(300);
+      await client.query('COMMIT');
+      const stolen = await other;
+      await stolen?.release();
+      expect(stolen).toBeNull();
+      const row = (await client.query('SELECT owner FROM public.nest_lock_held WHERE key = $1', [key])).rows[0];
+      expect(row?.owner).toBe(owner);
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
+      await client.query('SELECT public.nest_lock_release_v1($1, $2, 1500)', [key, owner]);
+      client.release();
+      await end();
+    }
+  });
+
   it('tokens keep growing across a restart (pg_ctl -m fast restart) and after a crash (kill -9)', async () => {
     const key = uniqueKey('pg-restart');
     const before = await a.locks.acquire(key, { purpose: 'correctness', ttl: 5_000 });
@@ -160,7 +190,12 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
       (e: Error) => e.name,
     );
     await sleep(300); // queued
-    await server.restart(); // its re-check meets the outage: it gives up, its release unanswered
+    // A restart with the server down for 700 ms: more than a heartbeat, so the waiter's re-check
+    // meets the outage (a plain fast restart can be over between two re-checks); less than its
+    // queue entry's 1.5 s life, so the entry outlives the outage unless the release retry removes it.
+    await server.halt('SIGINT');
+    await sleep(700);
+    await server.launch(); // its re-check met the outage: it gave up, its release unanswered
     expect(await gaveUp).toBe('LockBackendUnavailableError');
     await holder.release();
     const released = performance.now();

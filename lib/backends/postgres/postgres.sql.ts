@@ -63,16 +63,21 @@ export function setupStatements(names: PostgresNames): string[] {
   const txLock = `hashtextextended('${names.schema}.${names.prefix}:' || p_key, 1)`;
   const token = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
   const purge = `DELETE FROM ${n.queue} WHERE key = p_key AND expires_at <= v_now;`;
+  // Whether anyone but `owner` waits for the key: the new row's \`waiting\`.
+  const othersWait = (owner: string): string => `EXISTS (SELECT 1 FROM ${n.queue} o WHERE o.key = p_key AND o.owner <> ${owner})`;
   // Reserve a free key for the head waiter and wake it: "<owner> <ms>".
   const handOff = `
-    INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
-      VALUES (p_key, v_head, ${token}, v_now + p_life_ms * interval '1 millisecond')
-      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at;
     DELETE FROM ${n.queue} WHERE key = p_key AND owner = v_head;
-    PERFORM pg_notify('${n.channel}', v_head || ' ' || p_life_ms);`;
+    INSERT INTO ${n.held} AS h (key, owner, token, expires_at, waiting)
+      VALUES (p_key, v_head, ${token}, v_now + p_life_ms * interval '1 millisecond', ${othersWait('v_head')})
+      ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, waiting = EXCLUDED.waiting
+      RETURNING h.token INTO v_token;
+    PERFORM pg_notify('${n.channel}', v_head || ' ' || p_life_ms || ' ' || v_token);`;
+  // A waiter marks the key's row (if any): its holder's release must then take the full path.
   const joinQueue = `INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at)
           VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond')
-          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;`;
+          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+        UPDATE ${n.held} h SET waiting = true WHERE h.key = p_key AND NOT h.waiting;`;
   // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
   // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
   const acquireFunction = (fnName: string, guard: string): string =>
@@ -100,10 +105,10 @@ export function setupStatements(names: PostgresNames): string[] {
         SELECT qq.owner INTO v_head FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
         IF v_head IS NULL OR v_head = p_owner THEN
           v_token := ${token};
-          INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
-            VALUES (p_key, p_owner, v_token, v_now + p_ttl_ms * interval '1 millisecond')
-            ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at;
           DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
+          INSERT INTO ${n.held} AS h (key, owner, token, expires_at, waiting)
+            VALUES (p_key, p_owner, v_token, v_now + p_ttl_ms * interval '1 millisecond', ${othersWait('p_owner')})
+            ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, waiting = EXCLUDED.waiting;
           RETURN QUERY SELECT true, v_token, NULL::bigint;
           RETURN;
         END IF;
@@ -136,8 +141,16 @@ export function setupStatements(names: PostgresNames): string[] {
       key text PRIMARY KEY,
       owner text NOT NULL,
       token bigint NOT NULL,
-      expires_at timestamptz NOT NULL
+      expires_at timestamptz NOT NULL,
+      waiting boolean NOT NULL DEFAULT false
     )`,
+    // A table made before \`waiting\` existed gains it; checked first, so a start-up takes no
+    // exclusive lock on a table in use (a PgTransactionLock transaction reads it till it ends).
+    `DO $do$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${n.held}'::regclass AND attname = 'waiting' AND NOT attisdropped) THEN
+        ALTER TABLE ${n.held} ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+      END IF;
+    END $do$`,
     `CREATE TABLE IF NOT EXISTS ${n.queue} (
       key text NOT NULL,
       owner text NOT NULL,
@@ -160,6 +173,7 @@ export function setupStatements(names: PostgresNames): string[] {
       v_held ${n.held}%ROWTYPE;
       v_was boolean;
       v_head text;
+      v_token bigint;
     BEGIN
       PERFORM ${advisory};
       v_now := clock_timestamp();
@@ -182,12 +196,18 @@ export function setupStatements(names: PostgresNames): string[] {
       RETURN v_was;
     END
     $fn$`,
-    // extend: true when p_owner still holds the key (its expiry is now p_ttl_ms from now).
+    // extend: true when p_owner still holds the key (its expiry is now p_ttl_ms from now). Under the
+    // key's lock like every grant: an acquire that read the old expiry in the lease's last moment
+    // must not overwrite the row this extend renews (two holders).
     `CREATE OR REPLACE FUNCTION ${n.extend}(p_key text, p_owner text, p_ttl_ms bigint)
-    RETURNS boolean LANGUAGE sql AS $fn$
+    RETURNS boolean LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    BEGIN
+      PERFORM ${advisory};
       UPDATE ${n.held} h SET expires_at = clock_timestamp() + p_ttl_ms * interval '1 millisecond'
-        WHERE h.key = p_key AND h.owner = p_owner AND h.expires_at > clock_timestamp()
-        RETURNING true
+        WHERE h.key = p_key AND h.owner = p_owner AND h.expires_at > clock_timestamp();
+      RETURN FOUND;
+    END
     $fn$`,
     // xact_acquire: run inside the caller's transaction (PgTransactionLock). status 'acquired'
     // (token), 'busy-transaction' (another transaction held the key all of p_wait_ms),
