@@ -5,6 +5,7 @@
 //   npm run bench                     3 runs
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
+//   npm run bench -- --backend postgres   one backend's rows only (printed; docs/ left as they are)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,6 +39,7 @@ const arg = (name: string, fallback: number): number => {
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
 const quick = args.includes('--quick');
+const onlyBackend = args.includes('--backend') ? args[args.indexOf('--backend') + 1] : undefined;
 const RUNS = arg('runs', 3);
 const ROUNDS = arg('rounds', quick ? 2 : 3);
 const PHASE_MS = arg('ms', quick ? 600 : 1_500);
@@ -226,18 +228,27 @@ async function main(): Promise<void> {
   const allRuns: Row[][] = [];
   try {
     for (let run = 1; run <= RUNS; run++) {
-      const impls: Implementation[] = [
-        await redisFloor(redis.url),
-        await ours('redis', redis.url),
-        await oursDecorator('redis', redis.url),
-        ...(await peers(redis.url, etcd.hosts)),
-        await etcdFloor(etcd.hosts),
-        await ours('etcd', etcd.hosts),
-        await oursDecorator('etcd', etcd.hosts),
-        await pgFloor(postgres.url),
-        await ours('postgres', postgres.url),
-        await oursDecorator('postgres', postgres.url),
+      // Peers span Redis and etcd: made either way, then filtered like the rest.
+      const makers: Array<[Backend | 'peers', () => Promise<Implementation | Implementation[]>]> = [
+        ['redis', () => redisFloor(redis.url)],
+        ['redis', () => ours('redis', redis.url)],
+        ['redis', () => oursDecorator('redis', redis.url)],
+        ['peers', () => peers(redis.url, etcd.hosts)],
+        ['etcd', () => etcdFloor(etcd.hosts)],
+        ['etcd', () => ours('etcd', etcd.hosts)],
+        ['etcd', () => oursDecorator('etcd', etcd.hosts)],
+        ['postgres', () => pgFloor(postgres.url)],
+        ['postgres', () => ours('postgres', postgres.url)],
+        ['postgres', () => oursDecorator('postgres', postgres.url)],
       ];
+      const impls: Implementation[] = [];
+      for (const [backend, make] of makers) {
+        if (onlyBackend !== undefined && backend !== onlyBackend && backend !== 'peers') continue;
+        for (const impl of [await make()].flat()) {
+          if (onlyBackend === undefined || impl.backend === onlyBackend) impls.push(impl);
+          else await impl.close();
+        }
+      }
       const samples: Sample[] = [];
       for (let round = 0; round <= ROUNDS; round++) {
         for (const phase of ['sequential', 'hot', 'spread'] as const) {
@@ -265,7 +276,7 @@ async function main(): Promise<void> {
   });
   const table = render(final);
   console.log(`\n${table}`);
-  if (!quick) writeDocs(final, table, pgVersion);
+  if (!quick && onlyBackend === undefined) writeDocs(final, table, pgVersion);
 }
 
 function render(rows: Row[]): string {

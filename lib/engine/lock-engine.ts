@@ -164,7 +164,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
             : validUntil(sentAt, o.ttl, this.config.driftFactor);
           if (until > monotonicNow()) {
             const lease = this.grant(o, backend, owner, result.token, until, sentAt - started);
-            if (p) lease.leaseCore.confirmWith(p.confirmed);
+            if (p?.confirmed) lease.leaseCore.confirmWith(p.confirmed);
             return lease;
           }
           // The answer came after the lease would already have ended: it cannot be trusted. Give

@@ -16,9 +16,16 @@ export interface PgPoolClientLike {
   release(destroy?: Error | boolean): void;
 }
 
+/** A named (prepared) statement: parsed once per connection, then only bound and run. */
+export interface PgQueryConfigLike {
+  name: string;
+  text: string;
+  values?: unknown[];
+}
+
 /** A `pg.Pool`. */
 export interface PgPoolLike {
-  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  query(text: string | PgQueryConfigLike, values?: unknown[]): Promise<PgQueryResultLike>;
   connect(): Promise<PgPoolClientLike>;
   end(): Promise<void>;
   on(event: 'error', listener: (error: Error) => void): unknown;

@@ -5,8 +5,8 @@ import type { PgPoolClientLike, PgPoolLike } from './postgres-client.interface.j
 export class NotifyUnreachableError extends Error {}
 
 /**
- * The one session connection that LISTENs for hand-off wake-ups ("<owner> <ms>") and passes them
- * to `onWake`. It reconnects by itself (an unref'd timer, 100 ms doubling to 2 s); while it is
+ * The one session connection that LISTENs for hand-off wake-ups ("<owner> <reservation ms>
+ * <token>"; an earlier version sent no token) and passes them to `onWake`. It reconnects by itself (an unref'd timer, 100 ms doubling to 2 s); while it is
  * down a waiter still re-checks every heartbeat, so a lost wake-up only costs time.
  *
  * At its first connection it checks that a NOTIFY sent through the pool reaches it: behind a
@@ -23,7 +23,7 @@ export class PostgresListener {
   constructor(
     private readonly pool: PgPoolLike,
     private readonly channel: string,
-    private readonly onWake: (owner: string) => void,
+    private readonly onWake: (owner: string, reservedMs: number, token?: bigint) => void,
     private readonly probeTimeoutMs: number,
   ) {}
 
@@ -103,8 +103,8 @@ export class PostgresListener {
   private notified(payload: string): void {
     const probe = this.probes.get(payload);
     if (probe) return probe();
-    const space = payload.indexOf(' ');
-    this.onWake(space < 0 ? payload : payload.slice(0, space));
+    const [owner, ms, token] = payload.split(' ');
+    this.onWake(owner, Number(ms) || 0, token && /^\d+$/.test(token) ? BigInt(token) : undefined);
   }
 
   private lost(client: PgPoolClientLike): void {

@@ -1,22 +1,29 @@
+import { createHash } from 'node:crypto';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
-import { TurnWaiters } from '../wait-turn.util.js';
+import { HandOffWaiters } from '../hand-off-waiters.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
-import type { PgPoolLike } from './postgres-client.interface.js';
+import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
-import { objectNames, setupStatements } from './postgres.sql.js';
+import { fastStatements, objectNames, setupStatements } from './postgres.sql.js';
 
 /** A constant advisory lock id under which concurrent start-ups create the schema one at a time. */
 const SETUP_LOCK = 0x6e646c31; // "ndl1"
 
+/** A named statement for `text`: its name is derived from the text, so backends sharing a pool never clash. */
+function prepared(text: string): PgQueryConfigLike {
+  return { name: `ndl_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`, text };
+}
+
 /**
  * `correctness` (and `efficiency`) locks on PostgreSQL: a lease row per held key, with its expiry
  * on the database's clock, a token from a durable sequence (and the WAL timeline), a FIFO queue
- * with hand-off woken by LISTEN/NOTIFY. Every operation is one function call — one round trip,
- * one transaction — so the backend works through a transaction pooler for its commands and holds
- * no connection per lock: at most the pool's connections, plus one session for LISTEN.
+ * with hand-off woken by LISTEN/NOTIFY. Every operation is one statement — one round trip, one
+ * transaction: a plain INSERT or DELETE when the key is uncontended, else a function call — and
+ * holds no connection per lock: at most the pool's connections, plus one session for LISTEN.
+ * Statements are prepared (named) once per connection.
  */
 export class PostgresBackend implements LockBackend {
   readonly capabilities = POSTGRES_CAPABILITIES;
@@ -27,10 +34,10 @@ export class PostgresBackend implements LockBackend {
   private readonly connectTimeoutMs: number;
   private readonly commandTimeoutMs: number;
   private readonly heartbeatMs: number;
-  private readonly waiters = new TurnWaiters();
+  private readonly waiters = new HandOffWaiters();
   private readonly listener: PostgresListener;
   private setup?: Promise<void>;
-  private readonly releaseText: string;
+  private readonly sql: Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend', PgQueryConfigLike>;
   private closed = false;
 
   constructor(private readonly config: PostgresBackendConfig) {
@@ -41,7 +48,14 @@ export class PostgresBackend implements LockBackend {
     const prefix = checkIdentifier(config.tablePrefix ?? POSTGRES_DEFAULTS.tablePrefix, 'tablePrefix', where);
     this.names = objectNames({ schema, prefix });
     this.statements = setupStatements({ schema, prefix });
-    this.releaseText = `SELECT ${this.names.release}($1, $2, $3) AS held`;
+    const fast = fastStatements({ schema, prefix });
+    this.sql = {
+      fastAcquire: prepared(fast.acquire),
+      acquire: prepared(`SELECT acquired, token, holder_ms FROM ${this.names.acquire}($1, $2, $3, $4, $5)`),
+      fastRelease: prepared(fast.release),
+      release: prepared(`SELECT ${this.names.release}($1, $2, $3) AS held`),
+      extend: prepared(`SELECT ${this.names.extend}($1, $2, $3) AS held`),
+    };
     this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
     this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
@@ -55,7 +69,7 @@ export class PostgresBackend implements LockBackend {
         client.on('error', () => undefined),
       );
     }
-    this.listener = new PostgresListener(this.pool, this.names.channel, (owner) => this.waiters.wake(owner), this.connectTimeoutMs + this.commandTimeoutMs);
+    this.listener = new PostgresListener(this.pool, this.names.channel, (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token), this.connectTimeoutMs + this.commandTimeoutMs);
   }
 
   /**
@@ -75,10 +89,24 @@ export class PostgresBackend implements LockBackend {
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, ttlMs, queue } = request;
-    if (queue) this.waiters.track(owner);
+    if (queue && this.waiters.hasHandOff(owner)) {
+      const granted = this.takeHandOff(key, owner, ttlMs, Math.min(ttlMs, request.validityMs ?? ttlMs));
+      if (granted) return granted;
+    }
+    // A first try on a key not seen busy lately: the one-statement insert. A key busy a moment
+    // ago is likely busy again: straight to the function (one round trip, not two).
+    if (!this.waiters.isQueued(owner) && !this.waiters.recentlyBusy(key)) {
+      const fast = await this.call('acquire', key, this.sql.fastAcquire, [key, owner, ttlMs], owner);
+      if (fast.token !== undefined) return { acquired: true, token: BigInt(fast.token as string) };
+      this.waiters.busy(key);
+    }
+    if (queue) {
+      this.waiters.joining(owner);
+      this.waiters.sending(owner);
+    }
     let row: Record<string, any>;
     try {
-      row = await this.call('acquire', key, `SELECT acquired, token, holder_ms FROM ${this.names.acquire}($1, $2, $3, $4, $5)`, [key, owner, ttlMs, queue, this.heartbeatMs * 3], owner);
+      row = await this.call('acquire', key, this.sql.acquire, [key, owner, ttlMs, queue, this.heartbeatMs * 3], owner);
     } catch (error) {
       this.waiters.forget(owner);
       throw error;
@@ -87,8 +115,32 @@ export class PostgresBackend implements LockBackend {
       this.waiters.forget(owner);
       return { acquired: true, token: BigInt(row.token as string) };
     }
-    if (!queue) this.waiters.forget(owner);
+    if (queue) this.waiters.queued(key, owner, -1, row.token === null ? undefined : BigInt(row.token as string));
+    else this.waiters.forget(owner);
     return { acquired: false, holderRemainingMs: row.holder_ms === null ? undefined : Number(row.holder_ms) };
+  }
+
+  /**
+   * The release that woke us granted us the key for the ttl we queued with (or, released by an
+   * earlier version, reserved it for a while) and took us out of the queue: start at once, no
+   * claim round trip. The grant happened after our latest request answered "still queued" (that
+   * request would have claimed it otherwise), so its ttl counts from that request's send time
+   * (see HandOffWaiters.handOff). When that costs more than a tenth of it, or the reservation is
+   * shorter than the ttl, the full ttl is claimed in the background. undefined: too little is
+   * left, the message is stale or carried no token; claim first.
+   */
+  private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
+    const handOff = this.waiters.handOff(owner, validityMs, 'answer');
+    if (!handOff || handOff.token === undefined) return undefined;
+    this.waiters.forget(owner);
+    const { validFrom, validForMs, token } = handOff;
+    if (validForMs >= validityMs && performance.now() - validFrom <= validForMs / 10) {
+      return { acquired: true, token, provisional: { validFrom, validForMs } };
+    }
+    const sentAt = performance.now();
+    const confirmed = this.call('extend', key, this.sql.extend, [key, owner, ttlMs]).then((row) => (row.held === true ? sentAt : undefined));
+    confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
+    return { acquired: true, token, provisional: { validFrom, validForMs, confirmed } };
   }
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
@@ -97,14 +149,23 @@ export class PostgresBackend implements LockBackend {
   }
 
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    const row = await this.call('extend', key, `SELECT ${this.names.extend}($1, $2, $3) AS held`, [key, owner, ttlMs]);
+    const row = await this.call('extend', key, this.sql.extend, [key, owner, ttlMs]);
     return row.held === true;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
+    const queued = this.waiters.isQueued(owner);
     this.waiters.forget(owner);
     try {
-      const row = await this.call('release', key, this.releaseText, [key, owner, this.heartbeatMs * 3]);
+      // A holder nobody waits for: the one-statement delete. Else (a waiter leaving the queue,
+      // waiters to hand the key to, a row not ours): the function — at once for a key seen busy
+      // lately, whose holder likely has waiters to hand it to.
+      if (!queued && !this.waiters.recentlyBusy(key)) {
+        const fast = await this.call('release', key, this.sql.fastRelease, [key, owner]);
+        if (fast.held !== undefined) return fast.held === true;
+        this.waiters.busy(key);
+      }
+      const row = await this.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]);
       return row.held === true;
     } catch (error) {
       // Unanswered (the database restarting, unreachable): our row or our queue entry may still be
@@ -120,7 +181,7 @@ export class PostgresBackend implements LockBackend {
     if (this.closed || performance.now() + delayMs > until) return;
     setTimeout(() => {
       if (this.closed) return;
-      this.call('release', key, this.releaseText, [key, owner, this.heartbeatMs * 3]).catch(() =>
+      this.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]).catch(() =>
         this.retryRelease(key, owner, until, delayMs),
       );
     }, delayMs).unref();
@@ -184,7 +245,7 @@ export class PostgresBackend implements LockBackend {
    * answer. An acquire whose answer never came may still be applied: `cleanupOwner` queues an
    * owner-checked release behind it so it cannot leave a ghost lock.
    */
-  private async call(operation: string, key: string, text: string, values: unknown[], cleanupOwner?: string): Promise<Record<string, any>> {
+  private async call(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanupOwner?: string): Promise<Record<string, any>> {
     const result = await boundedCall({
       backend: this.name,
       operation,
@@ -198,7 +259,7 @@ export class PostgresBackend implements LockBackend {
           this.connectTimeoutMs,
           () => unavailable(`not ready within ${this.connectTimeoutMs} ms (connectTimeoutMs)`),
         ),
-      send: () => this.pool.query(text, values),
+      send: () => this.pool.query({ ...statement, values }),
       timeoutMs: this.commandTimeoutMs,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {

@@ -53,30 +53,79 @@ export function objectNames({ schema, prefix }: PostgresNames) {
   };
 }
 
+/**
+ * The advisory lock id of a key (`key` is an SQL expression): seed 0 serialises the backend's
+ * calls on the key; seed 1 is its transaction lock (PgTransactionLock). One namespace per schema
+ * and prefix.
+ */
+const lockId = (names: PostgresNames, key: string, seed: 0 | 1): string => `hashtextextended('${names.schema}.${names.prefix}:' || ${key}, ${seed})`;
+
+/** A new token: the WAL timeline above a durable sequence's next value. */
+const newToken = (n: ReturnType<typeof objectNames>): string =>
+  `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
+
+/**
+ * One statement each — no function, no transaction of its own beyond the statement — for the
+ * uncontended case, which is most calls: `acquire` ($1 key, $2 owner, $3 ttl ms) inserts the row of
+ * a free key nobody waits for and returns its token; `release` ($1 key, $2 owner) deletes the
+ * caller's row when no waiter has marked it, returning whether it was still live. No row back:
+ * the caller takes the function path. Both only TRY the key's lock, so a function at work on the
+ * key turns them away instead of being raced, and `release` never deletes a row a waiter marked
+ * after this statement's snapshot: the delete re-checks the row's latest version.
+ */
+export function fastStatements(names: PostgresNames): { acquire: string; release: string } {
+  const n = objectNames(names);
+  const keyLock = `pg_try_advisory_xact_lock(${lockId(names, '$1::text', 0)})`;
+  return {
+    acquire: `INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
+      SELECT $1::text, $2::text, ${newToken(n)}, clock_timestamp() + $3::bigint * interval '1 millisecond'
+      WHERE ${keyLock} AND pg_try_advisory_xact_lock(${lockId(names, '$1::text', 1)})
+        AND NOT EXISTS (SELECT 1 FROM ${n.queue} qq WHERE qq.key = $1::text)
+      ON CONFLICT (key) DO NOTHING
+      RETURNING h.token`,
+    release: `DELETE FROM ${n.held} h
+      WHERE h.key = $1::text AND h.owner = $2::text AND NOT h.waiting AND ${keyLock}
+      RETURNING h.expires_at > clock_timestamp() AS held`,
+  };
+}
+
+/**
+ * A table made before `column` existed gains it. Checked first, so a start-up takes no exclusive
+ * lock on a table in use (a PgTransactionLock transaction reads `held` until it ends).
+ */
+const addColumn = (table: string, column: string, type: string): string => `DO $do$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${table}'::regclass AND attname = '${column}' AND NOT attisdropped) THEN
+        ALTER TABLE ${table} ADD COLUMN ${column} ${type};
+      END IF;
+    END $do$`;
+
 /** Statements that create what the backend needs, if absent (idempotent; run at start-up). */
 export function setupStatements(names: PostgresNames): string[] {
   const n = objectNames(names);
   // The advisory lock key of a lock key: one namespace for this backend's objects.
-  const advisory = `pg_advisory_xact_lock(hashtextextended('${names.schema}.${names.prefix}:' || p_key, 0))`;
+  const advisory = `pg_advisory_xact_lock(${lockId(names, 'p_key', 0)})`;
   // The transaction lock of a key: held by a PgTransactionLock's transaction until it ends, and for
   // the length of their call by lease acquires (v2) that grant. Another hash seed: another lock.
-  const txLock = `hashtextextended('${names.schema}.${names.prefix}:' || p_key, 1)`;
-  const token = `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
+  const txLock = lockId(names, 'p_key', 1);
+  const token = newToken(n);
   const purge = `DELETE FROM ${n.queue} WHERE key = p_key AND expires_at <= v_now;`;
   // Whether anyone but `owner` waits for the key: the new row's \`waiting\`.
   const othersWait = (owner: string): string => `EXISTS (SELECT 1 FROM ${n.queue} o WHERE o.key = p_key AND o.owner <> ${owner})`;
-  // Reserve a free key for the head waiter and wake it: "<owner> <ms>".
+  // Grant a free key to the head waiter for the ttl it asked for and wake it: "<owner> <ms>
+  // <token>" — it starts at once, no claim round trip. A waiter of an earlier version queued
+  // without a ttl: the key is reserved for it for p_life_ms, and it claims the rest.
   const handOff = `
     DELETE FROM ${n.queue} WHERE key = p_key AND owner = v_head;
+    v_head_ms := COALESCE(v_head_ms, p_life_ms);
     INSERT INTO ${n.held} AS h (key, owner, token, expires_at, waiting)
-      VALUES (p_key, v_head, ${token}, v_now + p_life_ms * interval '1 millisecond', ${othersWait('v_head')})
+      VALUES (p_key, v_head, ${token}, v_now + v_head_ms * interval '1 millisecond', ${othersWait('v_head')})
       ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, waiting = EXCLUDED.waiting
       RETURNING h.token INTO v_token;
-    PERFORM pg_notify('${n.channel}', v_head || ' ' || p_life_ms || ' ' || v_token);`;
+    PERFORM pg_notify('${n.channel}', v_head || ' ' || v_head_ms || ' ' || v_token);`;
   // A waiter marks the key's row (if any): its holder's release must then take the full path.
-  const joinQueue = `INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at)
-          VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond')
-          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+  const joinQueue = `INSERT INTO ${n.queue} AS qq (key, owner, arrived, expires_at, ttl_ms)
+          VALUES (p_key, p_owner, nextval('${n.arrivals}'), v_now + p_life_ms * interval '1 millisecond', p_ttl_ms)
+          ON CONFLICT (key, owner) DO UPDATE SET expires_at = EXCLUDED.expires_at, ttl_ms = EXCLUDED.ttl_ms;
         UPDATE ${n.held} h SET waiting = true WHERE h.key = p_key AND NOT h.waiting;`;
   // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
   // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
@@ -88,6 +137,7 @@ export function setupStatements(names: PostgresNames): string[] {
       v_now timestamptz;
       v_held ${n.held}%ROWTYPE;
       v_head text;
+      v_head_ms bigint;
       v_token bigint;
     BEGIN
       PERFORM ${advisory};
@@ -102,7 +152,7 @@ export function setupStatements(names: PostgresNames): string[] {
         END IF;
       ELSE
         ${purge}
-        SELECT qq.owner INTO v_head FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
+        SELECT qq.owner, qq.ttl_ms INTO v_head, v_head_ms FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
         IF v_head IS NULL OR v_head = p_owner THEN
           v_token := ${token};
           DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
@@ -118,7 +168,8 @@ export function setupStatements(names: PostgresNames): string[] {
       IF p_queue THEN
         ${joinQueue}
       END IF;
-      RETURN QUERY SELECT false, NULL::bigint, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
+      -- Busy: the holder's token too — a hand-off message with a token not above it is stale.
+      RETURN QUERY SELECT false, v_held.token, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
     END
     $fn$`;
   // v2: a transaction holding the key (PgTransactionLock) has its transaction lock; a lease is not
@@ -144,20 +195,16 @@ export function setupStatements(names: PostgresNames): string[] {
       expires_at timestamptz NOT NULL,
       waiting boolean NOT NULL DEFAULT false
     )`,
-    // A table made before \`waiting\` existed gains it; checked first, so a start-up takes no
-    // exclusive lock on a table in use (a PgTransactionLock transaction reads it till it ends).
-    `DO $do$ BEGIN
-      IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${n.held}'::regclass AND attname = 'waiting' AND NOT attisdropped) THEN
-        ALTER TABLE ${n.held} ADD COLUMN waiting boolean NOT NULL DEFAULT false;
-      END IF;
-    END $do$`,
+    addColumn(n.held, 'waiting', 'boolean NOT NULL DEFAULT false'),
     `CREATE TABLE IF NOT EXISTS ${n.queue} (
       key text NOT NULL,
       owner text NOT NULL,
       arrived bigint NOT NULL,
       expires_at timestamptz NOT NULL,
+      ttl_ms bigint,
       PRIMARY KEY (key, owner)
     )`,
+    addColumn(n.queue, 'ttl_ms', 'bigint'),
     `CREATE INDEX IF NOT EXISTS ${q(`${names.prefix}_queue_order`)} ON ${n.queue} (key, arrived)`,
     `CREATE SEQUENCE IF NOT EXISTS ${n.tokens}`,
     `CREATE SEQUENCE IF NOT EXISTS ${n.arrivals}`,
@@ -173,6 +220,7 @@ export function setupStatements(names: PostgresNames): string[] {
       v_held ${n.held}%ROWTYPE;
       v_was boolean;
       v_head text;
+      v_head_ms bigint;
       v_token bigint;
     BEGIN
       PERFORM ${advisory};
@@ -187,7 +235,7 @@ export function setupStatements(names: PostgresNames): string[] {
         RETURN false;
       END IF;
       ${purge}
-      SELECT qq.owner INTO v_head FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
+      SELECT qq.owner, qq.ttl_ms INTO v_head, v_head_ms FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
       IF v_head IS NULL THEN
         DELETE FROM ${n.held} h WHERE h.key = p_key AND h.owner = v_held.owner;
       ELSE

@@ -1,0 +1,133 @@
+import { TurnWaiters } from './wait-turn.util.js';
+
+/** What this process knows of one of its queued owners. */
+interface QueuedOwner {
+  /** ms until the holder's expiry when the owner is next in line, else -1; set while it is queued. */
+  holderMs: number;
+  /**
+   * When its first queue request was sent (performance.now()). Every hand-off to it happens after
+   * that request reached the server, so its validity may count from there.
+   */
+  enqueuedAt: number;
+  /** When its latest queue request was sent. */
+  sentAt: number;
+  /**
+   * When the latest queue request answered "still queued" was sent. A hand-off to the owner after
+   * that answer happened after the request reached the server: its validity may count from here.
+   */
+  queuedAt: number;
+  /** The holder's token that answer reported, if any: a hand-off with a token not above it is stale. */
+  holderToken: bigint;
+  /**
+   * Set when its hand-off message arrived (the key is reserved for it): the reservation's length
+   * as the releasing process set it, which the message carries.
+   */
+  reservedMs: number;
+  /** The reservation's fencing token, when the backend issues tokens and the message carries it. */
+  token: bigint;
+}
+
+/** A reservation a queued owner may start on before claiming it: see `HandOffWaiters.handOff`. */
+export interface HandOff {
+  readonly validFrom: number;
+  readonly validForMs: number;
+  readonly token?: bigint;
+}
+
+/**
+ * A backend's queued owners in this process — where each stands in line, the hand-offs announced
+ * to it — and the keys seen busy lately. Bookkeeping only; the backend does the I/O.
+ *
+ * Fairness without polling (Redis, PostgreSQL): a release reserves a contended key for the head
+ * waiter for a short while and announces it on a channel every process hears. The waiter may
+ * start on the reservation at once and claim its full ttl in the background.
+ */
+export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
+  /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
+  private readonly busyAt = new Map<string, number>();
+
+  /** Start tracking `owner` before its queue request, so no wake-up is missed. */
+  joining(owner: string): void {
+    this.entry(owner).holderMs = -1;
+  }
+
+  /** Its queue request is being sent: the first such time bounds every hand-off to it. */
+  sending(owner: string): void {
+    const entry = this.entry(owner);
+    entry.sentAt = performance.now();
+    entry.enqueuedAt ??= entry.sentAt;
+  }
+
+  isQueued(owner: string): boolean {
+    return this.waiters.get(owner)?.holderMs !== undefined;
+  }
+
+  /**
+   * Still queued after a queue request: `holderMs` until the holder's expiry if next, else -1; the
+   * holder's token if the server reported it.
+   */
+  queued(key: string, owner: string, holderMs: number, holderToken?: bigint): void {
+    const entry = this.entry(owner);
+    entry.holderMs = holderMs;
+    entry.queuedAt = entry.sentAt;
+    entry.holderToken = holderToken;
+    this.busy(key);
+  }
+
+  /** Remember that `key` was busy just now. */
+  busy(key: string): void {
+    this.busyAt.delete(key);
+    this.busyAt.set(key, performance.now());
+    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
+  }
+
+  hasHandOff(owner: string): boolean {
+    return this.waiters.get(owner)?.reservedMs !== undefined;
+  }
+
+  /**
+   * The reservation handed to `owner`, if enough of it is left to start on: valid from its first
+   * queue request for the shorter of `validityMs` and the reservation the *releasing* process set
+   * (trusting our own length would outlive the key on the server). Too long a wait leaves too
+   * little of it: undefined then, and the caller claims the key first.
+   *
+   * `since: 'answer'` (for a server whose queue request claims a hand-off made to its owner, so
+   * an answer "still queued" proves none was made yet): valid from the latest such answer's
+   * request instead — shorter waits, longer validity. A hand-off whose token is not above the
+   * holder's in that answer is one from before it (stale, already ended): undefined.
+   */
+  handOff(owner: string, validityMs: number, since: 'first-request' | 'answer' = 'first-request'): HandOff | undefined {
+    const waiter = this.waiters.get(owner);
+    const { reservedMs = 0, token, holderToken } = waiter ?? {};
+    const validFrom = since === 'answer' ? waiter?.queuedAt : waiter?.enqueuedAt;
+    if (token !== undefined && holderToken !== undefined && token <= holderToken) return undefined;
+    const validForMs = Math.min(validityMs, reservedMs);
+    if (validFrom === undefined || !(validForMs > 0) || performance.now() - validFrom > validForMs / 2) return undefined;
+    return { validFrom, validForMs, token };
+  }
+
+  /** A key that was busy a moment ago is likely busy again. */
+  recentlyBusy(key: string): boolean {
+    const at = this.busyAt.get(key);
+    return at !== undefined && performance.now() - at < 1_000;
+  }
+
+  /**
+   * A hand-off message for `owner`: a reservation of `reservedMs` (0: unknown, an older version
+   * released; the waiter is still woken, and its next queue request claims the key), with its
+   * token if the backend has one. Only our own queued owners' hand-offs are remembered.
+   */
+  handedOff(owner: string, reservedMs: number, token?: bigint): void {
+    if (this.isQueued(owner) && reservedMs > 0) {
+      const waiter = this.waiters.get(owner)!;
+      waiter.reservedMs = reservedMs;
+      if (token !== undefined) waiter.token = token;
+    }
+    this.wake(owner);
+  }
+
+  protected entry(owner: string): NonNullable<ReturnType<typeof this.waiters.get>> {
+    this.track(owner);
+    return this.waiters.get(owner)!;
+  }
+}
