@@ -37,6 +37,8 @@ export class PostgresBackend implements LockBackend {
   private readonly waiters = new HandOffWaiters();
   private readonly listener: PostgresListener;
   private setup?: Promise<void>;
+  /** The schema exists and LISTEN was started once: calls no longer wait for setup. */
+  private ready = false;
   private readonly sql: Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend', PgQueryConfigLike>;
   private closed = false;
 
@@ -233,10 +235,13 @@ export class PostgresBackend implements LockBackend {
         if (error instanceof NotifyUnreachableError) throw new InvalidLockOptionsError(this.name, error.message, 'DistributedLockModule options');
         throw error;
       }
-    })().catch((error: unknown) => {
-      this.setup = undefined;
-      throw error;
-    });
+    })().then(
+      () => void (this.ready = true),
+      (error: unknown) => {
+        this.setup = undefined;
+        throw error;
+      },
+    );
     return this.setup;
   }
 
@@ -251,7 +256,7 @@ export class PostgresBackend implements LockBackend {
       operation,
       key,
       closed: this.closed,
-      connected: (unavailable) =>
+      connected: this.ready ? undefined : (unavailable) =>
         withTimeout(
           this.ensureSetup().catch((error: unknown) => {
             throw error instanceof InvalidLockOptionsError ? error : unavailable(`not ready: ${errorText(error)}`, error);

@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL backend's schema and functions. A lock is a lease row with an expiry on the
- * database's own clock; every operation is one call of a PL/pgSQL function (one round trip, one
- * transaction, so it works through a transaction pooler), serialised per key by a
- * transaction-scoped advisory lock. Values travel as parameters; only the validated schema and
- * table prefix are spliced in, quoted.
+ * The PostgreSQL backend's schema and statements. A lock is a lease row with an expiry on the
+ * database's own clock; every operation is one statement (one round trip, one transaction): a
+ * plain INSERT or DELETE when the key is uncontended (fastStatements), else a call of a PL/pgSQL
+ * function, serialised per key by a transaction-scoped advisory lock. Values travel as
+ * parameters; only the validated schema and table prefix are spliced in, quoted.
  *
  * Tokens: `(WAL timeline << 44) + nextval(tokens)`. The sequence is durable and never goes back
  * across a restart or a crash (it may skip ahead). The timeline makes tokens keep growing across a
@@ -11,15 +11,17 @@
  * old primary — their sequence values may be issued again — but a promotion starts a new, larger
  * timeline, so every token issued after it is larger than any issued before.
  *
- * Fairness: waiters queue by arrival; a free key goes to the head of the queue. A release (or an
- * acquire that finds the key free while others wait first) reserves the key for the head waiter
- * for a short while and NOTIFYs it; the waiter claims the reservation with its own ttl. A waiter
- * whose process died drops out when its entry expires (it refreshes it every heartbeat).
+ * Fairness: waiters queue by arrival, each with the ttl it asked for; a free key goes to the head
+ * of the queue. A release (or an acquire that finds the key free while others wait first) grants
+ * the key to the head waiter for its ttl and NOTIFYs it with the token; the waiter starts without
+ * a claim of its own. A waiter whose process died drops out when its entry expires (it refreshes
+ * it every heartbeat). A waiter marks the key's row (`waiting`), so its holder's release takes the
+ * function that hands the key on.
  *
  * Transaction locks (PgTransactionLock): a second advisory lock per key (another hash seed), held
- * by the caller's transaction until it ends. Lease acquires (v2) try it before any grant and hold
- * it to their commit; they never wait for it, so a transaction delays no lease call. v1 stays
- * created, unchanged, for instances of the previous version during a rolling deploy.
+ * by the caller's transaction until it ends. Lease acquires (v2, and the fast insert) try it
+ * before any grant and hold it to their commit; they never wait for it, so a transaction delays
+ * no lease call. v1 stays created for instances of the previous version during a rolling deploy.
  */
 
 /** A validated SQL identifier, quoted. */
