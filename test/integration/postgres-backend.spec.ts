@@ -97,6 +97,55 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     expect(waits[0]).toBeLessThan(250);
   });
 
+  it("a waiter handed the key gets its whole ttl at the release, and never trusts its lease longer than the database keeps the row", async () => {
+    const key = uniqueKey('pg-handoff-ttl');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+    const waiting = b.locks.acquire(key, { purpose: 'correctness', ttl: 8_000, wait: 10_000 });
+    await sleep(700); // queued, and past one re-check
+    await holder.release();
+    const lease = await waiting;
+    const { pool, end } = closablePool(server);
+    try {
+      const local = lease.remainingMs();
+      const asked = performance.now();
+      const row = (await pool.query('SELECT owner, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int AS ms FROM public.nest_lock_held WHERE key = $1', [key])).rows[0];
+      const elapsed = performance.now() - asked;
+      expect(String(row.token)).toBe(String(lease.token));
+      // Granted for the waiter's own 8 s at the hand-off (not a 1.5 s reservation to claim)…
+      expect(row.ms).toBeGreaterThan(7_000);
+      // …and trusted from before the grant: never beyond the row's expiry.
+      expect(local - elapsed).toBeLessThanOrEqual(row.ms + 1);
+      expect(local).toBeGreaterThan(7_000);
+    } finally {
+      await end();
+    }
+    await lease.release();
+  });
+
+  it('a waiter queued by an earlier version (no ttl in its queue row) is reserved the key briefly and claims its full ttl', async () => {
+    const key = uniqueKey('pg-handoff-old');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+    const waiting = b.locks.acquire(key, { purpose: 'correctness', ttl: 4_000, wait: 10_000 });
+    await sleep(200);
+    const { pool, end } = closablePool(server);
+    try {
+      // What a queue row written by the previous version looks like; the waiter's re-checks would
+      // write its ttl again, so the release follows at once.
+      await pool.query('UPDATE public.nest_lock_queue SET ttl_ms = NULL WHERE key = $1', [key]);
+      await holder.release();
+      const lease = await waiting;
+      await sleep(2_000); // past the 1.5 s reservation
+      expect(lease.signal.aborted).toBe(false);
+      expect(lease.remainingMs()).toBeGreaterThan(1_000);
+      expect(await a.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+      const row = (await pool.query('SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int AS ms FROM public.nest_lock_held WHERE key = $1', [key])).rows[0];
+      expect(row.ms).toBeGreaterThan(1_000);
+      await lease.release();
+    } finally {
+      await end();
+    }
+  });
+
   it('extend() moves the expiry on the database; a lease left to expire frees the key for the next holder', async () => {
     const key = uniqueKey('pg-expire');
     const lease = await a.locks.acquire(key, { purpose: 'correctness', ttl: 400 });
