@@ -28,9 +28,15 @@ describe('HandOffWaiters', () => {
     expect(waiters.handOff('o', 20_000, 'answer')!.validForMs).toBe(10_000);
   });
 
-  it("refuses a hand-off whose token is not above the holder's in the latest answer (a stale message), and one of too little validity", async () => {
+  it("since: 'answer', refuses a hand-off without a token or an answer's token bound, or whose token is not above that bound (a stale message), and one of too little validity", async () => {
     const waiters = new HandOffWaiters();
     waiters.joining('o');
+    waiters.sending('o');
+    waiters.queued('k', 'o', -1);
+    waiters.handedOff('o', 10_000, 12n);
+    expect(waiters.handOff('o', 10_000, 'answer')).toBeUndefined(); // no bound: nothing proves it fresh
+    waiters.handedOff('o', 10_000);
+    expect(waiters.handOff('o', 10_000, 'answer')).toBeUndefined(); // no token
     waiters.sending('o');
     waiters.queued('k', 'o', -1, 9n);
     waiters.handedOff('o', 10_000, 9n);

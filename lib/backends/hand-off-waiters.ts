@@ -16,8 +16,12 @@ interface QueuedOwner {
    * that answer happened after the request reached the server: its validity may count from here.
    */
   queuedAt: number;
-  /** The holder's token that answer reported, if any: a hand-off with a token not above it is stale. */
-  holderToken: bigint;
+  /**
+   * What that answer said of tokens: every token issued before it is at most this. A hand-off whose
+   * token is not above it was made before the answer — and has ended since, or the request would
+   * have claimed it: stale.
+   */
+  tokenBound: bigint;
   /**
    * Set when its hand-off message arrived (the key is reserved for it): the reservation's length
    * as the releasing process set it, which the message carries.
@@ -63,14 +67,14 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
   }
 
   /**
-   * Still queued after a queue request: `holderMs` until the holder's expiry if next, else -1; the
-   * holder's token if the server reported it.
+   * Still queued after a queue request: `holderMs` until the holder's expiry if next, else -1;
+   * `tokenBound`, if the server reports one, bounds every token issued before its answer.
    */
-  queued(key: string, owner: string, holderMs: number, holderToken?: bigint): void {
+  queued(key: string, owner: string, holderMs: number, tokenBound?: bigint): void {
     const entry = this.entry(owner);
     entry.holderMs = holderMs;
     entry.queuedAt = entry.sentAt;
-    entry.holderToken = holderToken;
+    entry.tokenBound = tokenBound;
     this.busy(key);
   }
 
@@ -91,16 +95,22 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
    * (trusting our own length would outlive the key on the server). Too long a wait leaves too
    * little of it: undefined then, and the caller claims the key first.
    *
-   * `since: 'answer'` (for a server whose queue request claims a hand-off made to its owner, so
-   * an answer "still queued" proves none was made yet): valid from the latest such answer's
-   * request instead — shorter waits, longer validity. A hand-off whose token is not above the
-   * holder's in that answer is one from before it (stale, already ended): undefined.
+   * `since: 'answer'` (for a server whose queue request claims a live hand-off made to its owner
+   * and bounds the tokens issued before its answer): valid from the latest "still queued"
+   * answer's request instead — shorter waits, longer validity — for a hand-off whose token is
+   * above that answer's bound. Any other (no bound, no token, or not above it: a grant made
+   * before the answer, ended since) is dropped: undefined, and the caller asks the server.
    */
   handOff(owner: string, validityMs: number, since: 'first-request' | 'answer' = 'first-request'): HandOff | undefined {
     const waiter = this.waiters.get(owner);
-    const { reservedMs = 0, token, holderToken } = waiter ?? {};
-    const validFrom = since === 'answer' ? waiter?.queuedAt : waiter?.enqueuedAt;
-    if (token !== undefined && holderToken !== undefined && token <= holderToken) return undefined;
+    if (!waiter) return undefined;
+    const { reservedMs = 0, token, tokenBound } = waiter;
+    const validFrom = since === 'answer' ? waiter.queuedAt : waiter.enqueuedAt;
+    if (since === 'answer' && (token === undefined || tokenBound === undefined || token <= tokenBound)) {
+      waiter.reservedMs = undefined;
+      waiter.token = undefined;
+      return undefined;
+    }
     const validForMs = Math.min(validityMs, reservedMs);
     if (validFrom === undefined || !(validForMs > 0) || performance.now() - validFrom > validForMs / 2) return undefined;
     return { validFrom, validForMs, token };

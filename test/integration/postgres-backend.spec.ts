@@ -122,6 +122,35 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     await lease.release();
   });
 
+  it('a holder re-checking while a transaction lock is taken still claims its own row, and every busy answer bounds the tokens issued before it (review findings)', async () => {
+    // The waiter side starts a handed-off lease from the send time of its latest "still queued"
+    // answer: such an answer must never come to the holder of a live grant, and must carry a bound
+    // no earlier grant's token exceeds (a stale hand-off message is refused by it).
+    const key = uniqueKey('pg-answer');
+    const { pool, end } = closablePool(server);
+    const session = await pool.connect();
+    try {
+      const granted = (await pool.query('SELECT acquired, token FROM public.nest_lock_acquire_v2($1, $2, 5000, true, 1500)', [key, 'w'])).rows[0];
+      expect(granted.acquired).toBe(true);
+      // A transaction in PgTransactionLock.acquire() holds the key's transaction lock a moment.
+      await session.query('BEGIN');
+      await session.query("SELECT pg_advisory_xact_lock(hashtextextended('public.nest_lock:' || $1::text, 1))", [key]);
+      const claim = (await pool.query('SELECT acquired, token FROM public.nest_lock_acquire_v2($1, $2, 5000, true, 1500)', [key, 'w'])).rows[0];
+      expect(claim.acquired).toBe(true);
+      expect(String(claim.token)).toBe(String(granted.token));
+      const other = (await pool.query('SELECT acquired, token FROM public.nest_lock_acquire_v2($1, $2, 5000, true, 1500)', [key, 'x'])).rows[0];
+      expect(other.acquired).toBe(false);
+      expect(BigInt(other.token)).toBeGreaterThanOrEqual(BigInt(granted.token));
+      await session.query('ROLLBACK');
+      await pool.query('SELECT public.nest_lock_release_v1($1, $2, 1500)', [key, 'x']);
+      await pool.query('SELECT public.nest_lock_release_v1($1, $2, 1500)', [key, 'w']);
+    } finally {
+      await session.query('ROLLBACK').catch(() => undefined);
+      session.release();
+      await end();
+    }
+  });
+
   it('a waiter queued by an earlier version (no ttl in its queue row) is reserved the key briefly and claims its full ttl', async () => {
     const key = uniqueKey('pg-handoff-old');
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });

@@ -146,6 +146,35 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     await end(next);
   });
 
+  it('a waiter that gives up while a transaction holds the key hands nothing past the transaction (review finding: two holders)', async () => {
+    // A holder that died left its row, expired; a transaction takes the key; two lease waiters
+    // queue behind it, and one gives up. Its release used to hand the key to the other waiter while
+    // the transaction still held it.
+    const key = uniqueKey('tx-giveup');
+    await pool.query('SELECT acquired FROM nest_lock_acquire_v2($1, $2, 200, false, 1500)', [key, 'crashed-holder']);
+    await sleep(300);
+    const tx = await begin();
+    const txToken = await txLock.acquire(tx, key);
+    let granted = 0;
+    const first = app.locks.acquire(key, { purpose: 'correctness', ttl: 10_000, wait: 20_000 }).then((lease) => {
+      granted = performance.now();
+      return lease;
+    });
+    await sleep(100);
+    await busy(app.locks.acquire(key, { purpose: 'correctness', ttl: 10_000, wait: 300 }));
+    await sleep(1_200); // past two re-checks of the first waiter
+    expect(granted).toBe(0);
+    // Nor on the database: no live lease row beside the transaction.
+    expect((await pool.query('SELECT count(*)::int AS n FROM nest_lock_held WHERE key = $1 AND expires_at > clock_timestamp()', [key])).rows[0].n).toBe(0);
+    const committed = performance.now();
+    await end(tx);
+    const lease = await first;
+    // Not woken (a transaction sends no hand-off): its next re-check takes the key.
+    expect(granted - committed).toBeLessThan(1_100);
+    expect(lease.token!).toBeGreaterThan(txToken);
+    await lease.release();
+  });
+
   it('its tokens and the leases\' order through PgFence: a late write with the older token is refused, whichever kind held it', async () => {
     const key = uniqueKey('tx-fence');
     const fence = new PgFence({ table: 'tx_accounts' });
@@ -259,4 +288,38 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     const tx = await begin();
     expect(await elsewhere.acquire(tx, key).catch((e: unknown) => e)).toMatchObject({ field: 'tablePrefix' });
   });
+  it('a committed transaction\'s token is never issued again after a crash, even when the sequence advance was logged by a transaction that rolled back (review finding)', async () => {
+    // nextval logs 32 values ahead once per 32 calls; a transaction whose nextval did not log has
+    // nothing to flush at COMMIT. If the one that logged rolled back, a kill -9 before the WAL
+    // writer flushed used to restart the sequence below tokens already committed.
+    const key = uniqueKey('tx-crash-token');
+    pool.on('error', () => undefined); // its idle connections die with the server
+    for (let round = 0; round < 3; round++) {
+      const logCount = async (): Promise<number> => Number((await pool.query('SELECT log_cnt FROM nest_lock_tokens')).rows[0].log_cnt);
+      for (let i = 0; i < 40 && (await logCount()) > 0; i++) {
+        const t = await begin();
+        await txLock.acquire(t, key);
+        await end(t);
+      }
+      await sleep(300); // the WAL writer has flushed everything so far
+      const t1 = await begin();
+      await txLock.acquire(t1, key); // its nextval logs the next 32 values
+      await end(t1, 'ROLLBACK');
+      const t2 = await begin();
+      const committed = await txLock.acquire(t2, key);
+      await end(t2);
+      await server.kill();
+      await server.launch();
+      let after: bigint | undefined;
+      for (let i = 0; i < 50 && after === undefined; i++) {
+        const lease = await app.locks.tryAcquire(`${key}:after`, { purpose: 'correctness' }).catch(() => undefined);
+        if (lease) {
+          after = lease.token!;
+          await lease.release();
+        } else await sleep(100);
+      }
+      expect(after).toBeDefined();
+      expect(after!).toBeGreaterThan(committed);
+    }
+  }, 60_000);
 });

@@ -62,9 +62,19 @@ export function objectNames({ schema, prefix }: PostgresNames) {
  */
 const lockId = (names: PostgresNames, key: string, seed: 0 | 1): string => `hashtextextended('${names.schema}.${names.prefix}:' || ${key}, ${seed})`;
 
+/** The WAL timeline, shifted above the sequence's values. */
+const timeline = `(('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44)`;
+
 /** A new token: the WAL timeline above a durable sequence's next value. */
-const newToken = (n: ReturnType<typeof objectNames>): string =>
-  `((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44) + nextval('${n.tokens}'))`;
+const newToken = (n: ReturnType<typeof objectNames>): string => `(${timeline} + nextval('${n.tokens}'))`;
+
+/**
+ * Every token issued so far is at most this (the sequence's last value, non-transactional, under
+ * the current timeline); every token issued later is above it. A busy answer carries it: a
+ * hand-off message whose token is not above it was sent for a grant made before the answer —
+ * one that has ended since, or the answer would have claimed it.
+ */
+const issuedSoFar = (n: ReturnType<typeof objectNames>): string => `(${timeline} + (SELECT s.last_value FROM ${n.tokens} s))`;
 
 /**
  * One statement each — no function, no transaction of its own beyond the statement — for the
@@ -143,7 +153,7 @@ export function setupStatements(names: PostgresNames): string[] {
       v_token bigint;
     BEGIN
       PERFORM ${advisory};
-      v_now := clock_timestamp();${guard}
+      v_now := clock_timestamp();
       SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
       IF FOUND AND v_held.expires_at > v_now THEN
         IF v_held.owner = p_owner THEN
@@ -152,7 +162,7 @@ export function setupStatements(names: PostgresNames): string[] {
           RETURN QUERY SELECT true, v_held.token, NULL::bigint;
           RETURN;
         END IF;
-      ELSE
+      ELSE${guard}
         ${purge}
         SELECT qq.owner, qq.ttl_ms INTO v_head, v_head_ms FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
         IF v_head IS NULL OR v_head = p_owner THEN
@@ -170,19 +180,21 @@ export function setupStatements(names: PostgresNames): string[] {
       IF p_queue THEN
         ${joinQueue}
       END IF;
-      -- Busy: the holder's token too — a hand-off message with a token not above it is stale.
-      RETURN QUERY SELECT false, v_held.token, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
+      -- Busy: with every token issued so far (see issuedSoFar) in the token column.
+      RETURN QUERY SELECT false, ${issuedSoFar(n)}, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
     END
     $fn$`;
-  // v2: a transaction holding the key (PgTransactionLock) has its transaction lock; a lease is not
-  // granted past it. Only tried — never waited for — so no lease call queues behind a transaction,
-  // and, taken after the per-key lock, never waits in a cycle with one.
+  // v2: a transaction holding the key (PgTransactionLock) has its transaction lock; no lease is
+  // granted past it — neither to the caller nor, by hand-off, to the head waiter. Tried only where
+  // a grant would follow (a holder claiming or refreshing its own live row needs none: no
+  // transaction gets past a live row). Only tried — never waited for — so no lease call queues
+  // behind a transaction, and, taken after the per-key lock, never waits in a cycle with one.
   const transactionGuard = `
-      IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
-        IF p_queue THEN
-          ${joinQueue}
-        END IF;
-        RETURN QUERY SELECT false, NULL::bigint, NULL::bigint;
+        IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
+          IF p_queue THEN
+            ${joinQueue}
+          END IF;
+          RETURN QUERY SELECT false, ${issuedSoFar(n)}, NULL::bigint;
         RETURN;
       END IF;`;
   return [
@@ -240,8 +252,12 @@ export function setupStatements(names: PostgresNames): string[] {
       SELECT qq.owner, qq.ttl_ms INTO v_head, v_head_ms FROM ${n.queue} qq WHERE qq.key = p_key ORDER BY qq.arrived LIMIT 1;
       IF v_head IS NULL THEN
         DELETE FROM ${n.held} h WHERE h.key = p_key AND h.owner = v_held.owner;
-      ELSE
+      ELSIF pg_try_advisory_xact_lock(${txLock}) THEN
         ${handOff}
+      ELSE
+        -- A transaction holds the key (PgTransactionLock): no hand-off past it. The waiters'
+        -- re-checks take the key once it has ended.
+        DELETE FROM ${n.held} h WHERE h.key = p_key AND h.owner = v_held.owner;
       END IF;
       RETURN v_was;
     END
@@ -308,6 +324,13 @@ export function setupStatements(names: PostgresNames): string[] {
           RETURN QUERY SELECT 'busy-queue'::text, NULL::bigint, NULL::bigint;
           RETURN;
       END;
+      -- The token is durable once the caller's transaction commits. The sequence logs its advance
+      -- once per 32 values, perhaps in a transaction that rolled back (never flushed: a crash would
+      -- issue the same values again); a transaction that wrote no WAL of its own commits without
+      -- a flush. A transactional logical message (any wal_level, any role; logical decoding
+      -- consumers see prefix 'nest-distributed-lock') makes this one's COMMIT flush, the
+      -- sequence's advance with it.
+      PERFORM pg_logical_emit_message(true, 'nest-distributed-lock', 'token');
       RETURN QUERY SELECT 'acquired'::text, ${token}, NULL::bigint;
     END
     $fn$`,
