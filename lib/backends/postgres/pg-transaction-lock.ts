@@ -3,7 +3,7 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import { LockBusyError } from '../../errors/lock-busy.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { checkIdentifier, POSTGRES_DEFAULTS } from './postgres-backend.options.js';
-import { objectNames } from './postgres.sql.js';
+import { objectNames } from './postgres-sql.util.js';
 
 /** The connection your transaction runs on: a `pg` `PoolClient` or `Client` after `BEGIN`. */
 export interface PgTransactionClient {

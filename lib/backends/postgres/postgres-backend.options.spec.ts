@@ -1,7 +1,7 @@
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import type { DistributedLockModuleOptions } from '../../interfaces/distributed-lock-options.interface.js';
 import { resolveModuleOptions } from '../../options/module-options.util.js';
-import { objectNames } from './postgres.sql.js';
+import { objectNames } from './postgres-sql.util.js';
 
 const fieldOf = (options: unknown): string => {
   try {

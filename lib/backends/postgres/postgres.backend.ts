@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
@@ -7,15 +6,9 @@ import { HandOffWaiters } from '../hand-off-waiters.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
-import { fastStatements, objectNames, setupStatements } from './postgres.sql.js';
-
-/** A constant advisory lock id under which concurrent start-ups create the schema one at a time. */
-const SETUP_LOCK = 0x6e646c31; // "ndl1"
-
-/** A named statement for `text`: its name is derived from the text, so backends sharing a pool never clash. */
-function prepared(text: string): PgQueryConfigLike {
-  return { name: `ndl_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`, text };
-}
+import { objectNames } from './postgres-sql.util.js';
+import { backendStatements, createSchema, type BackendStatements } from './postgres-statements.js';
+import { setupStatements } from './postgres.sql.js';
 
 /**
  * `correctness` (and `efficiency`) locks on PostgreSQL: a lease row per held key, with its expiry
@@ -29,7 +22,6 @@ export class PostgresBackend implements LockBackend {
   readonly capabilities = POSTGRES_CAPABILITIES;
   readonly name: string;
   private readonly pool: PgPoolLike;
-  private readonly names: ReturnType<typeof objectNames>;
   private readonly statements: string[];
   private readonly connectTimeoutMs: number;
   private readonly commandTimeoutMs: number;
@@ -39,7 +31,7 @@ export class PostgresBackend implements LockBackend {
   private setup?: Promise<void>;
   /** The schema exists and LISTEN was started once: calls no longer wait for setup. */
   private ready = false;
-  private readonly sql: Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend', PgQueryConfigLike>;
+  private readonly sql: BackendStatements;
   private closed = false;
 
   constructor(private readonly config: PostgresBackendConfig) {
@@ -48,16 +40,8 @@ export class PostgresBackend implements LockBackend {
     const where = `new PostgresBackend("${this.name}")`;
     const schema = checkIdentifier(config.schema ?? POSTGRES_DEFAULTS.schema, 'schema', where);
     const prefix = checkIdentifier(config.tablePrefix ?? POSTGRES_DEFAULTS.tablePrefix, 'tablePrefix', where);
-    this.names = objectNames({ schema, prefix });
     this.statements = setupStatements({ schema, prefix });
-    const fast = fastStatements({ schema, prefix });
-    this.sql = {
-      fastAcquire: prepared(fast.acquire),
-      acquire: prepared(`SELECT acquired, token, holder_ms FROM ${this.names.acquire}($1, $2, $3, $4, $5)`),
-      fastRelease: prepared(fast.release),
-      release: prepared(`SELECT ${this.names.release}($1, $2, $3) AS held`),
-      extend: prepared(`SELECT ${this.names.extend}($1, $2, $3) AS held`),
-    };
+    this.sql = backendStatements({ schema, prefix });
     this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
     this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
@@ -71,7 +55,7 @@ export class PostgresBackend implements LockBackend {
         client.on('error', () => undefined),
       );
     }
-    this.listener = new PostgresListener(this.pool, this.names.channel, (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token), this.connectTimeoutMs + this.commandTimeoutMs);
+    this.listener = new PostgresListener(this.pool, objectNames({ schema, prefix }).channel, (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token), this.connectTimeoutMs + this.commandTimeoutMs);
   }
 
   /**
@@ -217,18 +201,7 @@ export class PostgresBackend implements LockBackend {
   /** The schema, then the LISTEN session: once; a failure (database down) is retried next time. */
   private ensureSetup(): Promise<void> {
     this.setup ??= (async () => {
-      const client = await this.pool.connect();
-      try {
-        await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
-        for (const statement of this.statements) await client.query(statement);
-        await client.query('COMMIT');
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
-      }
+      await createSchema(this.pool, this.statements);
       try {
         await this.listener.start();
       } catch (error) {

@@ -24,82 +24,8 @@
  * no lease call. v1 stays created for instances of the previous version during a rolling deploy.
  */
 
-/** A validated SQL identifier, quoted. */
-const q = (identifier: string): string => `"${identifier}"`;
-
-export interface PostgresNames {
-  /** Schema of the tables and functions. */
-  readonly schema: string;
-  /** Prefix of their names. */
-  readonly prefix: string;
-}
-
-/** Schema-qualified names of the backend's objects (quoted). */
-export function objectNames({ schema, prefix }: PostgresNames) {
-  const name = (suffix: string): string => `${q(schema)}.${q(`${prefix}_${suffix}`)}`;
-  return {
-    held: name('held'),
-    queue: name('queue'),
-    tokens: name('tokens'),
-    arrivals: name('arrivals'),
-    /** The lease acquire: v2 also yields to a transaction lock (PgTransactionLock) on the key. */
-    acquire: name('acquire_v2'),
-    /** v1, still created for instances of an earlier version during a rolling deploy (see README). */
-    acquireV1: name('acquire_v1'),
-    release: name('release_v1'),
-    extend: name('extend_v1'),
-    /** PgTransactionLock's acquire, run inside the caller's transaction. */
-    xactAcquire: name('xact_acquire_v1'),
-    /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */
-    channel: `${prefix}_wake`,
-  };
-}
-
-/**
- * The advisory lock id of a key (`key` is an SQL expression): seed 0 serialises the backend's
- * calls on the key; seed 1 is its transaction lock (PgTransactionLock). One namespace per schema
- * and prefix.
- */
-const lockId = (names: PostgresNames, key: string, seed: 0 | 1): string => `hashtextextended('${names.schema}.${names.prefix}:' || ${key}, ${seed})`;
-
-/** The WAL timeline, shifted above the sequence's values. */
-const timeline = `(('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44)`;
-
-/** A new token: the WAL timeline above a durable sequence's next value. */
-const newToken = (n: ReturnType<typeof objectNames>): string => `(${timeline} + nextval('${n.tokens}'))`;
-
-/**
- * Every token issued so far is at most this (the sequence's last value, non-transactional, under
- * the current timeline); every token issued later is above it. A busy answer carries it: a
- * hand-off message whose token is not above it was sent for a grant made before the answer —
- * one that has ended since, or the answer would have claimed it.
- */
-const issuedSoFar = (n: ReturnType<typeof objectNames>): string => `(${timeline} + (SELECT s.last_value FROM ${n.tokens} s))`;
-
-/**
- * One statement each — no function, no transaction of its own beyond the statement — for the
- * uncontended case, which is most calls: `acquire` ($1 key, $2 owner, $3 ttl ms) inserts the row of
- * a free key nobody waits for and returns its token; `release` ($1 key, $2 owner) deletes the
- * caller's row when no waiter has marked it, returning whether it was still live. No row back:
- * the caller takes the function path. Both only TRY the key's lock, so a function at work on the
- * key turns them away instead of being raced, and `release` never deletes a row a waiter marked
- * after this statement's snapshot: the delete re-checks the row's latest version.
- */
-export function fastStatements(names: PostgresNames): { acquire: string; release: string } {
-  const n = objectNames(names);
-  const keyLock = `pg_try_advisory_xact_lock(${lockId(names, '$1::text', 0)})`;
-  return {
-    acquire: `INSERT INTO ${n.held} AS h (key, owner, token, expires_at)
-      SELECT $1::text, $2::text, ${newToken(n)}, clock_timestamp() + $3::bigint * interval '1 millisecond'
-      WHERE ${keyLock} AND pg_try_advisory_xact_lock(${lockId(names, '$1::text', 1)})
-        AND NOT EXISTS (SELECT 1 FROM ${n.queue} qq WHERE qq.key = $1::text)
-      ON CONFLICT (key) DO NOTHING
-      RETURNING h.token`,
-    release: `DELETE FROM ${n.held} h
-      WHERE h.key = $1::text AND h.owner = $2::text AND NOT h.waiting AND ${keyLock}
-      RETURNING h.expires_at > clock_timestamp() AS held`,
-  };
-}
+import { xactAcquireFunction } from './pg-transaction-lock.sql.js';
+import { issuedSoFar, lockId, newToken, objectNames, q, type PostgresNames } from './postgres-sql.util.js';
 
 /**
  * A table made before `column` existed gains it. Checked first, so a start-up takes no exclusive
@@ -275,64 +201,6 @@ export function setupStatements(names: PostgresNames): string[] {
       RETURN FOUND;
     END
     $fn$`,
-    // xact_acquire: run inside the caller's transaction (PgTransactionLock). status 'acquired'
-    // (token), 'busy-transaction' (another transaction held the key all of p_wait_ms),
-    // 'busy-lease' (holder_ms), 'busy-queue' (lease waiters come first), 'isolation'. A busy
-    // answer never aborts the caller's transaction: the exception block is a subtransaction whose
-    // rollback gives back the transaction lock taken in it (and the lock_timeout set in it).
-    `CREATE OR REPLACE FUNCTION ${n.xactAcquire}(p_key text, p_wait_ms bigint)
-    RETURNS TABLE (status text, token bigint, holder_ms bigint) LANGUAGE plpgsql AS $fn$
-    #variable_conflict use_column
-    DECLARE
-      v_timeout text := current_setting('lock_timeout');
-      v_now timestamptz;
-      v_holder_ms bigint;
-    BEGIN
-      -- Under REPEATABLE READ the snapshot predates the wait: a lease granted meanwhile is unseen.
-      IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RETURN QUERY SELECT 'isolation'::text, NULL::bigint, NULL::bigint;
-        RETURN;
-      END IF;
-      BEGIN
-        IF p_wait_ms <= 0 THEN
-          IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
-            RAISE SQLSTATE '55P03';
-          END IF;
-        ELSE
-          PERFORM set_config('lock_timeout', p_wait_ms || 'ms', true);
-          PERFORM pg_advisory_xact_lock(${txLock});
-          PERFORM set_config('lock_timeout', v_timeout, true);
-        END IF;
-        -- A lease acquire that granted held this lock until its commit: its row is visible now.
-        v_now := clock_timestamp();
-        SELECT GREATEST(0, floor(extract(epoch FROM h.expires_at - v_now) * 1000))::bigint INTO v_holder_ms
-          FROM ${n.held} h WHERE h.key = p_key AND h.expires_at > v_now;
-        IF FOUND THEN
-          RAISE SQLSTATE 'NDL01';
-        END IF;
-        IF EXISTS (SELECT 1 FROM ${n.queue} qq WHERE qq.key = p_key AND qq.expires_at > v_now) THEN
-          RAISE SQLSTATE 'NDL02';
-        END IF;
-      EXCEPTION
-        WHEN lock_not_available THEN
-          RETURN QUERY SELECT 'busy-transaction'::text, NULL::bigint, NULL::bigint;
-          RETURN;
-        WHEN SQLSTATE 'NDL01' THEN
-          RETURN QUERY SELECT 'busy-lease'::text, NULL::bigint, v_holder_ms;
-          RETURN;
-        WHEN SQLSTATE 'NDL02' THEN
-          RETURN QUERY SELECT 'busy-queue'::text, NULL::bigint, NULL::bigint;
-          RETURN;
-      END;
-      -- The token is durable once the caller's transaction commits. The sequence logs its advance
-      -- once per 32 values, perhaps in a transaction that rolled back (never flushed: a crash would
-      -- issue the same values again); a transaction that wrote no WAL of its own commits without
-      -- a flush. A transactional logical message (any wal_level, any role; logical decoding
-      -- consumers see prefix 'nest-distributed-lock') makes this one's COMMIT flush, the
-      -- sequence's advance with it.
-      PERFORM pg_logical_emit_message(true, 'nest-distributed-lock', 'token');
-      RETURN QUERY SELECT 'acquired'::text, ${token}, NULL::bigint;
-    END
-    $fn$`,
+    xactAcquireFunction(names),
   ];
 }

@@ -1,0 +1,56 @@
+/**
+ * Names and SQL expressions the PostgreSQL backend's statements share (postgres.sql.ts,
+ * postgres-fast.sql.ts): schema-qualified object names, a key's advisory lock ids, tokens.
+ */
+
+/** A validated SQL identifier, quoted. */
+export const q = (identifier: string): string => `"${identifier}"`;
+
+export interface PostgresNames {
+  /** Schema of the tables and functions. */
+  readonly schema: string;
+  /** Prefix of their names. */
+  readonly prefix: string;
+}
+
+/** Schema-qualified names of the backend's objects (quoted). */
+export function objectNames({ schema, prefix }: PostgresNames) {
+  const name = (suffix: string): string => `${q(schema)}.${q(`${prefix}_${suffix}`)}`;
+  return {
+    held: name('held'),
+    queue: name('queue'),
+    tokens: name('tokens'),
+    arrivals: name('arrivals'),
+    /** The lease acquire: v2 also yields to a transaction lock (PgTransactionLock) on the key. */
+    acquire: name('acquire_v2'),
+    /** v1, still created for instances of an earlier version during a rolling deploy (see README). */
+    acquireV1: name('acquire_v1'),
+    release: name('release_v1'),
+    extend: name('extend_v1'),
+    /** PgTransactionLock's acquire, run inside the caller's transaction. */
+    xactAcquire: name('xact_acquire_v1'),
+    /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */
+    channel: `${prefix}_wake`,
+  };
+}
+
+/**
+ * The advisory lock id of a key (`key` is an SQL expression): seed 0 serialises the backend's
+ * calls on the key; seed 1 is its transaction lock (PgTransactionLock). One namespace per schema
+ * and prefix.
+ */
+export const lockId = (names: PostgresNames, key: string, seed: 0 | 1): string => `hashtextextended('${names.schema}.${names.prefix}:' || ${key}, ${seed})`;
+
+/** The WAL timeline, shifted above the sequence's values. */
+export const timeline = `(('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 44)`;
+
+/** A new token: the WAL timeline above a durable sequence's next value. */
+export const newToken = (n: ReturnType<typeof objectNames>): string => `(${timeline} + nextval('${n.tokens}'))`;
+
+/**
+ * Every token issued so far is at most this (the sequence's last value, non-transactional, under
+ * the current timeline); every token issued later is above it. A busy answer carries it: a
+ * hand-off message whose token is not above it was sent for a grant made before the answer —
+ * one that has ended since, or the answer would have claimed it.
+ */
+export const issuedSoFar = (n: ReturnType<typeof objectNames>): string => `(${timeline} + (SELECT s.last_value FROM ${n.tokens} s))`;

@@ -1,0 +1,47 @@
+import { createHash } from 'node:crypto';
+import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
+import { fastStatements } from './postgres-fast.sql.js';
+import { objectNames, type PostgresNames } from './postgres-sql.util.js';
+
+/** The statements the backend runs, each named (prepared once per connection). */
+export type BackendStatements = Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend', PgQueryConfigLike>;
+
+/** A named statement for `text`: its name is derived from the text, so backends sharing a pool never clash. */
+function prepared(text: string): PgQueryConfigLike {
+  return { name: `ndl_${createHash('sha1').update(text).digest('hex').slice(0, 20)}`, text };
+}
+
+/**
+ * The uncontended one-statement paths (postgres-fast.sql.ts) and the function calls
+ * (postgres.sql.ts) for one schema and prefix.
+ */
+export function backendStatements(names: PostgresNames): BackendStatements {
+  const n = objectNames(names);
+  const fast = fastStatements(names);
+  return {
+    fastAcquire: prepared(fast.acquire),
+    acquire: prepared(`SELECT acquired, token, holder_ms FROM ${n.acquire}($1, $2, $3, $4, $5)`),
+    fastRelease: prepared(fast.release),
+    release: prepared(`SELECT ${n.release}($1, $2, $3) AS held`),
+    extend: prepared(`SELECT ${n.extend}($1, $2, $3) AS held`),
+  };
+}
+
+/** A constant advisory lock id under which concurrent start-ups create the schema one at a time. */
+const SETUP_LOCK = 0x6e646c31; // "ndl1"
+
+/** Run the schema statements (postgres.sql.ts) in one transaction, one start-up at a time. */
+export async function createSchema(pool: PgPoolLike, statements: readonly string[]): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
+    for (const statement of statements) await client.query(statement);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
