@@ -69,8 +69,25 @@ export class PostgresServer {
     return server;
   }
 
-  /** Start the postgres process on this server's data directory and port; resolves when it accepts connections. */
+  /**
+   * Start the postgres process on this server's data directory and port; resolves when it accepts
+   * connections. Right after a kill -9 of the postmaster its backends may still be exiting (on a
+   * loaded machine): PostgreSQL then refuses to start ("pre-existing shared memory block is still
+   * in use"), and we try again for up to 10 s.
+   */
   async launch() {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      try {
+        return await this.launchOnce();
+      } catch (error) {
+        if (!/pre-existing shared memory block/.test(String(error?.message)) || Date.now() > until) throw error;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  async launchOnce() {
     const bins = ensurePg();
     const owner = runAs();
     const data = path.join(this.dir, 'data');

@@ -56,12 +56,19 @@ export class PostgresListener {
       return;
     }
     client.on('notification', (message) => this.notified(message.payload ?? ''));
-    const lost = (): void => this.lost(client);
+    // A session that dies while it is being set up fails the set-up at once: otherwise the probe
+    // would wait out its timeout (seconds without LISTEN) for a notification that cannot come.
+    let died!: (error: Error) => void;
+    const dead = new Promise<never>((_, reject) => (died = reject));
+    dead.catch(() => undefined);
+    const lost = (): void => {
+      died(new Error('the LISTEN session ended while it was set up'));
+      this.lost(client);
+    };
     client.on('error', lost);
     client.on('end', lost);
     try {
-      await client.query(`LISTEN "${this.channel}"`);
-      await this.probe();
+      await Promise.race([client.query(`LISTEN "${this.channel}"`).then(() => this.probe()), dead]);
     } catch (error) {
       client.removeAllListeners('notification');
       client.release(true);
