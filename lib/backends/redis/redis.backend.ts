@@ -191,16 +191,23 @@ export class RedisBackend implements LockBackend {
   /** One connection for wake-ups, opened on the first wait (a dedicated duplicate: we own and close it). */
   private subscribe(): Promise<void> {
     this.subscribing ??= (async () => {
-      const subscriber = this.client.duplicate();
+      // ioredis re-subscribes by itself after a reconnect, with a command nobody awaits: closed
+      // before its answer, it rejects unhandled and the process crashes. We re-subscribe ourselves.
+      const subscriber = this.client.duplicate({ autoResubscribe: false });
       subscriber.on('error', () => undefined);
       this.outages.watch(subscriber, false);
       subscriber.on('connect', () => unref(subscriber));
+      let subscribed = false;
+      subscriber.on('ready', () => {
+        if (subscribed) subscriber.subscribe(this.channel).catch(() => undefined);
+      });
       subscriber.on('message', (channel: string, message: string) => {
         if (channel === this.channel) this.waiters.onMessage(message);
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);
       await subscriber.subscribe(this.channel);
+      subscribed = true;
     })().catch((error: unknown) => {
       const subscriber = this.subscriber;
       this.subscriber = undefined;
