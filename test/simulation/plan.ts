@@ -209,6 +209,21 @@ function pickBackend(rng: Prng, ctx: GenContext): LockBackendName | undefined {
 /** One lock: the same key on the same backend (PostgreSQL: whatever the purpose; routed: the same purpose, so the same backend). */
 const sameLock = (a: { key: number; backend?: LockBackendName }, b: { key: number; backend?: LockBackendName }): boolean => a.key === b.key && a.backend === b.backend;
 
+type LockRef = { key: number; purpose: Purpose; backend?: LockBackendName };
+
+/**
+ * The PostgreSQL lock `lock` is in the enclosing operation's context with a purpose — its own lock,
+ * or a decorated call's second declaration — or undefined. A nested call on it must use that
+ * purpose: the library refuses the other one there (one lease row per key).
+ */
+function enclosingPurpose(ctx: GenContext, outer: LockOp | undefined, lock: { key: number; backend?: LockBackendName }): Purpose | undefined {
+  if (!outer || lock.backend !== 'postgres') return undefined;
+  const held: LockRef[] = [outer];
+  const spec = outer.deco ? ctx.decorated[outer.deco.method] : undefined;
+  if (spec && outer.deco && (spec.shape === 'stacked' || spec.shape === 'inherited')) held.push({ key: outer.deco.key2, purpose: spec.purpose2, backend: spec.backend2 });
+  return held.find((h) => sameLock(h, lock))?.purpose;
+}
+
 interface GenContext {
   keys: number;
   ttls: number[];
@@ -242,6 +257,8 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
   const purpose: Purpose =
     outer && sameLock({ key, backend }, outer)
       ? outer.purpose
+      : enclosingPurpose(ctx, outer, { key, backend })
+        ? enclosingPurpose(ctx, outer, { key, backend })!
       : ctx.control === 'unfenced'
         ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']])
         : rng.pick<Purpose>(['efficiency', 'correctness']);
@@ -261,20 +278,32 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
 function genDecorated(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | undefined): LockOp {
   const method = rng.int(0, ctx.decorated.length - 1);
   const spec = ctx.decorated[method];
-  const allowed = (k: number, purpose: Purpose, backend: LockBackendName | undefined): boolean => !outer || !sameLock({ key: k, backend }, outer) || purpose === outer.purpose;
-  const pickKey = (purpose: Purpose, backend: LockBackendName | undefined, not?: number): number => {
+  const allowed = (k: number, purpose: Purpose, backend: LockBackendName | undefined): boolean =>
+    (!outer || !sameLock({ key: k, backend }, outer) || purpose === outer.purpose) && (enclosingPurpose(ctx, outer, { key: k, backend }) ?? purpose) === purpose;
+  const pickKey = (purpose: Purpose, backend: LockBackendName | undefined, not?: number): number | undefined => {
     const candidates = Array.from({ length: ctx.keys }, (_, k) => k).filter((k) => k !== not && allowed(k, purpose, backend));
     // Reentrant on the enclosing lock now and then, when the purposes and backends agree.
     if (outer && outer.purpose === purpose && outer.backend === backend && outer.key !== not && rng.chance(0.3)) return outer.key;
+    // No key left (two keys: one is the first declaration's, the other the enclosing lease's with
+    // the other purpose). Routed, that key is another lock (the other purpose's backend); on
+    // PostgreSQL it is the same lease row, which the library refuses in this context.
+    if (candidates.length === 0 && backend === 'postgres') return undefined;
     return rng.pick(candidates.length ? candidates : [0]);
   };
-  const key = pickKey(spec.purpose, spec.backend);
-  let key2 = key;
+  const key = pickKey(spec.purpose, spec.backend)!;
+  let key2: number | undefined = key;
   if (spec.shape === 'stacked' || spec.shape === 'inherited') {
     // Two declarations on one key with different purposes can never both be held; stacked ones
     // always get two keys; an override may share its base's lock (a reentrant super call).
     const sameOk = spec.shape === 'inherited' && spec.purpose2 === spec.purpose && spec.backend2 === spec.backend && rng.chance(0.3);
     key2 = sameOk ? key : pickKey(spec.purpose2, spec.backend2, key);
+  }
+  if (key2 === undefined) {
+    // This method cannot be called here: a plain using() of its first lock instead.
+    const op: LockOp = { kind: 'using', key, purpose: spec.purpose, ttl: spec.ttl, wait: spec.onBusy === 'wait' ? spec.wait : 200, steps: [] };
+    if (spec.backend) op.backend = spec.backend;
+    genSteps(rng, ctx, depth, op);
+    return op;
   }
   const call: DecoCall = { method, key2, repeat: spec.shape === 'observable' ? rng.weighted([[3, 1], [2, 2], [1, 3]]) : 1 };
   if (spec.shape === 'observable' && rng.chance(0.3)) call.unsubscribeAfterMs = rng.int(0, 800);
@@ -359,6 +388,8 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
   const busy = new Map<string, number>();
   const faults: Fault[] = [];
   const session = sessionTtlSeconds * 1_000;
+  // The negative controls take no lock on PostgreSQL: no fault there (their schedules are what they were before it).
+  const pg = params.control === undefined ? 1 : 0;
   for (let i = 0; i < count; i++) {
     const kind = rng.weighted<FaultKind>(
       params.control === 'unfenced'
@@ -370,8 +401,8 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
             [3, 'pause-holder'],
             [1.5, 'redis-kill'],
             [2, 'etcd-kill'],
-            [1.5, 'pg-kill'],
-            [1, 'pg-restart'],
+            [1.5 * pg, 'pg-kill'],
+            [1 * pg, 'pg-restart'],
             [2.5, 'app-restart'],
             [1, 'worker-crash'],
           ],
@@ -383,12 +414,12 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     switch (kind) {
       case 'delay': {
         const ms = rng.pick([30, 150, 400, 900, 1_800]);
-        fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng) };
+        fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng, pg > 0) };
         resource = `net${worker}`;
         break;
       }
       case 'blackhole':
-        fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng) };
+        fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng, pg > 0) };
         resource = `net${worker}`;
         break;
       case 'pause':
@@ -436,7 +467,16 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
   return faults.sort((a, b) => a.at - b.at);
 }
 
-function targets(rng: Prng): ProxyTarget[] {
+function targets(rng: Prng, pg: boolean): ProxyTarget[] {
+  if (!pg) {
+    return rng.weighted<ProxyTarget[]>([
+      [3, ['redis', 'etcd', 'register']],
+      [1, ['redis']],
+      [1, ['etcd']],
+      [1, ['register']],
+      [1, ['etcd', 'register']],
+    ]);
+  }
   return rng.weighted<ProxyTarget[]>([
     [3, ['redis', 'etcd', 'postgres', 'register']],
     [1, ['redis']],
