@@ -56,7 +56,7 @@ describe('simulation plan', () => {
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
     for (const s of ['hold', 'extend', 'read/etcd', 'read/redis', 'write-outer/etcd', 'write-outer/redis', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
     for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
-    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
     // PostgreSQL: every kind of call for both purposes, its register both ways, its proxy.
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/postgres`);
     for (const s of ['rmw/postgres/explicit', 'rmw/postgres/implicit', 'rmw/postgres/explicit/tx', 'rmw/postgres/implicit/tx', 'read/postgres', 'write-outer/postgres']) expect(steps).toContain(s);
@@ -66,6 +66,9 @@ describe('simulation plan', () => {
   it('keeps each register to one lock\'s tokens, and one purpose per PostgreSQL key in a context', () => {
     let checked = 0;
     const visit = (plan: Plan, op: LockOp, outer: LockOp | undefined): void => {
+      // Every lock is on a key of the plan.
+      const keys = [op.key, ...(op.deco ? [op.deco.key2] : [])];
+      for (const k of keys) expect(Number.isInteger(k) && k >= 0 && k < plan.keys).toBe(true);
       for (const s of op.steps) {
         // PgFence registers for PostgreSQL leases only (their tokens and etcd's revisions are different sequences).
         if (s.s === 'rmw' || s.s === 'read') expect(s.store === 'postgres').toBe(op.backend === 'postgres');
@@ -90,7 +93,7 @@ describe('simulation plan', () => {
         }
       }
     };
-    for (let seed = 1; seed <= 40; seed++) {
+    for (let seed = 1; seed <= 80; seed++) {
       const plan = generatePlan({ ...params, seed });
       for (const spec of plan.decorated) expect(spec.backend === undefined || spec.backend === 'postgres').toBe(true);
       for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);

@@ -104,6 +104,8 @@ export type Fault =
   | { kind: 'pg-kill'; at: number; dur: number }
   /** Fast restart of PostgreSQL (every session ends, the same data comes back at once); `dur` is what the plan reserves for it. */
   | { kind: 'pg-restart'; at: number; dur: number }
+  /** pg_terminate_backend() of every client session (the server stays up): pools, LISTEN sessions, open register transactions. */
+  | { kind: 'pg-terminate'; at: number; dur: number }
   /** app.close() while calls wait, then a new app in the same process after `dur`. */
   | { kind: 'app-restart'; at: number; worker: number; dur: number }
   /** kill -9 of the worker process, a new one after `dur`. */
@@ -284,13 +286,21 @@ function genDecorated(rng: Prng, ctx: GenContext, depth: number, outer: LockOp |
     const candidates = Array.from({ length: ctx.keys }, (_, k) => k).filter((k) => k !== not && allowed(k, purpose, backend));
     // Reentrant on the enclosing lock now and then, when the purposes and backends agree.
     if (outer && outer.purpose === purpose && outer.backend === backend && outer.key !== not && rng.chance(0.3)) return outer.key;
-    // No key left (two keys: one is the first declaration's, the other the enclosing lease's with
-    // the other purpose). Routed, that key is another lock (the other purpose's backend); on
-    // PostgreSQL it is the same lease row, which the library refuses in this context.
+    // No key left (each is the first declaration's or held by the context with the other purpose).
+    // Routed, that key is another lock (the other purpose's backend); on PostgreSQL it is the same
+    // lease row, which the library refuses in this context.
     if (candidates.length === 0 && backend === 'postgres') return undefined;
     return rng.pick(candidates.length ? candidates : [0]);
   };
-  const key = pickKey(spec.purpose, spec.backend)!;
+  const key = pickKey(spec.purpose, spec.backend);
+  if (key === undefined) {
+    // This method cannot be called here (every PostgreSQL key is held by the context with the
+    // other purpose): a plain using() of the enclosing lock instead (reentrant).
+    const op: LockOp = { kind: 'using', key: outer!.key, purpose: outer!.purpose, ttl: spec.ttl, wait: 200, steps: [] };
+    if (outer!.backend) op.backend = outer!.backend;
+    genSteps(rng, ctx, depth, op);
+    return op;
+  }
   let key2: number | undefined = key;
   if (spec.shape === 'stacked' || spec.shape === 'inherited') {
     // Two declarations on one key with different purposes can never both be held; stacked ones
@@ -403,6 +413,7 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
             [2, 'etcd-kill'],
             [1.5 * pg, 'pg-kill'],
             [1 * pg, 'pg-restart'],
+            [1 * pg, 'pg-terminate'],
             [2.5, 'app-restart'],
             [1, 'worker-crash'],
           ],
@@ -446,6 +457,10 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
         fault = { kind, at, dur: 1_000 };
         resource = 'postgres';
         break;
+      case 'pg-terminate':
+        fault = { kind, at, dur: 0 };
+        resource = 'postgres';
+        break;
       case 'app-restart':
         fault = { kind, at, worker, dur: rng.int(50, 1_000) };
         resource = `proc${worker}`;
@@ -460,7 +475,7 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     if (at + fault.dur > D * 0.9) continue;
     fault.at = at;
     // What comes back after the fault takes time of its own (elections, crash recovery, a new process).
-    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart'].includes(kind) ? 1_500 : 0;
+    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart'].includes(kind) ? 1_500 : kind === 'pg-terminate' ? 500 : 0;
     busy.set(resource, at + fault.dur + recovery);
     faults.push(fault);
   }
@@ -509,6 +524,8 @@ export function describeFault(fault: Fault & { index?: number }): string {
       return `${id}${at} kill -9 postgres, relaunch after ${fault.dur} ms`;
     case 'pg-restart':
       return `${id}${at} fast restart of postgres`;
+    case 'pg-terminate':
+      return `${id}${at} pg_terminate_backend() of every postgres session`;
     case 'app-restart':
       return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
     case 'worker-crash':

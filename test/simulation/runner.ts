@@ -359,6 +359,15 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           await relaunchPostgres(servers.postgres);
         }
         break;
+      case 'pg-terminate': {
+        // Every client session ends mid-whatever (57P01), the server and its data stay.
+        const r = await pgQuery(
+          servers.postgres.server,
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+        );
+        record.description += ` (${r.rows[0].n as number} sessions)`;
+        break;
+      }
       case 'pg-restart':
         // Fast shutdown (every session ends), then the same data on the same port at once.
         try {
