@@ -56,12 +56,13 @@ async function pgQuery(server: PostgresServer, text: string, values: unknown[] =
  * moment ("pre-existing shared memory block is still in use"), so a failed launch is tried again
  * (bounded).
  */
-async function relaunchPostgres(postgres: SimPostgres): Promise<void> {
+async function relaunchPostgres(postgres: SimPostgres): Promise<string> {
+  const started = wallNow();
   for (let attempt = 0; ; attempt++) {
     try {
       await postgres.server.launch();
       postgres.up = true;
-      return;
+      return `up ${(wallNow() - started).toFixed(0)} ms after the launch began${attempt > 0 ? `, ${attempt + 1} launches` : ''}`;
     } catch (error) {
       if (attempt >= 10) throw error;
       await sleep(300);
@@ -356,7 +357,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           await servers.postgres.server.kill();
           await sleep(fault.dur);
         } finally {
-          await relaunchPostgres(servers.postgres);
+          record.description += ` (${await relaunchPostgres(servers.postgres)})`;
         }
         break;
       case 'pg-terminate': {
@@ -374,7 +375,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           servers.postgres.up = false;
           await servers.postgres.server.halt('SIGINT');
         } finally {
-          await relaunchPostgres(servers.postgres);
+          record.description += ` (${await relaunchPostgres(servers.postgres)})`;
         }
         break;
       case 'app-restart': {
@@ -444,9 +445,11 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       const record = faults[i];
       injectors.push(
         sleep(Math.max(0, fault.at - (wallNow() - t0))).then(() =>
-          runFault(fault, record).catch((e: unknown) => {
-            record.skipped = `failed: ${(e as Error).message}`;
-          }),
+          runFault(fault, record)
+            .catch((e: unknown) => {
+              record.skipped = `failed: ${(e as Error).message}`;
+            })
+            .then(() => log(`  fault ${record.description}${record.skipped ? ` — skipped: ${record.skipped}` : ''}`)),
         ),
       );
     }
