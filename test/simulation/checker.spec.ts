@@ -6,18 +6,33 @@ import type { SimEvent, SimEventBody } from './protocol.js';
 const T = 1_000_000; // an arbitrary wall-clock origin
 const ev = (t: number, w: number, body: SimEventBody, inc = 0): SimEvent => ({ ...body, t: T + t, w, inc }) as SimEvent;
 
-/** A correctness lease on key 0: requested, granted (valid `validMs`), released at `relAt` (unless undefined). */
-function lease(w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt?: number, purpose: 'correctness' | 'efficiency' = 'correctness'): SimEvent[] {
+/**
+ * A correctness lease on key 0: requested, granted (valid `validMs`), released at `relAt` (unless
+ * undefined). On the routed backends an efficiency lease has no token; on PostgreSQL every lease has one.
+ */
+function lease(
+  w: number,
+  id: string,
+  token: string,
+  reqAt: number,
+  grantAt: number,
+  validMs: number,
+  relAt?: number,
+  purpose: 'correctness' | 'efficiency' = 'correctness',
+  backend?: 'postgres',
+): SimEvent[] {
   const out = [
-    ev(reqAt, w, { ev: 'req', id, key: 0, purpose, kind: 'acquire', ttl: validMs, wait: 1000 }),
-    ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, token: purpose === 'correctness' ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
+    ev(reqAt, w, { ev: 'req', id, key: 0, purpose, backend, kind: 'acquire', ttl: validMs, wait: 1000 }),
+    ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, backend, token: purpose === 'correctness' || backend ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
   ];
   if (relAt !== undefined) out.push(ev(relAt, w, { ev: 'rel', id }), ev(relAt + 1, w, { ev: 'rel-done', id, ok: true }));
   return out;
 }
 
-const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok'): SimEvent =>
-  ev(t, w, { ev: 'write', id, store: 'etcd', key: 0, el, token, result });
+const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok', store: 'etcd' | 'postgres' = 'etcd'): SimEvent =>
+  ev(t, w, { ev: 'write', id, store, key: 0, el, token, result });
+const pgLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
+  lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'postgres');
 
 function input(events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput {
   return {
@@ -198,6 +213,75 @@ describe('simulation checker', () => {
       expect(kinds(check(input(leaked)).violations)).toEqual(['5:leaked-handles']);
       const workers = [{ w: 1, inc: 0, how: 'exit' as const, drained: true, exitCode: 3, signal: null }];
       expect(kinds(check(input(clean, { workers })).violations)).toEqual(['5:kept-alive']);
+    });
+  });
+
+  describe('PostgreSQL: one lock per key whatever the purpose, its own register', () => {
+    const pgProbes = [...input([]).probes!, { key: 0, purpose: 'correctness' as const, backend: 'postgres' as const, ok: true, elapsedMs: 900 }];
+    const pgInput = (events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput =>
+      input(events, { registers: [], probes: pgProbes, livenessBoundMs: { ...input([]).livenessBoundMs, 'postgres:0': 5_000 }, ...overrides });
+
+    it('reports an efficiency and a correctness lease of one key valid at once (one lease row), but not across backends', () => {
+      const both = [...pgLease(1, 'A', '10', 0, 5, 1_000, undefined, 'efficiency'), ...pgLease(2, 'B', '20', 100, 500, 1_000, 900, 'correctness')];
+      const r = check(pgInput(both));
+      expect(kinds(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('postgres:0');
+      expect(r.stats.postgres.grants).toBe(2);
+      // The same two leases on the routed backends are two locks (efficiency: Redis, correctness: etcd)…
+      const routed = [...lease(1, 'A', '', 0, 5, 1_000, undefined, 'efficiency'), ...lease(2, 'B', '20', 100, 500, 1_000, 900)];
+      expect(check(input(routed, { registers: [] })).violations).toEqual([]);
+      // …and a routed lease does not exclude a PostgreSQL one on key 0.
+      const mixed = [...lease(1, 'A', '10', 0, 5, 1_000), ...pgLease(2, 'B', '20', 100, 500, 1_000, 900, 'correctness')];
+      expect(check(pgInput(mixed)).violations).toEqual([]);
+    });
+
+    it('checks its tokens across both purposes: unique and growing', () => {
+      const regression = [...pgLease(1, 'A', '20', 0, 5, 100, 50, 'correctness'), ...pgLease(2, 'B', '10', 60, 70, 100, 150, 'efficiency')];
+      expect(kinds(check(pgInput(regression)).violations)).toEqual(['3:token-regression']);
+      const duplicate = [...pgLease(1, 'A', '10', 0, 5, 100, 50, 'efficiency'), ...pgLease(2, 'B', '10', 60, 70, 100, 150, 'efficiency')];
+      expect(kinds(check(pgInput(duplicate)).violations)).toEqual(['3:duplicate-token', '3:token-regression']);
+      const growing = [...pgLease(1, 'A', '10', 0, 5, 100, 50, 'efficiency'), ...pgLease(2, 'B', '11', 60, 70, 100, 150, 'correctness')];
+      expect(check(pgInput(growing)).violations).toEqual([]);
+    });
+
+    it('checks the PgFence register: a stale write accepted, an acknowledged one lost, a refused one applied', () => {
+      const events = [
+        ...pgLease(1, 'A', '10', 0, 5, 1_000, 200, 'correctness'),
+        write(100, 1, 'A', 'a', '10', 'ok', 'postgres'),
+        ...pgLease(2, 'B', '20', 150, 210, 1_000, 400, 'correctness'),
+        write(300, 2, 'B', 'b', '20', 'ok', 'postgres'),
+        write(350, 1, 'A', 'c', '10', 'stale', 'postgres'),
+      ];
+      const pgReg = (list: Array<[string, string]>) => ({ registers: [{ store: 'postgres', key: 0, list }] });
+      const ok = check(pgInput(events, pgReg([['a', '10'], ['b', '20']])));
+      expect(ok.violations).toEqual([]);
+      expect(ok.stats.postgres.writes).toEqual({ ok: 2, stale: 1 });
+      expect(kinds(check(pgInput(events, pgReg([['b', '20'], ['a', '10']]))).violations)).toEqual(['2:stale-accepted']);
+      expect(kinds(check(pgInput(events, pgReg([['b', '20']]))).violations)).toEqual(['2:lost-update']);
+      expect(kinds(check(pgInput(events, pgReg([['a', '10'], ['b', '20'], ['c', '10']]))).violations)).toEqual(['2:refused-write-applied', '2:stale-accepted']);
+      // The etcd register of key 0 is another register: its final value does not stand in.
+      expect(kinds(check(pgInput(events, { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20']] }] })).violations)).toEqual(['2:register-unread']);
+    });
+
+    it('needs a probe of each PostgreSQL key used, within its bound', () => {
+      const events = pgLease(1, 'A', '10', 0, 5, 1_000, 200, 'efficiency');
+      expect(check(pgInput(events)).violations).toEqual([]);
+      // The routed probes do not answer for it.
+      expect(kinds(check(pgInput(events, { probes: input([]).probes })).violations)).toEqual(['4:probe-missing']);
+      const late = pgProbes.map((p) => (p.backend ? { ...p, elapsedMs: 6_000 } : p));
+      expect(kinds(check(pgInput(events, { probes: late })).violations)).toEqual(['4:held-too-long']);
+      const stuck = pgProbes.map((p) => (p.backend ? { ...p, ok: false, message: 'LockBusyError' } : p));
+      expect(kinds(check(pgInput(events, { probes: stuck })).violations)).toEqual(['4:stuck']);
+    });
+
+    it("reports the backend's waiters left behind, allowing its per-key busy cache", () => {
+      const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
+      const base = { 'postgres.waiters.waiters': 0, 'postgres.waiters.busyAt': 1 };
+      const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
+      expect(check(input(log({ 'postgres.waiters.waiters': 0, 'postgres.waiters.busyAt': 3 }))).violations).toEqual([]);
+      const leaked = check(input(log({ 'postgres.waiters.waiters': 2, 'postgres.waiters.busyAt': 1 })));
+      expect(kinds(leaked.violations)).toEqual(['5:grown']);
+      expect(leaked.violations[0].lock).toBe('postgres.waiters.waiters');
     });
   });
 

@@ -4,6 +4,11 @@
  * in; violations of the five invariants and figures come out. Unit-tested with synthetic logs in
  * checker.spec.ts, each kind of violation included.
  *
+ * A lock is `purpose:key` on the routed backends (efficiency: Redis, correctness: etcd) and
+ * `postgres:key` on PostgreSQL, where a key is one lease row whatever the purpose: its efficiency
+ * and correctness leases must exclude each other, and its tokens (every lease there has one) form
+ * one sequence.
+ *
  * 1. Mutual exclusion: never two unended leases with time left on one lock. A lease's interval
  *    is [grant received, min(signal aborted, release called, the latest validity end the holder
  *    was told)] — the validity end comes from remainingMs() at grant, while an extend() is in
@@ -19,7 +24,7 @@
  * 5. No unbounded growth: per-owner collections of the service and backends empty once nothing
  *    is held; no handle or timer keeps a closed app's process alive.
  */
-import type { ControlMode, Purpose } from './plan.js';
+import type { ControlMode, LockBackendName, Purpose } from './plan.js';
 import type { RegisterList, SimEvent } from './protocol.js';
 
 export type Invariant = 1 | 2 | 3 | 4 | 5;
@@ -49,8 +54,8 @@ export interface CheckInput {
   /** From the probe: final register values (null: never written). */
   registers: Array<{ store: string; key: number; list: RegisterList | null }>;
   /** Liveness probe answers; undefined if the probe did not run. */
-  probes?: Array<{ key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }>;
-  /** Per `purpose:key`: how long after the last worker was gone a fresh instance must get it, ms. */
+  probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }>;
+  /** Per lock (`purpose:key`, `postgres:key`): how long after the last worker was gone a fresh instance must get it, ms. */
   livenessBoundMs: Record<string, number>;
   workers: WorkerEnd[];
   /** Slack for comparing times taken in different processes, ms. */
@@ -92,6 +97,8 @@ export interface CheckStats {
   reasons: Record<string, number>;
   /** Overlaps of a paused/late holder's *awareness* with a successor (not violations: the interval ends at the validity). */
   maxOverlapMs: number;
+  /** The PostgreSQL part: leases granted there (reentrant handles included) and PgFence register writes by outcome. */
+  postgres: { grants: number; writes: Record<string, number> };
 }
 
 export interface CheckResult {
@@ -100,7 +107,8 @@ export interface CheckResult {
   intervals: Interval[];
 }
 
-const lockId = (purpose: string, key: number): string => `${purpose}:${key}`;
+/** The lock a lease is on: `purpose:key` when routed by purpose, `postgres:key` on PostgreSQL (both purposes: one row per key). */
+export const lockId = (purpose: string, key: number, backend?: string): string => (backend === 'postgres' ? `postgres:${key}` : `${purpose}:${key}`);
 const EXPECTED_FAILURES = new Set(['LockBusyError', 'LockBackendUnavailableError', 'LeaseLostError', 'AbortError', 'Error']);
 
 interface LeaseTrack {
@@ -154,6 +162,7 @@ export function check(input: CheckInput): CheckResult {
     writesAfterLeaseEnd: 0,
     maxOverlapMs: 0,
     reasons: {},
+    postgres: { grants: 0, writes: {} },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -175,9 +184,10 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'grant': {
         stats.grants += 1;
+        if (e.backend === 'postgres') stats.postgres.grants += 1;
         if (decoratedIds.has(e.id)) stats.decorated.grants += 1;
         if (!e.reentrant) {
-          const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
+          const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key, e.backend), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
           leases.set(e.id, lease);
           if (e.purpose === 'correctness' && e.token === undefined) {
             violations.push({ invariant: 3, kind: 'missing-token', lock: lease.lock, detail: `${e.id}: a correctness lease without a fencing token`, at: e.t });
@@ -187,7 +197,7 @@ export function check(input: CheckInput): CheckResult {
         stats.reentrantGrants += 1;
         const root = leases.get(e.root);
         if (!root) {
-          violations.push({ invariant: 1, kind: 'reentrant-unknown-outer', lock: lockId(e.purpose, e.key), detail: `${e.id}: reentrant handle whose outer lease (${e.root}) was never granted here`, at: e.t });
+          violations.push({ invariant: 1, kind: 'reentrant-unknown-outer', lock: lockId(e.purpose, e.key, e.backend), detail: `${e.id}: reentrant handle whose outer lease (${e.root}) was never granted here`, at: e.t });
           break;
         }
         if (ended(root)) {
@@ -243,6 +253,7 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'write':
         stats.writes[e.result] = (stats.writes[e.result] ?? 0) + 1;
+        if (e.store === 'postgres') stats.postgres.writes[e.result] = (stats.postgres.writes[e.result] ?? 0) + 1;
         if (e.result !== 'ok') reason(`write ${e.result}`, e.message);
         break;
       default:
@@ -282,8 +293,9 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
-  // ---- invariant 3: tokens per lock (correctness)
-  for (const [lock, list] of groupBy([...leases.values()].filter((l) => l.purpose === 'correctness' && l.token !== undefined), (l) => l.lock)) {
+  // ---- invariant 3: tokens per lock (correctness; on PostgreSQL every lease of the key, both purposes)
+  const fenced = (l: LeaseTrack): boolean => l.token !== undefined && (l.purpose === 'correctness' || l.lock.startsWith('postgres:'));
+  for (const [lock, list] of groupBy([...leases.values()].filter(fenced), (l) => l.lock)) {
     const seen = new Map<string, string>();
     for (const l of list) {
       const other = seen.get(l.token!);
@@ -371,11 +383,10 @@ export function check(input: CheckInput): CheckResult {
   // ---- invariant 4: liveness
   if (input.probes) {
     const used = new Set(intervals.map((i) => i.lock));
-    for (const e of input.events) if (e.ev === 'req') used.add(lockId(e.purpose, e.key));
+    for (const e of input.events) if (e.ev === 'req') used.add(lockId(e.purpose, e.key, e.backend));
     stats.livenessMaxMs = Math.max(0, ...input.probes.filter((p) => p.ok).map((p) => p.elapsedMs));
     for (const lock of used) {
-      const [purpose, key] = lock.split(':');
-      const probe = input.probes.find((p) => p.purpose === purpose && String(p.key) === key);
+      const probe = input.probes.find((p) => lockId(p.purpose, p.key, p.backend) === lock);
       const bound = input.livenessBoundMs[lock];
       if (!probe) violations.push({ invariant: 4, kind: 'probe-missing', lock, detail: `no probe answer for ${lock}` });
       else if (!probe.ok) violations.push({ invariant: 4, kind: 'stuck', lock, detail: `a fresh instance could not acquire ${lock} ${probe.elapsedMs.toFixed(0)} ms after the last worker was gone: ${probe.message}` });

@@ -1,4 +1,4 @@
-import { DEFAULT_PARAMS, generatePlan, type LockOp } from './plan.js';
+import { DEFAULT_PARAMS, generatePlan, type LockOp, type Plan } from './plan.js';
 import { replayCommand } from './runner.js';
 
 /** A seed must replay: the same parameters give the same operations and the same faults. */
@@ -33,11 +33,13 @@ describe('simulation plan', () => {
     const faults = new Set<string>();
     const shapes = new Set<string>();
     const plans: Array<ReturnType<typeof generatePlan>> = [];
+    const targets = new Set<string>();
     const walk = (op: LockOp): void => {
       ops.add(`${op.kind}/${op.purpose}`);
+      if (op.backend) ops.add(`${op.kind}/${op.purpose}/${op.backend}`);
       if (op.deco) shapes.add(plans.at(-1)!.decorated[op.deco.method].shape + (op.deco.unsubscribeAfterMs !== undefined ? '/unsubscribed' : ''));
       for (const s of op.steps) {
-        steps.add(s.s === 'rmw' ? `rmw/${s.store}/${s.token}` : s.s);
+        steps.add(s.s === 'rmw' ? `rmw/${s.store}/${s.token}${s.tx ? '/tx' : ''}` : s.s === 'read' || s.s === 'write-outer' ? `${s.s}/${s.store}` : s.s);
         if (s.s === 'nest') walk(s.op);
       }
     };
@@ -47,13 +49,60 @@ describe('simulation plan', () => {
       for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') walk(op);
       for (const f of plan.faults) {
         faults.add(f.kind);
+        if (f.kind === 'delay' || f.kind === 'blackhole') for (const t of f.targets) targets.add(t);
         expect(f.at + f.dur).toBeLessThanOrEqual(params.durationMs * 0.9);
       }
     }
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
-    for (const s of ['hold', 'extend', 'read', 'write-outer', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
+    for (const s of ['hold', 'extend', 'read/etcd', 'read/redis', 'write-outer/etcd', 'write-outer/redis', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
     for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
-    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    // PostgreSQL: every kind of call for both purposes, its register both ways, its proxy.
+    for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/postgres`);
+    for (const s of ['rmw/postgres/explicit', 'rmw/postgres/implicit', 'rmw/postgres/explicit/tx', 'rmw/postgres/implicit/tx', 'read/postgres', 'write-outer/postgres']) expect(steps).toContain(s);
+    for (const t of ['redis', 'etcd', 'postgres', 'register']) expect(targets).toContain(t);
+  });
+
+  it('keeps each register to one lock\'s tokens, and one purpose per PostgreSQL key in a context', () => {
+    let checked = 0;
+    const visit = (plan: Plan, op: LockOp, outer: LockOp | undefined): void => {
+      // Every lock is on a key of the plan.
+      const keys = [op.key, ...(op.deco ? [op.deco.key2] : [])];
+      for (const k of keys) expect(Number.isInteger(k) && k >= 0 && k < plan.keys).toBe(true);
+      for (const s of op.steps) {
+        // PgFence registers for PostgreSQL leases only (their tokens and etcd's revisions are different sequences).
+        if (s.s === 'rmw' || s.s === 'read') expect(s.store === 'postgres').toBe(op.backend === 'postgres');
+        if (s.s === 'rmw' && s.tx) expect(s.store).toBe('postgres');
+        if (s.s === 'write-outer') expect(s.store === 'postgres').toBe(outer?.backend === 'postgres');
+        if (s.s === 'nest') visit(plan, s.op, op);
+      }
+      if (!outer) return;
+      // A nested lock on the enclosing PostgreSQL lease's key is the same lock (one lease row per
+      // key): the same purpose, or the library refuses it. (Routed, the other purpose is another backend.)
+      // The enclosing context holds its own lock and, for a decorated call, its second declaration's.
+      const locksOf = (o: LockOp): Array<{ key: number; purpose: string; backend?: string }> => {
+        const spec = o.deco ? plan.decorated[o.deco.method] : undefined;
+        return spec && o.deco && (spec.shape === 'stacked' || spec.shape === 'inherited') ? [o, { key: o.deco.key2, purpose: spec.purpose2, backend: spec.backend2 }] : [o];
+      };
+      for (const lock of locksOf(op)) {
+        for (const held of locksOf(outer)) {
+          if (lock.key === held.key && lock.backend === 'postgres' && held.backend === 'postgres') {
+            expect(lock.purpose).toBe(held.purpose);
+            checked += 1;
+          }
+        }
+      }
+    };
+    for (let seed = 1; seed <= 80; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      for (const spec of plan.decorated) expect(spec.backend === undefined || spec.backend === 'postgres').toBe(true);
+      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);
+      // The negative controls stay on the routed backends.
+      for (const control of ['nolock', 'unfenced'] as const) {
+        expect(JSON.stringify(generatePlan({ ...params, seed, control }))).not.toContain('postgres');
+      }
+    }
+    expect(checked).toBeGreaterThan(20);
   });
 
   it('names the exact replay command, with every non-default parameter', () => {

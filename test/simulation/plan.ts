@@ -7,15 +7,28 @@
 import { Prng } from './prng.js';
 
 export type Purpose = 'efficiency' | 'correctness';
-export type Store = 'etcd' | 'redis';
+/** A fenced register: EtcdFence / RedisFence (for leases of the routed backends) or PgFence (for PostgreSQL leases). */
+export type Store = 'etcd' | 'redis' | 'postgres';
+/**
+ * Where a lock lives: `undefined` routes by purpose (efficiency: Redis, correctness: etcd);
+ * 'postgres' names the backend per lock (`backend: 'postgres'`), both purposes. On PostgreSQL a key
+ * is one lock whatever the purpose (one lease row per key): efficiency and correctness leases of a
+ * key exclude each other there, and a context holding it for one purpose must not nest the other.
+ */
+export type LockBackendName = 'postgres';
 export type ControlMode = 'nolock' | 'unfenced';
 
 export type Step =
   /** Keep the lease (and do nothing) for `ms`; may run past the ttl. */
   | { s: 'hold'; ms: number }
   | { s: 'extend'; ttl: number }
-  /** Fenced read-modify-write of this lease's register: read, think, append one element, write. */
-  | { s: 'rmw'; store: Store; token: 'explicit' | 'implicit'; thinkMs: number; checkSignal: boolean }
+  /**
+   * Fenced read-modify-write of this lease's register: read, think, append one element, write.
+   * `tx` (postgres): the read, the write and COMMIT in one transaction on one connection (the
+   * README's way: the read's row lock keeps a newer holder's read waiting); otherwise each
+   * statement commits on its own (the fence alone refuses a stale write).
+   */
+  | { s: 'rmw'; store: Store; token: 'explicit' | 'implicit'; thinkMs: number; checkSignal: boolean; tx?: boolean }
   /** The read half of a split read-modify-write (the write comes in a nested lease's body). */
   | { s: 'read'; store: Store }
   /** The write half, inside a nested lease, to the *outer* lease's register. */
@@ -39,6 +52,10 @@ export interface DecoSpec {
   purpose: Purpose;
   /** stacked / inherited: the purpose of the second declaration (key2). */
   purpose2: Purpose;
+  /** The declaration's `backend` (undefined: routed by purpose). */
+  backend?: LockBackendName;
+  /** stacked / inherited: the second declaration's. */
+  backend2?: LockBackendName;
   ttl: number;
   wait: number;
   onBusy: 'wait' | 'throw' | 'skip';
@@ -62,6 +79,8 @@ export interface LockOp {
   /** Index into the key set. */
   key: number;
   purpose: Purpose;
+  /** 'postgres': `backend: 'postgres'` on the call (decorated: the declaration's, repeated here). */
+  backend?: LockBackendName;
   ttl: number;
   wait: number;
   /** abort-wait: abort the AbortSignal after this long (while it waits, usually). */
@@ -81,13 +100,20 @@ export type Fault =
   | { kind: 'pause-holder'; at: number; dur: number }
   | { kind: 'redis-kill'; at: number; dur: number }
   | { kind: 'etcd-kill'; at: number; member: number | 'leader'; dur: number }
+  /** kill -9 of the postmaster (locks and the PgFence register), relaunched (crash recovery) after `dur`. */
+  | { kind: 'pg-kill'; at: number; dur: number }
+  /** Fast restart of PostgreSQL (every session ends, the same data comes back at once); `dur` is what the plan reserves for it. */
+  | { kind: 'pg-restart'; at: number; dur: number }
+  /** pg_terminate_backend() of every client session (the server stays up): pools, LISTEN sessions, open register transactions. */
+  | { kind: 'pg-terminate'; at: number; dur: number }
   /** app.close() while calls wait, then a new app in the same process after `dur`. */
   | { kind: 'app-restart'; at: number; worker: number; dur: number }
   /** kill -9 of the worker process, a new one after `dur`. */
   | { kind: 'worker-crash'; at: number; worker: number; dur: number };
 
 export type FaultKind = Fault['kind'];
-export type ProxyTarget = 'redis' | 'etcd' | 'register';
+/** 'postgres': the lock backend's connections; 'register': every register client (Redis, etcd, PostgreSQL). */
+export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'register';
 
 export interface SimParams {
   seed: number;
@@ -157,17 +183,47 @@ export function generatePlan(params: SimParams): Plan {
   return { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated };
 }
 
-/** One method of each shape, with the seed's purposes, ttls and busy behaviour. */
+/** One method of each shape, with the seed's purposes, backends, ttls and busy behaviour. */
 function genCatalog(rng: Prng, ctx: GenContext): DecoSpec[] {
   return (['single', 'stacked', 'inherited', 'observable'] as const).map((shape) => {
     const purpose = ctx.control === 'unfenced' ? 'correctness' : rng.pick<Purpose>(['efficiency', 'correctness']);
-    const purpose2 = shape === 'stacked' || shape === 'inherited' ? rng.pick<Purpose>(['efficiency', 'correctness']) : purpose;
+    const two = shape === 'stacked' || shape === 'inherited';
+    const purpose2 = two ? rng.pick<Purpose>(['efficiency', 'correctness']) : purpose;
     const ttl = rng.pick(ctx.ttls);
     ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
     const onBusy = rng.weighted<DecoSpec['onBusy']>([[4, 'wait'], [1, 'throw'], [1, 'skip']]);
     const wait = onBusy === 'wait' ? rng.weighted([[3, 200], [3, 1_000], [2, 3_000]]) : 0;
-    return { shape, purpose, purpose2, ttl, wait, onBusy };
+    const spec: DecoSpec = { shape, purpose, purpose2, ttl, wait, onBusy };
+    const backend = pickBackend(rng, ctx);
+    if (backend) spec.backend = backend;
+    const backend2 = two ? pickBackend(rng, ctx) : backend;
+    if (backend2) spec.backend2 = backend2;
+    return spec;
   });
+}
+
+/** A third of the locks on PostgreSQL (named per lock), the rest routed by purpose; none in the controls. */
+function pickBackend(rng: Prng, ctx: GenContext): LockBackendName | undefined {
+  if (ctx.control) return undefined;
+  return rng.chance(1 / 3) ? 'postgres' : undefined;
+}
+
+/** One lock: the same key on the same backend (PostgreSQL: whatever the purpose; routed: the same purpose, so the same backend). */
+const sameLock = (a: { key: number; backend?: LockBackendName }, b: { key: number; backend?: LockBackendName }): boolean => a.key === b.key && a.backend === b.backend;
+
+type LockRef = { key: number; purpose: Purpose; backend?: LockBackendName };
+
+/**
+ * The PostgreSQL lock `lock` is in the enclosing operation's context with a purpose — its own lock,
+ * or a decorated call's second declaration — or undefined. A nested call on it must use that
+ * purpose: the library refuses the other one there (one lease row per key).
+ */
+function enclosingPurpose(ctx: GenContext, outer: LockOp | undefined, lock: { key: number; backend?: LockBackendName }): Purpose | undefined {
+  if (!outer || lock.backend !== 'postgres') return undefined;
+  const held: LockRef[] = [outer];
+  const spec = outer.deco ? ctx.decorated[outer.deco.method] : undefined;
+  if (spec && outer.deco && (spec.shape === 'stacked' || spec.shape === 'inherited')) held.push({ key: outer.deco.key2, purpose: spec.purpose2, backend: spec.backend2 });
+  return held.find((h) => sameLock(h, lock))?.purpose;
 }
 
 interface GenContext {
@@ -194,14 +250,25 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
       ? rng.weighted<LockOp['kind']>([[6, 'using'], [2, 'try'], [2, 'acquire'], [deco, 'decorated']])
       : rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [5, 'using'], [1, 'abort-wait'], [deco, 'decorated']]);
   if (kind === 'decorated') return genDecorated(rng, ctx, depth, outer);
-  // Nested: the same key (reentrant under using) or another one.
-  const key = outer && rng.chance(0.3) ? outer.key : rng.int(0, ctx.keys - 1);
+  // Nested: the same lock (reentrant under using) or another one (another key, or the same key on
+  // another backend).
+  const reentrant = outer !== undefined && rng.chance(0.3);
+  const key = reentrant ? outer.key : rng.int(0, ctx.keys - 1);
+  const backend = reentrant ? outer.backend : pickBackend(rng, ctx);
+  // One purpose per lock in one context (on PostgreSQL the other purpose is the same lease row).
   const purpose: Purpose =
-    outer && key === outer.key ? outer.purpose : ctx.control === 'unfenced' ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']]) : rng.pick<Purpose>(['efficiency', 'correctness']);
+    outer && sameLock({ key, backend }, outer)
+      ? outer.purpose
+      : enclosingPurpose(ctx, outer, { key, backend })
+        ? enclosingPurpose(ctx, outer, { key, backend })!
+      : ctx.control === 'unfenced'
+        ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']])
+        : rng.pick<Purpose>(['efficiency', 'correctness']);
   const ttl = rng.pick(ctx.ttls);
   ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
   const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 200], [3, 1_000], [2, 3_000]]);
   const op: LockOp = { kind, key, purpose, ttl, wait, steps: [] };
+  if (backend) op.backend = backend;
   genSteps(rng, ctx, depth, op);
   return op;
 }
@@ -213,24 +280,45 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
 function genDecorated(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | undefined): LockOp {
   const method = rng.int(0, ctx.decorated.length - 1);
   const spec = ctx.decorated[method];
-  const allowed = (k: number, purpose: Purpose): boolean => !outer || k !== outer.key || purpose === outer.purpose;
-  const pickKey = (purpose: Purpose, not?: number): number => {
-    const candidates = Array.from({ length: ctx.keys }, (_, k) => k).filter((k) => k !== not && allowed(k, purpose));
-    // Reentrant on the enclosing key now and then, when the purposes agree.
-    if (outer && outer.purpose === purpose && outer.key !== not && rng.chance(0.3)) return outer.key;
+  const allowed = (k: number, purpose: Purpose, backend: LockBackendName | undefined): boolean =>
+    (!outer || !sameLock({ key: k, backend }, outer) || purpose === outer.purpose) && (enclosingPurpose(ctx, outer, { key: k, backend }) ?? purpose) === purpose;
+  const pickKey = (purpose: Purpose, backend: LockBackendName | undefined, not?: number): number | undefined => {
+    const candidates = Array.from({ length: ctx.keys }, (_, k) => k).filter((k) => k !== not && allowed(k, purpose, backend));
+    // Reentrant on the enclosing lock now and then, when the purposes and backends agree.
+    if (outer && outer.purpose === purpose && outer.backend === backend && outer.key !== not && rng.chance(0.3)) return outer.key;
+    // No key left (each is the first declaration's or held by the context with the other purpose).
+    // Routed, that key is another lock (the other purpose's backend); on PostgreSQL it is the same
+    // lease row, which the library refuses in this context.
+    if (candidates.length === 0 && backend === 'postgres') return undefined;
     return rng.pick(candidates.length ? candidates : [0]);
   };
-  const key = pickKey(spec.purpose);
-  let key2 = key;
+  const key = pickKey(spec.purpose, spec.backend);
+  if (key === undefined) {
+    // This method cannot be called here (every PostgreSQL key is held by the context with the
+    // other purpose): a plain using() of the enclosing lock instead (reentrant).
+    const op: LockOp = { kind: 'using', key: outer!.key, purpose: outer!.purpose, ttl: spec.ttl, wait: 200, steps: [] };
+    if (outer!.backend) op.backend = outer!.backend;
+    genSteps(rng, ctx, depth, op);
+    return op;
+  }
+  let key2: number | undefined = key;
   if (spec.shape === 'stacked' || spec.shape === 'inherited') {
     // Two declarations on one key with different purposes can never both be held; stacked ones
-    // always get two keys; an override may share its base's key (a reentrant super call).
-    const sameOk = spec.shape === 'inherited' && spec.purpose2 === spec.purpose && rng.chance(0.3);
-    key2 = sameOk ? key : pickKey(spec.purpose2, key);
+    // always get two keys; an override may share its base's lock (a reentrant super call).
+    const sameOk = spec.shape === 'inherited' && spec.purpose2 === spec.purpose && spec.backend2 === spec.backend && rng.chance(0.3);
+    key2 = sameOk ? key : pickKey(spec.purpose2, spec.backend2, key);
+  }
+  if (key2 === undefined) {
+    // This method cannot be called here: a plain using() of its first lock instead.
+    const op: LockOp = { kind: 'using', key, purpose: spec.purpose, ttl: spec.ttl, wait: spec.onBusy === 'wait' ? spec.wait : 200, steps: [] };
+    if (spec.backend) op.backend = spec.backend;
+    genSteps(rng, ctx, depth, op);
+    return op;
   }
   const call: DecoCall = { method, key2, repeat: spec.shape === 'observable' ? rng.weighted([[3, 1], [2, 2], [1, 3]]) : 1 };
   if (spec.shape === 'observable' && rng.chance(0.3)) call.unsubscribeAfterMs = rng.int(0, 800);
   const op: LockOp = { kind: 'decorated', deco: call, key, purpose: spec.purpose, ttl: spec.ttl, wait: spec.onBusy === 'wait' ? spec.wait : 0, steps: [] };
+  if (spec.backend) op.backend = spec.backend;
   genSteps(rng, ctx, depth, op);
   return op;
 }
@@ -262,18 +350,23 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       ctx.maxTtl = Math.max(ctx.maxTtl, t);
       op.steps.push({ s: 'extend', ttl: t });
     } else if (choice === 'rmw') {
-      op.steps.push({
+      // A register is fenced by one lock's tokens: a PostgreSQL lease writes the PgFence register
+      // (its tokens and etcd's revisions are different sequences), a routed one etcd's or Redis's.
+      const step: Step = {
         s: 'rmw',
-        store: rng.pick<Store>(['etcd', 'redis']),
+        store: op.backend === 'postgres' ? 'postgres' : rng.pick<Store>(['etcd', 'redis']),
         // An implicit token needs the lease in the async context: using() and decorated bodies.
         token: (kind === 'using' || kind === 'decorated') && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
         thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
         checkSignal: rng.chance(0.3),
-      });
+      };
+      if (op.backend === 'postgres') step.tx = rng.chance(0.5);
+      op.steps.push(step);
     } else if (choice === 'split') {
       // Read under this lease, write from inside a nested lease of another key: the implicit
-      // token there is the *nested* lease's.
-      const store = rng.pick<Store>(['etcd', 'redis']);
+      // token there is the *nested* lease's. (PostgreSQL: each statement commits on its own — a
+      // transaction kept open across a nested acquisition would hold the row lock while it waits.)
+      const store: Store = op.backend === 'postgres' ? 'postgres' : rng.pick<Store>(['etcd', 'redis']);
       const nested = genLockOp(rng, ctx, depth + 1, op);
       nested.kind = 'using';
       delete nested.deco;
@@ -281,7 +374,7 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       op.steps.push({ s: 'read', store });
       // The same holder must not update the register between its own read and write (that would
       // be the program's bug, not the lock's): a reentrant nested lease does no RMW of its own.
-      if (nested.key === op.key) nested.steps = nested.steps.filter((s) => s.s !== 'rmw');
+      if (sameLock(nested, op)) nested.steps = nested.steps.filter((s) => s.s !== 'rmw');
       // An implicit token is the one of the lease on the register's key in this async context: the
       // outer lease only if it is in the context (using). Under acquire/try, a nested re-acquisition
       // of the same key would lend its newer token to a read made under the older lease — the
@@ -305,6 +398,8 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
   const busy = new Map<string, number>();
   const faults: Fault[] = [];
   const session = sessionTtlSeconds * 1_000;
+  // The negative controls take no lock on PostgreSQL: no fault there (their schedules are what they were before it).
+  const pg = params.control === undefined ? 1 : 0;
   for (let i = 0; i < count; i++) {
     const kind = rng.weighted<FaultKind>(
       params.control === 'unfenced'
@@ -316,6 +411,9 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
             [3, 'pause-holder'],
             [1.5, 'redis-kill'],
             [2, 'etcd-kill'],
+            [1.5 * pg, 'pg-kill'],
+            [1 * pg, 'pg-restart'],
+            [1 * pg, 'pg-terminate'],
             [2.5, 'app-restart'],
             [1, 'worker-crash'],
           ],
@@ -327,12 +425,12 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     switch (kind) {
       case 'delay': {
         const ms = rng.pick([30, 150, 400, 900, 1_800]);
-        fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng) };
+        fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng, pg > 0) };
         resource = `net${worker}`;
         break;
       }
       case 'blackhole':
-        fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng) };
+        fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng, pg > 0) };
         resource = `net${worker}`;
         break;
       case 'pause':
@@ -351,6 +449,18 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
         fault = { kind, at, member: rng.chance(0.5) ? 'leader' : rng.int(0, 2), dur: rng.int(300, 2_500) };
         resource = 'etcd';
         break;
+      case 'pg-kill':
+        fault = { kind, at, dur: rng.int(100, 1_500) };
+        resource = 'postgres';
+        break;
+      case 'pg-restart':
+        fault = { kind, at, dur: 1_000 };
+        resource = 'postgres';
+        break;
+      case 'pg-terminate':
+        fault = { kind, at, dur: 0 };
+        resource = 'postgres';
+        break;
       case 'app-restart':
         fault = { kind, at, worker, dur: rng.int(50, 1_000) };
         resource = `proc${worker}`;
@@ -364,19 +474,32 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     at = Math.max(at, (busy.get(resource) ?? 0) + 100);
     if (at + fault.dur > D * 0.9) continue;
     fault.at = at;
-    busy.set(resource, at + fault.dur + (kind === 'etcd-kill' ? 1_500 : kind === 'worker-crash' || kind === 'app-restart' ? 1_500 : 0));
+    // What comes back after the fault takes time of its own (elections, crash recovery, a new process).
+    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart'].includes(kind) ? 1_500 : kind === 'pg-terminate' ? 500 : 0;
+    busy.set(resource, at + fault.dur + recovery);
     faults.push(fault);
   }
   return faults.sort((a, b) => a.at - b.at);
 }
 
-function targets(rng: Prng): ProxyTarget[] {
+function targets(rng: Prng, pg: boolean): ProxyTarget[] {
+  if (!pg) {
+    return rng.weighted<ProxyTarget[]>([
+      [3, ['redis', 'etcd', 'register']],
+      [1, ['redis']],
+      [1, ['etcd']],
+      [1, ['register']],
+      [1, ['etcd', 'register']],
+    ]);
+  }
   return rng.weighted<ProxyTarget[]>([
-    [3, ['redis', 'etcd', 'register']],
+    [3, ['redis', 'etcd', 'postgres', 'register']],
     [1, ['redis']],
     [1, ['etcd']],
+    [1, ['postgres']],
     [1, ['register']],
     [1, ['etcd', 'register']],
+    [1, ['postgres', 'register']],
   ]);
 }
 
@@ -397,6 +520,12 @@ export function describeFault(fault: Fault & { index?: number }): string {
       return `${id}${at} kill -9 redis-server, restart after ${fault.dur} ms`;
     case 'etcd-kill':
       return `${id}${at} kill -9 etcd ${fault.member === 'leader' ? 'leader' : `member n${fault.member + 1}`}, restart after ${fault.dur} ms`;
+    case 'pg-kill':
+      return `${id}${at} kill -9 postgres, relaunch after ${fault.dur} ms`;
+    case 'pg-restart':
+      return `${id}${at} fast restart of postgres`;
+    case 'pg-terminate':
+      return `${id}${at} pg_terminate_backend() of every postgres session`;
     case 'app-restart':
       return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
     case 'worker-crash':

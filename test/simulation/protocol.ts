@@ -1,5 +1,5 @@
 /** What the simulation controller and its worker processes say to each other (IPC). */
-import type { ControlMode, DecoSpec, FiberOp, Purpose, Store } from './plan.js';
+import type { ControlMode, DecoSpec, FiberOp, LockBackendName, Purpose, Store } from './plan.js';
 
 export interface WorkerConfig {
   role: 'worker' | 'probe';
@@ -11,6 +11,10 @@ export interface WorkerConfig {
   etcdHosts: string[];
   registerRedisUrl: string;
   registerEtcdHosts: string[];
+  /** The PostgreSQL backend's connection string (through the worker's 'postgres' proxy). */
+  postgresUrl: string;
+  /** The PgFence register's (the same PostgreSQL, through the worker's register proxy). */
+  registerPostgresUrl: string;
   sessionTtlSeconds: number;
   keys: number;
   fibers: FiberOp[][];
@@ -18,7 +22,7 @@ export interface WorkerConfig {
   decorated: DecoSpec[];
   control?: ControlMode;
   /** probe: acquire every lock, each within its bound counted from `since` (wall clock, ms). */
-  probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; boundMs: number }> };
+  probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; boundMs: number }> };
 }
 
 export type WorkerCommand =
@@ -34,9 +38,10 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 
 export type SimEventBody =
   | { ev: 'ready' }
-  | { ev: 'req'; id: string; key: number; purpose: Purpose; kind: string; ttl: number; wait: number; parent?: string }
+  /** `backend`: 'postgres' when the lock was taken there (absent: routed by purpose). */
+  | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string }
   /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
-  | { ev: 'grant'; id: string; key: number; purpose: Purpose; token?: string; V?: number; reentrant: boolean; root: string }
+  | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string }
   | { ev: 'busy'; id: string }
   | { ev: 'fail'; id: string; name: string; message: string }
   /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */
@@ -58,7 +63,7 @@ export type SimEventBody =
   | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number; above?: Record<string, number> }
   | { ev: 'exit-resources'; leaked: string[] }
   | { ev: 'drained' }
-  | { ev: 'probe'; key: number; purpose: Purpose; ok: boolean; elapsedMs: number; message?: string }
+  | { ev: 'probe'; key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }
   | { ev: 'register'; store: Store | 'plain'; key: number; list: RegisterList | null }
   | { ev: 'note'; message: string }
   /** A decorated method's body ran without one of its declared leases (or after its caller unsubscribed). */
@@ -67,12 +72,21 @@ export type SimEventBody =
 /** `t`: the worker's wall clock (Date-calibrated performance.now()), ms; `w`/`inc`: worker and incarnation. */
 export type SimEvent = SimEventBody & { t: number; w: number; inc: number };
 
-export const lockKeyName = (runId: string, key: number): string => `${runId}/k${key}`;
+/**
+ * A lock's key: on PostgreSQL a name of its own (`…/pg/k0`), so a context holding key 0 on both
+ * PostgreSQL and a routed backend has two keys, and a fence's lockKey names one lock.
+ */
+export const lockKeyName = (runId: string, key: number, backend?: LockBackendName): string => (backend === 'postgres' ? `${runId}/pg/k${key}` : `${runId}/k${key}`);
 /**
  * The etcd register of key k is named like the lock (a fence can match it to the lease on that
- * key); the Redis one is not (an implicit token must then come from an unambiguous context).
+ * key); the Redis one is not (an implicit token must then come from an unambiguous context). The
+ * PgFence register of key k is a row whose id is its PostgreSQL lock's key.
  */
-export const registerName = (runId: string, key: number, store: 'etcd' | 'redis'): string => (store === 'etcd' ? `${runId}/k${key}` : `${runId}/register-${key}`);
+export const registerName = (runId: string, key: number, store: Store): string =>
+  store === 'etcd' ? `${runId}/k${key}` : store === 'postgres' ? lockKeyName(runId, key, 'postgres') : `${runId}/register-${key}`;
 export const REDIS_FENCE_PREFIX = 'sim:';
 export const ETCD_FENCE_PREFIX = 'sim/fence/';
 export const PLAIN_PREFIX = 'sim:plain:';
+/** The PgFence register table (in the PostgreSQL the backend uses): `v` is the JSON list, `fence` PgFence's column. */
+export const PG_REGISTER_TABLE = 'sim_register';
+export const PG_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${PG_REGISTER_TABLE} (id text PRIMARY KEY, v text NOT NULL, fence bigint NOT NULL DEFAULT 0)`;

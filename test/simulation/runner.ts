@@ -7,12 +7,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
+import { PostgresServer } from '../harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { check, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
 import { DEFAULT_PARAMS, describeFault, generatePlan, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
-import type { RegisterList, SimEvent, WorkerCommand, WorkerConfig } from './protocol.js';
+import { PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -26,21 +28,64 @@ export interface SimServers {
   registerRedis: RedisServer;
   /** Three members (fast elections); one is killed at a time, so a quorum stays. */
   etcd: EtcdCluster;
+  /** The PostgreSQL backend's server, and the PgFence register's (a table in the same database): killed and restarted by the faults. */
+  postgres: SimPostgres;
   stop(): Promise<void>;
 }
 
+/** The PostgreSQL server and whether its postmaster runs (a kill -9 fault stops it until relaunched). */
+export interface SimPostgres {
+  server: PostgresServer;
+  up: boolean;
+}
+
+/** One statement on a connection of its own (set-up and seed rows; never through a proxy). */
+async function pgQuery(server: PostgresServer, text: string, values: unknown[] = []): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 5_000 });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    return await client.query(text, values);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Launch the postmaster again: after a kill -9 a child may still hold the old shared memory for a
+ * moment ("pre-existing shared memory block is still in use"), so a failed launch is tried again
+ * (bounded).
+ */
+async function relaunchPostgres(postgres: SimPostgres): Promise<string> {
+  const started = wallNow();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await postgres.server.launch();
+      postgres.up = true;
+      return `up ${(wallNow() - started).toFixed(0)} ms after the launch began${attempt > 0 ? `, ${attempt + 1} launches` : ''}`;
+    } catch (error) {
+      if (attempt >= 10) throw error;
+      await sleep(300);
+    }
+  }
+}
+
 export async function startSimServers(): Promise<SimServers> {
-  const [etcd, lockRedis, registerRedis] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, pgServer] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start({ appendonly: true }),
     RedisServer.start(),
+    PostgresServer.start(),
   ]);
+  const postgres: SimPostgres = { server: pgServer, up: true };
+  await pgQuery(pgServer, PG_REGISTER_DDL);
   return {
     etcd,
     lockRedis,
     registerRedis,
+    postgres,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop()]);
     },
   };
 }
@@ -99,7 +144,14 @@ interface WorkerProxies {
   /** The EtcdFence register's client: its own proxies (the 'register' target), apart from the lock client's. */
   registerEtcd: TcpProxy[];
   etcd: TcpProxy[];
+  /** The PostgreSQL backend's pool and LISTEN session (the 'postgres' target). */
+  postgres: TcpProxy;
+  /** The PgFence register's pool (the 'register' target), to the same server. */
+  registerPostgres: TcpProxy;
 }
+
+const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres];
+const pgUrl = (server: PostgresServer, endpoint = `${server.host}:${server.port}`): string => `postgres://${server.user}@${endpoint}/${server.database}`;
 
 export interface RunOptions {
   log?: (line: string) => void;
@@ -122,7 +174,11 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   let tGone = 0;
 
   const port = (endpoint: string): number => Number(endpoint.split(':').pop());
-  const portNames = new Map<number, string>([[servers.lockRedis.port, 'lock redis'], [servers.registerRedis.port, 'register redis']]);
+  const portNames = new Map<number, string>([
+    [servers.lockRedis.port, 'lock redis'],
+    [servers.registerRedis.port, 'register redis'],
+    [servers.postgres.server.port, 'postgres'],
+  ]);
   for (const m of servers.etcd.members) portNames.set(port(m.endpoint), `etcd ${m.name}`);
 
   const spawnProc = (config: WorkerConfig): Proc => {
@@ -175,6 +231,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     etcdHosts: proxies[w].etcd.map((p) => p.endpoint),
     registerRedisUrl: `redis://${proxies[w].register.endpoint}`,
     registerEtcdHosts: proxies[w].registerEtcd.map((p) => p.endpoint),
+    postgresUrl: pgUrl(servers.postgres.server, proxies[w].postgres.endpoint),
+    registerPostgresUrl: pgUrl(servers.postgres.server, proxies[w].registerPostgres.endpoint),
     sessionTtlSeconds: plan.sessionTtlSeconds,
     keys: plan.keys,
     fibers: plan.fibers[w],
@@ -205,7 +263,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const targetsOf = (w: number, targets: string[]): TcpProxy[] => [
     ...(targets.includes('redis') ? [proxies[w].redis] : []),
     ...(targets.includes('etcd') ? proxies[w].etcd : []),
-    ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd] : []),
+    ...(targets.includes('postgres') ? [proxies[w].postgres] : []),
+    ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd, proxies[w].registerPostgres] : []),
   ];
 
   const pauseProc = async (proc: Proc, ms: number): Promise<void> => {
@@ -290,6 +349,35 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         await servers.etcd.waitHealthy(15_000).catch(() => undefined);
         break;
       }
+      case 'pg-kill':
+        // The postmaster only, as a crash would: its backends see it gone and exit; the relaunch
+        // goes through crash recovery (lease rows, the token sequence and the register survive).
+        try {
+          servers.postgres.up = false;
+          await servers.postgres.server.kill();
+          await sleep(fault.dur);
+        } finally {
+          record.description += ` (${await relaunchPostgres(servers.postgres)})`;
+        }
+        break;
+      case 'pg-terminate': {
+        // Every client session ends mid-whatever (57P01), the server and its data stay.
+        const r = await pgQuery(
+          servers.postgres.server,
+          `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+        );
+        record.description += ` (${r.rows[0].n as number} sessions)`;
+        break;
+      }
+      case 'pg-restart':
+        // Fast shutdown (every session ends), then the same data on the same port at once.
+        try {
+          servers.postgres.up = false;
+          await servers.postgres.server.halt('SIGINT');
+        } finally {
+          record.description += ` (${await relaunchPostgres(servers.postgres)})`;
+        }
+        break;
       case 'app-restart': {
         const proc = current[fault.worker];
         if (!alive(proc)) {
@@ -327,16 +415,23 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
 
   const workerEnds: WorkerEnd[] = [];
   try {
+    // This seed's PgFence registers: one row per key, an empty list, fence 0.
+    const pgRegisters = Array.from({ length: plan.keys }, (_, key) => registerName(runId, key, 'postgres'));
+    await pgQuery(servers.postgres.server, `INSERT INTO ${PG_REGISTER_TABLE} (id, v) SELECT unnest($1::text[]), '[]' ON CONFLICT (id) DO NOTHING`, [pgRegisters]);
     for (let w = 0; w < params.workers; w++) {
       const p: WorkerProxies = {
         redis: await TcpProxy.start(servers.lockRedis.port),
         register: await TcpProxy.start(servers.registerRedis.port),
         etcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
         registerEtcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
+        postgres: await TcpProxy.start(servers.postgres.server.port),
+        registerPostgres: await TcpProxy.start(servers.postgres.server.port),
       };
       proxies.push(p);
       portNames.set(p.redis.port, `w${w}'s proxy to the lock redis`);
       portNames.set(p.register.port, `w${w}'s proxy to the register redis`);
+      portNames.set(p.postgres.port, `w${w}'s proxy to postgres (lock backend)`);
+      portNames.set(p.registerPostgres.port, `w${w}'s register proxy to postgres (our PgFence pool)`);
       p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
       p.registerEtcd.forEach((e, i) => portNames.set(e.port, `w${w}'s register proxy to etcd n${i + 1} (our EtcdFence client)`));
     }
@@ -350,9 +445,11 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       const record = faults[i];
       injectors.push(
         sleep(Math.max(0, fault.at - (wallNow() - t0))).then(() =>
-          runFault(fault, record).catch((e: unknown) => {
-            record.skipped = `failed: ${(e as Error).message}`;
-          }),
+          runFault(fault, record)
+            .catch((e: unknown) => {
+              record.skipped = `failed: ${(e as Error).message}`;
+            })
+            .then(() => log(`  fault ${record.description}${record.skipped ? ` — skipped: ${record.skipped}` : ''}`)),
         ),
       );
     }
@@ -361,10 +458,11 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     phase('operations and faults done');
 
     // Heal: every proxy passes, every process runs, every server is up.
-    for (const p of proxies) for (const proxy of [p.redis, p.register, ...p.etcd, ...p.registerEtcd]) proxy.heal();
+    for (const p of proxies) for (const proxy of allProxies(p)) proxy.heal();
     for (const proc of current) if (alive(proc)) proc.child.kill('SIGCONT');
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     await servers.etcd.waitHealthy(20_000);
+    if (!servers.postgres.up) await relaunchPostgres(servers.postgres);
 
     if (plan.endCrash !== undefined && alive(current[plan.endCrash])) {
       faults.push({ index: faults.length, kind: 'end-crash', description: `kill -9 w${plan.endCrash} at the end (it may hold locks)`, worker: plan.endCrash, start: wallNow() });
@@ -394,14 +492,16 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     }
     tGone = wallNow();
     phase('workers gone');
-    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd, ...p.registerEtcd]).map((proxy) => proxy.close()));
+    await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close()));
     proxies.length = 0;
 
     // Liveness: a fresh instance, straight to the servers, acquires every lock the run used.
     const bounds = livenessBounds(plan);
-    const probeLocks = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
+    const probeLocks: NonNullable<WorkerConfig['probe']>['locks'] = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
       Array.from({ length: plan.keys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
     );
+    // A key on PostgreSQL is one lock whatever the purpose: one probe per key.
+    for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose: 'correctness', backend: 'postgres', boundMs: bounds[`postgres:${key}`] });
     const probe = spawnProc({
       role: 'probe',
       worker: -1,
@@ -411,6 +511,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       etcdHosts: servers.etcd.hosts,
       registerRedisUrl: servers.registerRedis.url,
       registerEtcdHosts: servers.etcd.hosts,
+      postgresUrl: pgUrl(servers.postgres.server),
+      registerPostgresUrl: pgUrl(servers.postgres.server),
       sessionTtlSeconds: plan.sessionTtlSeconds,
       keys: plan.keys,
       fibers: [],
@@ -429,7 +531,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     if (probeEnd === 'done') {
       const mine = events.filter((e) => e.w === -1);
       probeResult = {
-        probes: mine.flatMap((e) => (e.ev === 'probe' ? [{ key: e.key, purpose: e.purpose, ok: e.ok, elapsedMs: e.elapsedMs, message: e.message }] : [])),
+        probes: mine.flatMap((e) => (e.ev === 'probe' ? [{ key: e.key, purpose: e.purpose, backend: e.backend, ok: e.ok, elapsedMs: e.elapsedMs, message: e.message }] : [])),
         registers: mine.flatMap((e) => (e.ev === 'register' ? [{ store: e.store, key: e.key, list: e.list }] : [])),
       };
     } else {
@@ -440,8 +542,9 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   } finally {
     await Promise.allSettled(injectors);
     for (const proc of procs) if (alive(proc)) await crash(proc);
-    await Promise.all(proxies.flatMap((p) => [p.redis, p.register, ...p.etcd, ...p.registerEtcd]).map((proxy) => proxy.close().catch(() => undefined)));
+    await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close().catch(() => undefined)));
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
+    if (!servers.postgres.up) await relaunchPostgres(servers.postgres).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 
@@ -464,13 +567,16 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
  * How long after the last worker is gone a fresh instance must get each lock: the longest ttl
  * (a killed Redis holder's key lives that long), the session ttl (a killed etcd holder's key
  * lives until its session lease expires), Redis's queue allowance (a dead waiter's entry and a
- * hand-off reservation: 2 × 1.5 s) and 1.5 s of slack for the probe's own start.
+ * hand-off reservation: 2 × 1.5 s) and 1.5 s of slack for the probe's own start. PostgreSQL (one
+ * lock per key, `postgres:k`): a killed holder's row lives its ttl; a dead waiter's queue entry
+ * 1.5 s, and a hand-off to it grants it its own ttl — at most the longest ttl + 3 s, as Redis.
  */
 export function livenessBounds(plan: Plan): Record<string, number> {
   const bounds: Record<string, number> = {};
   for (let key = 0; key < plan.keys; key++) {
     bounds[`efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
     bounds[`correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+    bounds[`postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
   }
   return bounds;
 }
@@ -481,9 +587,10 @@ export function summaryLine(r: SeedResult): string {
   const applied = r.faults.filter((f) => !f.skipped).length;
   const v = r.result.violations;
   const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
+  const pgWrites = Object.entries(s.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
-    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant), ${s.busy} busy, ` +
-    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}], decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}), ${s.busy} busy, ` +
+    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

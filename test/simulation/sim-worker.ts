@@ -1,5 +1,5 @@
 // One app instance of the simulation, in its own process (so it can be SIGSTOPped and killed):
-// a real Nest application with DistributedLockModule.forRoot({ redis, etcd }), running the
+// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres }), running the
 // fibers of its plan and reporting every step to the controller over IPC. Runs from the compiled
 // output (.tmp/compiled/test/simulation/sim-worker.js).
 //
@@ -12,6 +12,7 @@ import { Injectable, Module, type INestApplicationContext, type Type } from '@ne
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { defer, Observable, repeat } from 'rxjs';
 import {
   DistributedLock,
@@ -19,17 +20,21 @@ import {
   DistributedLockModule,
   DistributedLockService,
   EtcdFence,
+  PgFence,
   RedisFence,
   StaleFencingTokenError,
   type Lease,
 } from '../../lib/index.js';
 import { LockEngine } from '../../lib/engine/lock-engine.js';
+import { TurnWaiters } from '../../lib/backends/wait-turn.util.js';
+import { PostgresListener } from '../../lib/backends/postgres/postgres-listener.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { wallNow } from './clock.js';
-import type { DecoSpec, FiberOp, LockOp, Step, Store } from './plan.js';
+import type { DecoSpec, FiberOp, LockBackendName, LockOp, Step, Store } from './plan.js';
 import {
   ETCD_FENCE_PREFIX,
   lockKeyName,
+  PG_REGISTER_TABLE,
   PLAIN_PREFIX,
   REDIS_FENCE_PREFIX,
   registerName,
@@ -129,6 +134,8 @@ async function startApp(direct = false): Promise<void> {
         // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
         redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) },
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
+        // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL says `backend: 'postgres'`.
+        postgres: { connectionString: config.postgresUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
         metrics: false,
       }),
     ],
@@ -211,11 +218,11 @@ function traceBackends(backends: Map<string, unknown>): void {
 }
 
 function explainLeftovers(baseline: Record<string, number>): void {
-  for (const [name, backend] of backendsOf(app!) as unknown as Map<string, Record<string, unknown>>) {
-    for (const [prop, value] of Object.entries(backend)) {
-      if (!(value instanceof Map) || isKeyCache(prop) || value.size <= (baseline[`${name}.${prop}`] ?? 0)) continue;
+  for (const [name, backend] of backendsOf(app!)) {
+    for (const [path, value] of collections(name, backend as object, 3)) {
+      if (!(value instanceof Map) || isKeyCache(path) || value.size <= (baseline[path] ?? 0)) continue;
       for (const owner of value.keys()) {
-        emit({ ev: 'note', message: `${name}.${prop} still has ${String(owner)}: ${(ownerTrace.get(String(owner)) ?? ['no calls traced']).join(' | ')}` });
+        emit({ ev: 'note', message: `${path} still has ${String(owner)}: ${(ownerTrace.get(String(owner)) ?? ['no calls traced']).join(' | ')}` });
       }
     }
   }
@@ -233,31 +240,83 @@ if (process.env.SIM_DEBUG) {
 }
 registerRedis.on('error', () => undefined);
 const registerEtcd = new Etcd3({ hosts: config.registerEtcdHosts });
+/**
+ * The PgFence register's pool: its own connections to the backend's PostgreSQL (through the
+ * register proxy). A statement waits at most 1.2 s on the server — a row lock held by a paused
+ * holder's open transaction included — and a connection at most 1 s.
+ */
+const registerPg = new pg.Pool({ connectionString: config.registerPostgresUrl, max: 4, connectionTimeoutMillis: 1_000, statement_timeout: 1_200, idleTimeoutMillis: 2_000 });
+// A server restart errors idle clients (and a checked-out one may emit twice): never a crash.
+registerPg.on('error', () => undefined);
+registerPg.on('connect', (client) => client.on('error', () => undefined));
 
-function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence {
+/** A checked-out register connection in a transaction (`rmw` with `tx`): the read, the write and COMMIT go through it. */
+interface PgTx {
+  client: pg.PoolClient;
+}
+
+function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence | PgFence {
   // The service is the lease source (current() and every lease of the context), as documented.
-  // The etcd register has its lock's name; the Redis one is mapped to it with lockKey.
+  // The etcd register has its lock's name; the Redis one is mapped to it with lockKey; the
+  // PostgreSQL row's id is its lock's key.
   const register = /\/register-(\d+)$/;
   const redisOptions = { keyPrefix: REDIS_FENCE_PREFIX, leases: svc, lockKey: (name: string) => name.replace(register, '/k$1') };
+  if (store === 'postgres') return new PgFence({ table: PG_REGISTER_TABLE, leases: svc, lockKey: (id) => String(id) });
   return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc, timeoutMs: 1_500 });
 }
 
-async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined): Promise<RegisterList> {
+async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined, tx?: PgTx): Promise<RegisterList> {
   const name = registerName(config.runId, key, store);
-  const raw =
-    config.control === 'unfenced'
-      ? await registerRedis.get(PLAIN_PREFIX + registerName(config.runId, key, 'redis'))
-      : await timeout(fenceFor(store, svc).read(name, token), 1_500);
+  let raw: string | null | undefined;
+  if (config.control === 'unfenced') raw = await registerRedis.get(PLAIN_PREFIX + registerName(config.runId, key, 'redis'));
+  else if (store === 'postgres') raw = (await timeout((fenceFor(store, svc) as PgFence).read(tx?.client ?? registerPg, name, token), 1_500)).v as string;
+  else raw = await timeout((fenceFor(store, svc) as RedisFence | EtcdFence).read(name, token), 1_500);
   return JSON.parse(raw ?? '[]') as RegisterList;
 }
 
-async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined): Promise<void> {
+async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined, tx?: PgTx): Promise<void> {
   const name = registerName(config.runId, key, store);
   if (config.control === 'unfenced') {
     await registerRedis.set(PLAIN_PREFIX + registerName(config.runId, key, 'redis'), JSON.stringify(value));
     return;
   }
-  await timeout(fenceFor(store, svc).write(name, JSON.stringify(value), token), 1_500);
+  if (store === 'postgres') {
+    await timeout((fenceFor(store, svc) as PgFence).update(tx?.client ?? registerPg, name, { v: JSON.stringify(value) }, token), 1_500);
+    // Acknowledged once committed: an unanswered COMMIT is a write of unknown outcome.
+    if (tx) await timeout(tx.client.query('COMMIT'), 1_500);
+    return;
+  }
+  await timeout((fenceFor(store, svc) as RedisFence | EtcdFence).write(name, JSON.stringify(value), token), 1_500);
+}
+
+type PgTxEnd = 'committed' | 'rollback' | 'destroy';
+
+/**
+ * BEGIN on a register connection of its own. `end`: 'committed' gives the connection back;
+ * 'rollback' rolls back what is still open; 'destroy' — after an error or a timeout, when the
+ * connection's state is unknown — closes it (PostgreSQL then rolls the transaction back).
+ */
+async function beginPgTx(): Promise<PgTx & { end(how: PgTxEnd): void }> {
+  const client = await registerPg.connect();
+  let ended = false;
+  const end = (how: PgTxEnd): void => {
+    if (ended) return;
+    ended = true;
+    if (how === 'committed') client.release();
+    else if (how === 'destroy') client.release(true);
+    else
+      timeout(client.query('ROLLBACK'), 1_500).then(
+        () => client.release(),
+        () => client.release(true),
+      );
+  };
+  try {
+    await timeout(client.query('BEGIN'), 1_500);
+  } catch (error) {
+    end('destroy');
+    throw error;
+  }
+  return { client, end };
 }
 
 // ---------------------------------------------------------------- leases
@@ -331,7 +390,7 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
   } else {
     coreRoot.set(lease.leaseCore, id);
   }
-  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root });
+  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root });
   if (!lease.reentrant) {
     lease.signal.addEventListener(
       'abort',
@@ -368,9 +427,17 @@ interface DecoratedMethodHost {
  * The body's view of one declared lock: the lease for `key` in its async context. A decorated
  * body without it ran unlocked — the promise "a decorated method never runs without its lock".
  */
-function enter(call: DecoCallState, svc: DistributedLockService, id: string, key: number, purpose: LockOp['purpose'], which: 'outer' | 'inner'): Held | undefined {
+function enter(
+  call: DecoCallState,
+  svc: DistributedLockService,
+  id: string,
+  key: number,
+  purpose: LockOp['purpose'],
+  backend: LockBackendName | undefined,
+  which: 'outer' | 'inner',
+): Held | undefined {
   if (call.cancelled) emit({ ev: 'unlocked', id, detail: 'the body started after its caller unsubscribed' });
-  const name = lockKeyName(config.runId, key);
+  const name = lockKeyName(config.runId, key, backend);
   // The call's own leases, outermost first. Two declarations on one key (stacked, or an override
   // and its base) are one lock: the outer declaration's lease is the first, the inner one's
   // (a reentrant handle on it) the last.
@@ -380,13 +447,13 @@ function enter(call: DecoCallState, svc: DistributedLockService, id: string, key
     emit({ ev: 'unlocked', id, detail: `no held lease on ${name} (${purpose}) in the body's context: [${svc.currentLeases().map((l) => `${l.key}:${l.held}`).join(', ')}]` });
     return undefined;
   }
-  return granted(id, { ...call.op, key, purpose, steps: [] }, lease, svc);
+  return granted(id, { ...call.op, key, purpose, backend, steps: [] }, lease, svc);
 }
 
 /** The primary lease's body: the op's steps, then "stop using it" (the decorator releases after). */
 async function primaryBody(call: DecoCallState, svc: DistributedLockService, stopped?: { stop?: () => void }): Promise<void> {
   call.ran = true;
-  const held = enter(call, svc, call.id, call.op.key, call.op.purpose, 'inner');
+  const held = enter(call, svc, call.id, call.op.key, call.op.purpose, call.op.backend, 'inner');
   if (!held) return;
   let relSent = false;
   const rel = (): void => {
@@ -404,8 +471,15 @@ async function primaryBody(call: DecoCallState, svc: DistributedLockService, sto
 }
 
 /** The second declaration's lease (key2) around `inner`: reported on entry, "stopped using" after. */
-async function holdingSecond(call: DecoCallState, svc: DistributedLockService, k2: number, purpose2: LockOp['purpose'], inner: () => Promise<void>): Promise<void> {
-  const second = enter(call, svc, `${call.id}.2`, k2, purpose2, 'outer');
+async function holdingSecond(
+  call: DecoCallState,
+  svc: DistributedLockService,
+  k2: number,
+  purpose2: LockOp['purpose'],
+  backend2: LockBackendName | undefined,
+  inner: () => Promise<void>,
+): Promise<void> {
+  const second = enter(call, svc, `${call.id}.2`, k2, purpose2, backend2, 'outer');
   try {
     await inner();
   } finally {
@@ -418,8 +492,10 @@ async function holdingSecond(call: DecoCallState, svc: DistributedLockService, k
 
 const declaration = (spec: DecoSpec, which: 'key' | 'key2') => {
   const purpose = which === 'key' ? spec.purpose : spec.purpose2;
-  const key = which === 'key' ? (k: number) => lockKeyName(config.runId, k) : (_k: number, k2: number) => lockKeyName(config.runId, k2);
-  return spec.onBusy === 'wait' ? { purpose, key, ttl: spec.ttl, wait: spec.wait } : { purpose, key, ttl: spec.ttl, onBusy: spec.onBusy };
+  const backend = which === 'key' ? spec.backend : spec.backend2;
+  const key = which === 'key' ? (k: number) => lockKeyName(config.runId, k, backend) : (_k: number, k2: number) => lockKeyName(config.runId, k2, backend);
+  const on = backend ? { backend } : {};
+  return spec.onBusy === 'wait' ? { purpose, key, ttl: spec.ttl, wait: spec.wait, ...on } : { purpose, key, ttl: spec.ttl, onBusy: spec.onBusy, ...on };
 };
 
 /** One provider class per catalog entry (declarations are static: built once per process). */
@@ -445,7 +521,7 @@ function buildDecoratedClass(spec: DecoSpec, index: number): Type {
         @DistributedLock(declaration(spec, 'key'))
         async run(_k: number, k2: number, call: DecoCallState): Promise<void> {
           // Both declarations hold while the body runs: the outer (key2) one too.
-          await holdingSecond(call, this.svc, k2, spec.purpose2, () => primaryBody(call, this.svc));
+          await holdingSecond(call, this.svc, k2, spec.purpose2, spec.backend2, () => primaryBody(call, this.svc));
         }
       }
       Object.defineProperty(Stacked, 'name', { value: `Stacked${index}` });
@@ -465,7 +541,7 @@ function buildDecoratedClass(spec: DecoSpec, index: number): Type {
         @DistributedLock(declaration(spec, 'key2'))
         override async run(k: number, k2: number, call: DecoCallState): Promise<void> {
           // The override holds key2; its super call takes key (reentrant when they are one).
-          await holdingSecond(call, this.svc, k2, spec.purpose2, () => super.run(k, k2, call));
+          await holdingSecond(call, this.svc, k2, spec.purpose2, spec.backend2, () => super.run(k, k2, call));
         }
       }
       Object.defineProperty(Sub, 'name', { value: `Inherited${index}` });
@@ -508,7 +584,7 @@ async function runDecorated(fiber: number, op: LockOp, chain: Held[], id: string
   const call: DecoCallState = { id, fiber, op, chain, ran: false, cancelled: false, base: host.svc.currentLeases().length };
   if (spec.shape === 'stacked' || spec.shape === 'inherited') {
     // The second declaration's lease (its request is logged at the call: never later than it was made).
-    emit({ ev: 'req', id: `${id}.2`, key: deco.key2, purpose: spec.purpose2, kind: `decorated-${spec.shape}-2`, ttl: spec.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+    emit({ ev: 'req', id: `${id}.2`, key: deco.key2, purpose: spec.purpose2, backend: spec.backend2, kind: `decorated-${spec.shape}-2`, ttl: spec.ttl, wait: op.wait, parent: chain.at(-1)?.id });
   }
   if (spec.shape !== 'observable') {
     await (host.run(op.key, deco.key2, call) as Promise<void>);
@@ -520,7 +596,7 @@ async function runDecorated(fiber: number, op: LockOp, chain: Held[], id: string
   const source = defer(() => {
     if (n > 0) {
       call.id = `${id}.s${n}`;
-      emit({ ev: 'req', id: call.id, key: op.key, purpose: op.purpose, kind: 'decorated-observable', ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+      emit({ ev: 'req', id: call.id, key: op.key, purpose: op.purpose, backend: op.backend, kind: 'decorated-observable', ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
     }
     n += 1;
     return host.run(op.key, deco.key2, call) as Observable<number>;
@@ -557,8 +633,8 @@ let elements = 0;
 async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
   const svc = locks;
   const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
-  const key = lockKeyName(config.runId, op.key);
-  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+  const key = lockKeyName(config.runId, op.key, op.backend);
+  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: op.backend, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
   let aborter: AbortController | undefined;
   let abortTimer: NodeJS.Timeout | undefined;
   const signals = [drain.signal];
@@ -568,7 +644,7 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
     signals.push(aborter.signal);
   }
   const signal = AbortSignal.any(signals);
-  const opts = { purpose: op.purpose, ttl: op.ttl, wait: op.wait, signal };
+  const opts = { purpose: op.purpose, ttl: op.ttl, wait: op.wait, signal, ...(op.backend ? { backend: op.backend } : {}) };
   try {
     if (config.control === 'nolock') {
       const lease = new FakeLease(++fakeTokens, op.ttl);
@@ -644,12 +720,18 @@ async function steps(fiber: number, op: LockOp, held: Held, chain: Held[]): Prom
   sample(held);
 }
 
-function tokenFor(mode: 'explicit' | 'implicit', lease: AnyLease, svc: DistributedLockService, registerKey: number): { pass?: bigint; used?: bigint } {
+function tokenFor(
+  mode: 'explicit' | 'implicit',
+  lease: AnyLease,
+  svc: DistributedLockService,
+  registerKey: number,
+  backend: LockBackendName | undefined,
+): { pass?: bigint; used?: bigint } {
   if (mode === 'explicit') return { pass: lease.token, used: lease.token };
   // What the fence will use: the lease of this async context on the register's lock key (older
   // versions of the library took the innermost lease, whatever its key).
   const all = (svc as unknown as { currentLeases?: () => readonly Lease[] }).currentLeases;
-  const lockKey = lockKeyName(config.runId, registerKey);
+  const lockKey = lockKeyName(config.runId, registerKey, backend);
   const used = typeof all === 'function' ? all.call(svc).findLast((l) => l.key === lockKey)?.token : svc.current()?.token;
   return { pass: undefined, used };
 }
@@ -681,16 +763,34 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       }
       return;
     case 'rmw': {
-      const token = tokenFor(step.token, lease, svc, op.key);
-      const list = await fencedRead(held, step.store, op.key, token);
-      if (!list) return;
-      if (step.thinkMs > 0) await sleep(step.thinkMs, drain.signal);
-      if (step.checkSignal && lease.signal.aborted) return;
-      await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc, op.key), lease.token);
+      let tx: (PgTx & { end(how: PgTxEnd): void }) | undefined;
+      if (step.tx && config.control === undefined) {
+        try {
+          tx = await beginPgTx();
+        } catch (error) {
+          emit({ ev: 'read', id: held.root, store: step.store, key: op.key, len: -1, result: 'fail', message: `BEGIN: ${errorInfo(error).message}` });
+          return;
+        }
+      }
+      let end: PgTxEnd = 'destroy';
+      try {
+        const token = tokenFor(step.token, lease, svc, op.key, op.backend);
+        const list = await fencedRead(held, step.store, op.key, token, tx);
+        if (!list) return;
+        if (step.thinkMs > 0) await sleep(step.thinkMs, drain.signal);
+        if (step.checkSignal && lease.signal.aborted) {
+          end = 'rollback';
+          return;
+        }
+        const written = await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc, op.key, op.backend), lease.token, tx);
+        if (written === 'ok') end = 'committed';
+      } finally {
+        tx?.end(end);
+      }
       return;
     }
     case 'read': {
-      const list = await fencedRead(held, step.store, op.key, tokenFor('explicit', lease, svc, op.key));
+      const list = await fencedRead(held, step.store, op.key, tokenFor('explicit', lease, svc, op.key, op.backend));
       if (list) held.pending.set(step.store, list);
       return;
     }
@@ -700,7 +800,7 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       if (!outer || !list) return;
       outer.pending.delete(step.store);
       // explicit: the outer lease's own token (right); implicit: whatever current() says here.
-      const token = step.token === 'explicit' ? { pass: outer.lease.token, used: outer.lease.token } : tokenFor('implicit', lease, svc, outer.op.key);
+      const token = step.token === 'explicit' ? { pass: outer.lease.token, used: outer.lease.token } : tokenFor('implicit', lease, svc, outer.op.key, outer.op.backend);
       await fencedWrite(fiber, held, step.store, outer.op.key, list, token, outer.lease.token);
       return;
     }
@@ -711,9 +811,9 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
   }
 }
 
-async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }): Promise<RegisterList | undefined> {
+async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }, tx?: PgTx): Promise<RegisterList | undefined> {
   try {
-    const list = await readRegister(store, held.svc, key, token.pass);
+    const list = await readRegister(store, held.svc, key, token.pass, tx);
     emit({ ev: 'read', id: held.root, store, key, token: token.used?.toString(), len: list.length, result: 'ok' });
     return list;
   } catch (error) {
@@ -739,15 +839,19 @@ async function fencedWrite(
   list: RegisterList,
   token: { pass?: bigint; used?: bigint },
   leaseToken: bigint | undefined,
-): Promise<void> {
+  tx?: PgTx,
+): Promise<WriteResult> {
   const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
   const base = { ev: 'write' as const, id: held.root, store, key, el, token: token.used?.toString(), leaseToken: leaseToken?.toString() };
   emit({ ev: 'write-start', id: held.root, store, key, el, token: token.used?.toString() });
   try {
-    await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass);
+    await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass, tx);
     emit({ ...base, result: 'ok' });
+    return 'ok';
   } catch (error) {
-    emit({ ...base, result: classifyWrite(error), message: errorInfo(error).message });
+    const result = classifyWrite(error);
+    emit({ ...base, result, message: errorInfo(error).message });
+    return result;
   }
 }
 
@@ -776,15 +880,42 @@ function sizes(): Record<string, number> {
   out['service.events.listeners'] = locks.events.eventNames().reduce((n, e) => n + locks.events.listenerCount(e), 0);
   const backends = backendsOf(app!);
   if (backends.size === 0) throw new Error('sim: no backends found to check for leaks (invariant 5)');
-  for (const [name, backend] of backends) collect(`${name}`, backend as object, out, 2);
+  for (const [name, backend] of backends) collect(`${name}`, backend as object, out, 3);
+  // The per-owner records of the queueing backends live in their waiters (TurnWaiters and
+  // subclasses: RedisWaiters, the PostgreSQL backend's HandOffWaiters): never silently unchecked.
+  for (const name of ['redis', 'postgres']) {
+    if (!(`${name}.waiters.waiters` in out)) throw new Error(`sim: the ${name} backend's waiters (${name}.waiters.waiters) were not found to check for leaks (invariant 5) — update sizes()`);
+  }
+  return out;
+}
+
+/**
+ * The etcd backend's bookkeeping objects (by class name: they are not exported). Not EtcdCleanup:
+ * its keys live exactly 10 s by design (deletes retried after a write of unknown outcome), bounded
+ * in time — waiting for them would stretch every drain by up to 10 s.
+ */
+const ETCD_PARTS = ['EtcdSession', 'EtcdSessions', 'EtcdQueue'];
+
+/**
+ * Every Map, Set and array of `value`, by path, and — `depth` levels down — of the bookkeeping
+ * objects the backends keep them in: waiters (TurnWaiters and its subclasses), etcd's sessions,
+ * queue and clean-up, the PostgreSQL LISTEN session's pending probes.
+ */
+function collections(prefix: string, value: object, depth: number): Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> {
+  const out: Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> = [];
+  for (const [prop, v] of Object.entries(value)) {
+    if (v instanceof Map || v instanceof Set || Array.isArray(v)) out.push([`${prefix}.${prop}`, v]);
+    else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || ETCD_PARTS.includes(v.constructor?.name))) {
+      out.push(...collections(`${prefix}.${prop}`, v, depth - 1));
+    }
+  }
   return out;
 }
 
 function collect(prefix: string, value: object, out: Record<string, number>, depth: number): void {
-  for (const [prop, v] of Object.entries(value)) {
-    if (v instanceof Map || v instanceof Set) out[`${prefix}.${prop}`] = v.size;
-    else if (Array.isArray(v)) out[`${prefix}.${prop}.length`] = v.length;
-    else if (depth > 1 && v && typeof v === 'object' && ['TurnWaiters', 'EtcdSession'].includes(v.constructor?.name)) collect(`${prefix}.${prop}`, v, out, depth - 1);
+  for (const [path, v] of collections(prefix, value, depth)) {
+    if (Array.isArray(v)) out[`${path}.length`] = v.length;
+    else out[path] = v.size;
   }
 }
 
@@ -810,12 +941,13 @@ async function warmUp(): Promise<void> {
   // One queued wait per backend: opens the Redis subscriber and the etcd session, so the
   // baseline is taken with every connection the module keeps. A (re)started worker may come up
   // in the middle of a server fault: retry for a while.
-  for (const purpose of ['efficiency', 'correctness'] as const) {
-    const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}`;
+  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres']] as const) {
+    const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}${backend ? `/${backend}` : ''}`;
+    const on = backend ? { backend } : {};
     for (let attempt = 0; ; attempt++) {
       try {
-        const first = await locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000 });
-        const second = locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000 });
+        const first = await locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000, ...on });
+        const second = locks.acquire(key, { purpose, ttl: 5_000, wait: 5_000, ...on });
         await sleep(50);
         await first.release();
         await (await second).release();
@@ -845,13 +977,14 @@ async function probe(): Promise<void> {
   await startApp();
   const p = config.probe!;
   await Promise.all(
-    p.locks.map(async ({ key, purpose, boundMs }) => {
+    p.locks.map(async ({ key, purpose, backend, boundMs }) => {
       try {
-        const lease = await locks.acquire(lockKeyName(config.runId, key), { purpose, ttl: 1_000, wait: Math.ceil(Math.max(1_000, boundMs - (now() - p.since) + 3_000)) });
-        emit({ ev: 'probe', key, purpose, ok: true, elapsedMs: now() - p.since });
+        const wait = Math.ceil(Math.max(1_000, boundMs - (now() - p.since) + 3_000));
+        const lease = await locks.acquire(lockKeyName(config.runId, key, backend), { purpose, ttl: 1_000, wait, ...(backend ? { backend } : {}) });
+        emit({ ev: 'probe', key, purpose, backend, ok: true, elapsedMs: now() - p.since });
         await lease.release();
       } catch (error) {
-        emit({ ev: 'probe', key, purpose, ok: false, elapsedMs: now() - p.since, message: errorInfo(error).message });
+        emit({ ev: 'probe', key, purpose, backend, ok: false, elapsedMs: now() - p.since, message: errorInfo(error).message });
       }
     }),
   );
@@ -862,10 +995,13 @@ async function probe(): Promise<void> {
     emit({ ev: 'register', store: 'redis', key, list: parse(await registerRedis.hget(REDIS_FENCE_PREFIX + redisName, 'v')) });
     emit({ ev: 'register', store: 'etcd', key, list: parse(await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(etcdName)).string()) });
     emit({ ev: 'register', store: 'plain', key, list: parse(await registerRedis.get(PLAIN_PREFIX + redisName)) });
+    const row = await registerPg.query(`SELECT v FROM ${PG_REGISTER_TABLE} WHERE id = $1`, [registerName(config.runId, key, 'postgres')]);
+    emit({ ev: 'register', store: 'postgres', key, list: parse(row.rows[0]?.v as string | undefined) });
   }
   await app?.close();
   registerRedis.disconnect();
   registerEtcd.close();
+  await registerPg.end();
   emit({ ev: 'drained' });
   process.disconnect?.();
 }
@@ -876,6 +1012,7 @@ async function main(): Promise<void> {
   await warmUp();
   const baseline = sizes();
   emit({ ev: 'sizes', phase: 'baseline', sizes: baseline, settledMs: 0 });
+  if (process.env.SIM_DEBUG) emit({ ev: 'note', message: `baseline sizes: ${JSON.stringify(baseline)}` });
   let fibers: Promise<void> | undefined;
   process.on('message', (message: WorkerCommand) => {
     if (message.cmd === 'go') {
@@ -891,6 +1028,8 @@ async function main(): Promise<void> {
         const { sizes: final, settledMs, above } = await settledSizes(baseline);
         explainLeftovers(baseline);
         emit({ ev: 'sizes', phase: 'final', sizes: final, settledMs, above });
+        // Slow to settle (not a violation while within the wait): say what was above the baseline.
+        if (settledMs > 2_000) emit({ ev: 'note', message: `internal sizes settled after ${settledMs.toFixed(0)} ms; above the baseline when the calls had finished: ${JSON.stringify(above)}` });
         emit({ ev: 'drained' });
       })();
     } else if (message.cmd === 'exit') {
@@ -898,6 +1037,7 @@ async function main(): Promise<void> {
         await app?.close();
         registerRedis.disconnect();
         registerEtcd.close();
+        await registerPg.end().catch(() => undefined);
         // What still keeps the event loop alive beyond what a fresh process had (and the IPC
         // channel, referenced while we listen to it): leaked handles.
         const active = (): string[] => difference(process.getActiveResourcesInfo(), [...pristine, 'PipeWrap']);
