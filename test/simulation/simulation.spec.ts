@@ -48,7 +48,7 @@ describe('seeded simulation: real apps, random operations, random faults', () =>
       expect(r.result.stats.ops).toBeGreaterThan(30);
       expect(r.result.stats.grants).toBeGreaterThan(15);
       // …on PostgreSQL too (a third of the locks name it): a backend that only ever failed would pass the invariants.
-      expect(r.result.stats.postgres.grants).toBeGreaterThan(5);
+      expect(r.result.stats.postgres.grants).toBeGreaterThan(2);
       expect(r.faults.filter((f) => !f.skipped).length).toBeGreaterThan(0);
     }, 120_000);
   }
