@@ -1,4 +1,4 @@
-import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBusyError, PgFence, StaleFencingTokenError } from '../../lib/index.js';
+import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBusyError, PgFence, PgTransactionLock, StaleFencingTokenError } from '../../lib/index.js';
 import { closablePool } from '../harness/pg-pool.js';
 import { PgBouncer } from '../harness/pgbouncer.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
@@ -395,6 +395,27 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
       const owned = await admin.query("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'app_locks' AND tableowner = 'app_user'");
       expect(owned.rows[0].n).toBe(2);
     } finally {
+      await end();
+    }
+  });
+
+  it('refuses a key PostgreSQL text cannot hold (U+0000) as bad input naming the key — not as an outage — in a lease and in a transaction lock', async () => {
+    const key = `nul\u0000${uniqueKey('pg-nul')}`;
+    const error = await a.locks.acquire(key, { purpose: 'correctness', ttl: 1_000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidLockOptionsError);
+    expect(error).toMatchObject({ field: 'key' });
+    expect((error as Error).message).toMatch(/U\+0000/);
+    expect(await a.locks.tryAcquire(key, { purpose: 'efficiency' }).catch((e: unknown) => e)).toBeInstanceOf(InvalidLockOptionsError);
+    const { pool, end } = closablePool(server);
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      expect(await new PgTransactionLock().acquire(client, key).catch((e: unknown) => e)).toMatchObject({ name: InvalidLockOptionsError.name, field: 'key' });
+      // The transaction goes on: nothing was sent.
+      expect((await client.query('SELECT 1 AS one')).rows[0].one).toBe(1);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
       await end();
     }
   });

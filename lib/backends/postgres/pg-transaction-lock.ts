@@ -3,7 +3,7 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import { LockBusyError } from '../../errors/lock-busy.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { checkIdentifier, POSTGRES_DEFAULTS } from './postgres-backend.options.js';
-import { objectNames } from './postgres-sql.util.js';
+import { objectNames, refuseNul } from './postgres-sql.util.js';
 
 /** The connection your transaction runs on: a `pg` `PoolClient` or `Client` after `BEGIN`. */
 export interface PgTransactionClient {
@@ -134,4 +134,5 @@ function checkKey(key: unknown, where: string): void {
   if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || LONE_SURROGATE.test(key)) {
     throw new InvalidLockOptionsError('key', `must be a well-formed string of 1 to ${MAX_KEY_LENGTH} characters`, where);
   }
+  refuseNul(key, where);
 }

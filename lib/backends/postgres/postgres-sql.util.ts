@@ -1,3 +1,5 @@
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+
 /**
  * Names and SQL expressions the PostgreSQL backend's statements share (postgres.sql.ts,
  * postgres-fast.sql.ts): schema-qualified object names, a key's advisory lock ids, tokens.
@@ -54,3 +56,11 @@ export const newToken = (n: ReturnType<typeof objectNames>): string => `(${timel
  * one that has ended since, or the answer would have claimed it.
  */
 export const issuedSoFar = (n: ReturnType<typeof objectNames>): string => `(${timeline} + (SELECT s.last_value FROM ${n.tokens} s))`;
+
+/**
+ * PostgreSQL text cannot hold U+0000: such a key is bad input, refused before anything is sent
+ * (the server's "invalid byte sequence" would otherwise read as an outage).
+ */
+export function refuseNul(key: string, where: string): void {
+  if (key.includes('\0')) throw new InvalidLockOptionsError('key', 'must not contain U+0000 (NUL) on PostgreSQL, whose text type cannot hold it', where);
+}

@@ -6,7 +6,7 @@ import { HandOffWaiters } from '../hand-off-waiters.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
-import { objectNames } from './postgres-sql.util.js';
+import { objectNames, refuseNul } from './postgres-sql.util.js';
 import { backendStatements, createSchema, type BackendStatements } from './postgres-statements.js';
 import { setupStatements } from './postgres.sql.js';
 
@@ -75,6 +75,7 @@ export class PostgresBackend implements LockBackend {
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, ttlMs, queue } = request;
+    refuseNul(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
     if (queue && this.waiters.hasHandOff(owner)) {
       const granted = this.takeHandOff(key, owner, ttlMs, Math.min(ttlMs, request.validityMs ?? ttlMs));
       if (granted) return granted;
@@ -187,8 +188,7 @@ export class PostgresBackend implements LockBackend {
 
   /**
    * Our connections never keep the process alive, whatever the engine asks: the LISTEN session is
-   * unref'd, the pool the module opens lets the process exit when idle, and every call in flight
-   * or wait for a turn runs on a timer of its own.
+   * unref'd, the pool we open exits when idle, every call or wait runs on a timer of its own.
    */
   holdProcess(_hold: boolean): void {}
 
