@@ -1,4 +1,4 @@
-import type { FaultContext, ScenarioSpec } from './scenarios.js';
+import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
 import { terminateAllSessions } from './pg-register.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -90,11 +90,7 @@ export function pgScenarios(scale = 1): ScenarioSpec[] {
             2_500,
             async () => {
               await ctx.nextReader(0);
-              const hole = ctx.record({ t: ctx.now(), kind: 'blackhole', worker: 0 });
-              for (const p of ctx.proxies) p.blackhole();
-              await sleep(2_500);
-              for (const p of ctx.proxies) p.heal();
-              hole.end = ctx.now();
+              await proxyFault(ctx, 'blackhole', (p) => p.blackhole(), 2_500);
               await sleep(500);
             },
           ],

@@ -77,6 +77,15 @@ export interface FaultContext {
   kill9(worker: number, kind?: string): Promise<void>;
 }
 
+/** A network fault on every proxy of `ctx` for `ms` (recorded as `kind`), then healed. */
+export async function proxyFault(ctx: FaultContext, kind: string, apply: (proxy: TcpProxy) => void, ms: number): Promise<void> {
+  const fault = ctx.record({ t: ctx.now(), kind, worker: 0 });
+  for (const proxy of ctx.proxies) apply(proxy);
+  await sleep(ms);
+  for (const proxy of ctx.proxies) proxy.heal();
+  fault.end = ctx.now();
+}
+
 export interface ScenarioSpec {
   name: string;
   description: string;

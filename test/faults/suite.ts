@@ -1,5 +1,5 @@
 import { pgScenarios } from './pg-suite.js';
-import type { FaultContext, ScenarioSpec } from './scenarios.js';
+import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -67,18 +67,10 @@ export function scenarios(scale = 1): ScenarioSpec[] {
       faults: (ctx) =>
         untilDeadline(ctx, 3_000, async () => {
           await ctx.nextReader(0);
-          const delay = ctx.record({ t: ctx.now(), kind: 'delay 1.5× ttl', worker: 0 });
-          for (const p of ctx.proxies) p.delay(1.5 * ttl);
-          await sleep(2_500);
-          for (const p of ctx.proxies) p.heal();
-          delay.end = ctx.now();
+          await proxyFault(ctx, 'delay 1.5× ttl', (p) => p.delay(1.5 * ttl), 2_500);
           await sleep(500);
           await ctx.nextReader(0);
-          const hole = ctx.record({ t: ctx.now(), kind: 'blackhole', worker: 0 });
-          for (const p of ctx.proxies) p.blackhole();
-          await sleep(2_500);
-          for (const p of ctx.proxies) p.heal();
-          hole.end = ctx.now();
+          await proxyFault(ctx, 'blackhole', (p) => p.blackhole(), 2_500);
           await sleep(1_000);
         }),
     },
