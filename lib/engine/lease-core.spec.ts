@@ -66,6 +66,69 @@ describe('LeaseCore.confirmWith (provisional hand-off grants)', () => {
   });
 });
 
+describe('LeaseCore: one backend call of a lease at a time (the server applies them in the order the holder made them)', () => {
+  /** A backend whose extends are recorded and answered only when the test says (a slow link). */
+  function recording(): { backend: MemoryBackend; sent: number[]; answer: (owned: boolean) => void } {
+    const backend = new MemoryBackend();
+    const sent: number[] = [];
+    const answers: Array<(owned: boolean) => void> = [];
+    backend.extend = (_key: string, _owner: string, ttlMs: number) => {
+      sent.push(ttlMs);
+      return new Promise<boolean>((resolve) => answers.push(resolve));
+    };
+    return { backend, sent, answer: (owned) => answers.shift()!(owned) };
+  }
+  const lease = (backend: MemoryBackend): LeaseCore =>
+    new LeaseCore({ key: 'k', purpose: 'efficiency', token: undefined, backend, backendName: 'memory', owner: 'owner', ttlMs: 1_000, validUntilMs: performance.now() + 900, driftFactor: 0.01, policy, observer });
+  const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it("an extend made while a hand-off's claim is unanswered is sent after it (simulation seed 1: the claim landed last and shortened the row)", async () => {
+    const { backend, sent, answer } = recording();
+    const core = lease(backend);
+    let claimed!: (sentAt: number) => void;
+    core.confirmWith(new Promise<number>((r) => (claimed = r)));
+    const extended = core.extend(10_000);
+    await tick();
+    expect(sent).toEqual([]); // held back while the claim is in flight
+    claimed(performance.now());
+    await tick();
+    expect(sent).toEqual([10_000]);
+    answer(true);
+    await extended;
+    expect(core.remainingMs()).toBeGreaterThan(9_000);
+  });
+
+  it('two extends in flight at once reach the backend one after the other, the later one last', async () => {
+    const { backend, sent, answer } = recording();
+    const core = lease(backend);
+    const long = core.extend(10_000);
+    const short = core.extend(2_000);
+    await tick();
+    expect(sent).toEqual([10_000]);
+    answer(true);
+    await long;
+    await tick();
+    expect(sent).toEqual([10_000, 2_000]);
+    answer(true);
+    await short;
+    // The holder trusts what the server has now: the later, shorter ttl.
+    expect(core.remainingMs()).toBeLessThanOrEqual(2_000);
+    expect(core.remainingMs()).toBeGreaterThan(1_500);
+  });
+
+  it('an extend queued behind one that finds the key gone is not sent (the lease is lost)', async () => {
+    const { backend, sent, answer } = recording();
+    const core = lease(backend);
+    const first = core.extend(5_000);
+    const second = core.extend(5_000);
+    await tick();
+    answer(false);
+    await expect(first).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(second).rejects.toBeInstanceOf(LeaseLostError);
+    expect(sent).toEqual([5_000]);
+  });
+});
+
 /** A lease held on an in-process backend (pure engine logic: no server involved). */
 async function held(ttlMs: number, p: LeasePolicy = policy): Promise<{ core: LeaseCore; backend: MemoryBackend }> {
   const backend = new MemoryBackend();

@@ -10,6 +10,8 @@ import { DeadlineTimer } from '../common/deadline-timer.js';
 import { LeaseWork } from './lease-work.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 
+const noop = (): void => undefined;
+
 /** How a lease tells its engine what happened to it. */
 export interface LeaseObserver {
   lost(core: LeaseCore, error: LeaseLostError): void;
@@ -85,6 +87,12 @@ export class LeaseCore {
   private readonly expiry = new DeadlineTimer(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
   private renewTimer?: NodeJS.Timeout;
   private releasing?: Promise<void>;
+  /**
+   * This lease's claim or extend still unanswered: the next is sent once it has answered. Calls on
+   * pooled connections may land in any order: a claim (ttl) landing after an extend (10 × ttl)
+   * would shorten the row under a holder that trusts the extend — two holders.
+   */
+  private inFlight?: Promise<unknown>;
   /**
    * The signal of every reentrant handle on this lease (one, shared, made on first use): it aborts
    * when the lease ends, however it ends — a released outer lease means the key may have a new holder.
@@ -261,6 +269,7 @@ export class LeaseCore {
    * the send time `confirmed` resolves with; `undefined` means the key was not ours after all.
    */
   confirmWith(confirmed: Promise<number | undefined>): void {
+    this.inOrder(() => confirmed);
     confirmed.then(
       (sentAt) => {
         if (this.state !== 'held') return;
@@ -278,15 +287,20 @@ export class LeaseCore {
 
   async extend(ttlMs: number, lockDelay = this.lockDelayMs): Promise<void> {
     this.assertHeld();
-    const sentAt = monotonicNow();
-    // A shorter ttl may take effect on the server the moment the request lands — before its answer
-    // comes, or even if the answer is lost: trust the shorter of both from now on.
-    const mayEndAt = validUntil(sentAt, ttlMs, this.driftFactor);
-    if (mayEndAt < this.validUntilMs) {
-      this.validUntilMs = mayEndAt;
-      this.scheduleExpiry();
-    }
-    const owned = await this.backend.extend(this.key, this.owner, ttlMs + lockDelay);
+    let sentAt = 0;
+    const owned = await this.inOrder(() => {
+      // Lost while an earlier call was answered: nothing is sent.
+      this.assertHeld();
+      sentAt = monotonicNow();
+      // A shorter ttl may take effect on the server the moment the request lands — before its
+      // answer comes, or even if the answer is lost: trust the shorter of both from now on.
+      const mayEndAt = validUntil(sentAt, ttlMs, this.driftFactor);
+      if (mayEndAt < this.validUntilMs) {
+        this.validUntilMs = mayEndAt;
+        this.scheduleExpiry();
+      }
+      return this.backend.extend(this.key, this.owner, ttlMs + lockDelay);
+    });
     if (!owned) {
       this.lose('not-owner', 'the backend no longer has this owner on the key');
       this.assertHeld();
@@ -349,6 +363,21 @@ export class LeaseCore {
     }
   }
 
+  /**
+   * Send after this lease's call in flight, if any, has answered (whatever the answer): the
+   * backend applies this lease's calls in the order they were made.
+   */
+  private inOrder<T>(send: () => Promise<T>): Promise<T> {
+    const previous = this.inFlight;
+    const call = previous ? previous.then(send) : send();
+    const settled: Promise<unknown> = call.then(noop, noop);
+    this.inFlight = settled;
+    void settled.then(() => {
+      if (this.inFlight === settled) this.inFlight = undefined;
+    });
+    return call;
+  }
+
   private async giveBackNow(): Promise<void> {
     const keepFor = this.keepUntil - monotonicNow();
     // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
@@ -356,10 +385,16 @@ export class LeaseCore {
     const reason = this.controller.signal.reason;
     const keep = !this.controller.signal.aborted || (reason instanceof LeaseLostError && reason.reason === 'shutdown');
     if (keepFor > 0 && keep) {
-      // Keep the key until the at-least time: shorten its life to exactly that, then delete it.
-      const wasOwner = await this.backend.extend(this.key, this.owner, Math.ceil(keepFor));
+      // Keep the key until the at-least time: shorten its life to exactly that, then delete it —
+      // after a claim or extend still unanswered, which would otherwise move that end. (A plain
+      // release need not wait: a call landing after it finds the key not ours.)
+      let keepMs = 1;
+      const wasOwner = await this.inOrder(() => {
+        keepMs = Math.max(1, Math.ceil(this.keepUntil - monotonicNow()));
+        return this.backend.extend(this.key, this.owner, keepMs);
+      });
       this.observer.released(this, wasOwner);
-      if (wasOwner) setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), Math.ceil(keepFor)).unref();
+      if (wasOwner) setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), keepMs).unref();
       return;
     }
     const wasOwner = await this.backend.release(this.key, this.owner);

@@ -122,6 +122,48 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     await lease.release();
   });
 
+  it("a hand-off's background claim that lands after the holder's own longer extend does not shorten the row under it (simulation seed 1: two holders)", async () => {
+    // The waiter is woken long after its last "still queued" answer, so it starts provisionally and
+    // claims its ttl in the background — on a pooled connection that is slow this once (delayed
+    // on the client, as a busy link would). Its holder extends to 10 s at once, on another
+    // connection. Were the claim to land after that extend, the row would end 1 s later while the
+    // holder trusts 10 s, and another process would be granted the key beside it.
+    const key = uniqueKey('pg-claim-order');
+    const { pool, end } = closablePool(server);
+    let delayed = 0;
+    const slowClaim = new Proxy(pool, {
+      get(target, prop, receiver) {
+        if (prop !== 'query') return Reflect.get(target, prop, receiver);
+        return (config: { text?: string; values?: unknown[] }, ...rest: unknown[]) => {
+          const send = () => (target.query as (...args: unknown[]) => unknown).call(target, config, ...rest);
+          if (typeof config === 'object' && config.text?.includes('extend_v1') && config.values?.[2] === 1_000 && delayed++ === 0) {
+            return sleep(300).then(send);
+          }
+          return send();
+        };
+      },
+    });
+    const waiter = await startLockApp({ postgres: { pool: slowClaim } });
+    try {
+      const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+      const waiting = waiter.locks.acquire(key, { purpose: 'correctness', ttl: 1_000, wait: 10_000 });
+      await sleep(400); // queued; its last answer (re-checks every 500 ms) is 400 ms old at the hand-off
+      await holder.release();
+      const lease = await waiting;
+      await lease.extend(10_000);
+      expect(delayed).toBe(1); // the background claim was sent (and held back)
+      await sleep(1_600); // past the claim's 1 s, had it landed last
+      const other = await b.locks.tryAcquire(key, { purpose: 'correctness' });
+      await other?.release();
+      expect(other).toBeNull();
+      expect(lease.signal.aborted).toBe(false);
+      await lease.release();
+    } finally {
+      await waiter.close();
+      await end();
+    }
+  });
+
   it('a holder re-checking while a transaction lock is taken still claims its own row, and every busy answer bounds the tokens issued before it (review findings)', async () => {
     // The waiter side starts a handed-off lease from the send time of its latest "still queued"
     // answer: such an answer must never come to the holder of a live grant, and must carry a bound
