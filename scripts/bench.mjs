@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// `npm run bench [-- --runs N] [-- --quick] [-- --soak]`: compile, then run bench/run.ts (see its header).
+// `npm run bench [-- --runs N] [-- --quick] [-- --soak]`: compile, then run bench/run.ts (see its header);
+// `npm run bench -- --profile [--cpu-prof] …`: bench/profile.ts (the Redis path alone; see its header).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -16,5 +17,9 @@ if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 for (const file of readdirSync(path.join(root, 'test/harness')).filter((f) => f.endsWith('.mjs'))) {
   copyFileSync(path.join(root, 'test/harness', file), path.join(root, '.tmp/compiled/test/harness', file));
 }
-const run = spawnSync(process.execPath, ['--expose-gc', path.join(root, '.tmp/compiled/bench/run.js'), ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' });
+// --profile: the Redis path alone (bench/profile.ts); --cpu-prof also writes a V8 CPU profile to .tmp/profiles.
+const args = process.argv.slice(2);
+const script = args.includes('--profile') ? 'profile.js' : 'run.js';
+const node = ['--expose-gc', ...(args.includes('--cpu-prof') ? ['--cpu-prof', '--cpu-prof-dir=.tmp/profiles'] : [])];
+const run = spawnSync(process.execPath, [...node, path.join(root, '.tmp/compiled/bench', script), ...args.filter((a) => a !== '--cpu-prof')], { cwd: root, stdio: 'inherit' });
 process.exit(run.status ?? 1);

@@ -1,0 +1,114 @@
+// `npm run bench -- --profile [--phase sequential|spread] [--only <impl>] [--rounds N] [--ops N]`:
+// the Redis efficiency path alone, against one redis-server, without the other backends and peers
+// running beside it. Implementations run interleaved, round by round; per implementation it prints
+// wall µs and client CPU µs per acquire+release, and the ratio to the floor in the same round.
+// With `--only <impl>` one implementation runs alone: run it under `node --cpu-prof` (see
+// docs/benchmarks.md, "Where the client CPU goes") to see where its time goes.
+import { Redis } from 'ioredis';
+import { Mutex } from 'redis-semaphore';
+import { RedisBackend } from '../lib/backends/redis/redis.backend.js';
+import { RedisServer } from '../test/harness/servers.mjs';
+import { ours, oursDecorator, redisFloor, type Implementation, type Unlock } from './implementations.js';
+
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: string): string => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
+const phase = arg('phase', 'sequential') as 'sequential' | 'spread';
+const only = args.includes('--only') ? arg('only', '') : undefined;
+const ROUNDS = Number(arg('rounds', only ? '1' : '8'));
+const OPS = Number(arg('ops', phase === 'sequential' ? '3000' : '20000'));
+const WORKERS = 16;
+const KEYS = 1_000;
+const TTL = 10_000;
+
+/** Our backend alone, no engine: the cost of the engine is the difference to `ours: service`. */
+async function backendOnly(url: string): Promise<Implementation> {
+  const client = new Redis(url);
+  const backend = new RedisBackend({ client, ownsClient: true });
+  let n = 0;
+  return {
+    name: 'ours: backend only',
+    backend: 'redis',
+    async lock(key): Promise<Unlock> {
+      const owner = `o${n++}`;
+      const r = await backend.acquire({ key, owner, ttlMs: TTL, queue: true });
+      if (!r.acquired) throw new Error('busy');
+      return async () => void (await backend.release(key, owner));
+    },
+    close: () => backend.close(),
+  };
+}
+
+async function semaphore(url: string): Promise<Implementation> {
+  const client = new Redis(url);
+  return {
+    name: 'redis-semaphore Mutex',
+    backend: 'redis',
+    async lock(key): Promise<Unlock> {
+      const mutex = new Mutex(client, `sem:${key}`, { lockTimeout: TTL, acquireTimeout: 60_000, retryInterval: 2, refreshInterval: 0 });
+      await mutex.acquire();
+      return () => mutex.release();
+    },
+    close: async () => void client.disconnect(),
+  };
+}
+
+async function run(impl: Implementation, tag: string): Promise<{ wallUs: number; cpuUs: number }> {
+  const per = phase === 'sequential' ? OPS : OPS / WORKERS;
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  let seq = 0;
+  await Promise.all(
+    Array.from({ length: phase === 'sequential' ? 1 : WORKERS }, async () => {
+      for (let i = 0; i < per; i++) {
+        const key = phase === 'sequential' ? `p:${tag}:${seq++}` : `p:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const unlock = await impl.lock(key);
+        await unlock();
+      }
+    }),
+  );
+  const wall = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  return { wallUs: (wall * 1000) / OPS, cpuUs: (used.user + used.system) / OPS };
+}
+
+async function main(): Promise<void> {
+  const server = await RedisServer.start();
+  const url = `redis://127.0.0.1:${server.port}`;
+  const makers: Record<string, () => Promise<Implementation>> = {
+    floor: () => redisFloor(url),
+    semaphore: () => semaphore(url),
+    backend: () => backendOnly(url),
+    service: () => ours('redis', url),
+    decorator: () => oursDecorator('redis', url),
+  };
+  const chosen = only ? { [only]: makers[only] } : makers;
+  const impls: Array<[string, Implementation]> = [];
+  for (const [name, make] of Object.entries(chosen)) impls.push([name, await make()]);
+  const results = new Map<string, Array<{ wallUs: number; cpuUs: number; ratio?: number }>>();
+  try {
+    for (const [, impl] of impls) await run(impl, `warm:${impl.name}`); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = impls.map((_, i) => impls[(i + round) % impls.length]);
+      const byName = new Map<string, { wallUs: number; cpuUs: number }>();
+      for (const [name, impl] of order) byName.set(name, await run(impl, `${round}:${name}`));
+      const floor = byName.get('floor');
+      for (const [name, r] of byName) {
+        results.set(name, [...(results.get(name) ?? []), { ...r, ratio: floor ? floor.wallUs / r.wallUs : undefined }]);
+      }
+    }
+  } finally {
+    for (const [, impl] of impls) await impl.close();
+    await server.stop();
+  }
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`${phase}, ${ROUNDS} rounds × ${OPS} acquire+release (medians)`);
+  for (const [name, rs] of results) {
+    const ratio = rs[0].ratio === undefined ? '' : `  ${median(rs.map((r) => r.ratio!)).toFixed(3)}× floor`;
+    console.log(`${name.padEnd(10)} wall ${median(rs.map((r) => r.wallUs)).toFixed(1).padStart(6)} µs/op  cpu ${median(rs.map((r) => r.cpuUs)).toFixed(1).padStart(6)} µs/op${ratio}`);
+  }
+}
+
+void main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
