@@ -28,13 +28,13 @@ export class LeaseContext {
 
   /** The innermost lease still held on `key` at `backend`: a nested acquisition re-enters it. */
   reentrant(key: string, backend: string): Lease | undefined {
-    return this.storage.getStore()?.findLast((lease) => lease.key === key && lease.backend === backend && lease.held && !lease.signal.aborted);
+    return this.storage.getStore()?.findLast((lease) => lease.key === key && lease.backend === backend && lease.held);
   }
 
   /** Throw the loss of `lease`, or of any lease this context is nested in, if one is known lost. */
   assertHeldAround(lease: Lease): void {
-    if (lease.signal.aborted) throw lease.signal.reason;
-    for (const outer of this.leases()) if (outer.signal.aborted) throw outer.signal.reason;
+    const lost = lease.lostWith ?? this.leases().find((outer) => outer.lostWith)?.lostWith;
+    if (lost) throw lost;
   }
 
   /**

@@ -53,7 +53,13 @@ export interface LeaseCoreInit {
 }
 
 export class LeaseCore {
-  readonly controller = new AbortController();
+  /** Why the lease was lost (its signal's reason), once it is. */
+  private lossError?: LeaseLostError;
+  /**
+   * Made on first read of the signal (most leases are never asked: an AbortController costs more
+   * than the rest of a grant). Made after a loss, it is aborted already, with the same reason.
+   */
+  private abortController?: AbortController;
   readonly acquiredAt = monotonicNow();
   readonly key: string;
   readonly purpose: LockPurpose;
@@ -181,6 +187,20 @@ export class LeaseCore {
     if (this.state === 'held') this.work.track(work);
   }
 
+  /** The lease's AbortController (see abortController). */
+  get controller(): AbortController {
+    if (!this.abortController) {
+      this.abortController = new AbortController();
+      if (this.lossError) this.abortController.abort(this.lossError);
+    }
+    return this.abortController;
+  }
+
+  /** The LeaseLostError it was lost with, or undefined while held or once released. */
+  get lost(): LeaseLostError | undefined {
+    return this.lossError;
+  }
+
   /** Whether work is still running under this lease. */
   get working(): boolean {
     return this.work.active;
@@ -226,9 +246,7 @@ export class LeaseCore {
   }
 
   private endReason(): LeaseLostError {
-    const reason = this.controller.signal.reason;
-    if (reason instanceof LeaseLostError) return reason;
-    return new LeaseLostError(this.key, 'not-owner', 'the lease this handle re-entered was released');
+    return this.lossError ?? new LeaseLostError(this.key, 'not-owner', 'the lease this handle re-entered was released');
   }
 
   private endHandles(): void {
@@ -248,7 +266,8 @@ export class LeaseCore {
     this.state = 'lost';
     this.stopTimers();
     const error = new LeaseLostError(this.key, reason, detail);
-    this.controller.abort(error);
+    this.lossError = error;
+    this.abortController?.abort(error);
     this.endHandles();
     this.observer.lost(this, error);
     // A lock must not outlive its ttl just because its process is healthy: give the key up
@@ -337,8 +356,7 @@ export class LeaseCore {
   }
 
   private isShutDown(): boolean {
-    const reason = this.controller.signal.reason;
-    return reason instanceof LeaseLostError && reason.reason === 'shutdown';
+    return this.lossError?.reason === 'shutdown';
   }
 
   /**
@@ -382,8 +400,7 @@ export class LeaseCore {
     const keepFor = this.keepUntil - monotonicNow();
     // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
     // same tick); a lease lost any other way has nothing left to keep.
-    const reason = this.controller.signal.reason;
-    const keep = !this.controller.signal.aborted || (reason instanceof LeaseLostError && reason.reason === 'shutdown');
+    const keep = this.lossError === undefined || this.lossError.reason === 'shutdown';
     if (keepFor > 0 && keep) {
       // Keep the key until the at-least time: shorten its life to exactly that, then delete it —
       // after a claim or extend still unanswered, which would otherwise move that end. (A plain
@@ -403,8 +420,7 @@ export class LeaseCore {
 
   private assertHeld(): void {
     if (this.state === 'held') return;
-    const reason = this.controller.signal.reason;
-    throw reason instanceof LeaseLostError ? reason : new LeaseLostError(this.key, 'not-owner', `the lease was ${this.state}`);
+    throw this.lossError ?? new LeaseLostError(this.key, 'not-owner', `the lease was ${this.state}`);
   }
 
   private stopTimers(): void {

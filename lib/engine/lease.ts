@@ -118,6 +118,14 @@ export class Lease implements AsyncDisposable {
     return this.released.promise;
   }
 
+  /**
+   * @internal The `LeaseLostError` this handle's signal has aborted (or would abort) with, without
+   * making the signal: an owning lease's loss, or a reentrant handle's end.
+   */
+  get lostWith(): LeaseLostError | undefined {
+    return this.handle ? (this.handle.signal.aborted ? (this.handle.signal.reason as LeaseLostError) : undefined) : this.core.lost;
+  }
+
   /** @internal */
   get held(): boolean {
     return !this.ended && this.core.state === 'held' && !this.handle?.signal.aborted;

@@ -44,8 +44,8 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
       where,
     );
   }
-  const lost = inContext.find((lease) => lease.token !== undefined && lease.signal.aborted);
-  if (lost) throw lost.signal.reason;
+  const lost = inContext.find((lease) => lease.token !== undefined && lease.lostWith);
+  if (lost) throw lost.lostWith;
   const protecting = lockKey === undefined ? undefined : inContext.findLast((lease) => lease.key === lockKey);
   if (!protecting) {
     throw new InvalidLockOptionsError(

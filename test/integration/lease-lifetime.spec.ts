@@ -71,6 +71,33 @@ describe.each(['redis', 'etcd'] as const)('lease lifetime on %s', (backend) => {
     await running;
   });
 
+  it('a signal first read after the lease expired reads aborted (expired); one read before it aborts for a late listener at the expiry', async () => {
+    // The AbortController is made on first read of `signal`: nobody read these until now.
+    const untouched = await a.locks.acquire(uniqueKey('lazy-signal-late'), { purpose, ttl: 300 });
+    const early = await a.locks.acquire(uniqueKey('lazy-signal-early'), { purpose, ttl: 600 });
+    const granted = performance.now();
+    await sleep(200);
+    const loss = aborted(early); // subscribed late, while still held
+    expect(early.signal.aborted).toBe(false);
+    const { at, reason } = await loss;
+    expect(at - granted).toBeGreaterThanOrEqual(550);
+    expect(at - granted).toBeLessThan(1_600);
+    expect(reason).toBeInstanceOf(LeaseLostError);
+    expect((reason as LeaseLostError).reason).toBe('expired');
+    // 700+ ms after a 300 ms grant: first read now.
+    expect(untouched.signal.aborted).toBe(true);
+    expect(untouched.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect((untouched.signal.reason as LeaseLostError).reason).toBe('expired');
+    expect(untouched.remainingMs()).toBe(0);
+    await expect(untouched.extend()).rejects.toBeInstanceOf(LeaseLostError);
+    // Its key was given up: another instance takes it.
+    const next = await b.locks.tryAcquire(untouched.key, { purpose });
+    expect(next).not.toBeNull();
+    await next?.release();
+    await untouched.release();
+    await early.release();
+  });
+
   it('rejectOnLoss: using() rejects with LeaseLostError at the loss instead of waiting for fn', async () => {
     const key = uniqueKey('hard-cancel');
     const started = performance.now();
