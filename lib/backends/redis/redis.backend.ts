@@ -7,6 +7,7 @@ import type { RedisClientLike } from './redis-client.interface.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
 import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
+import { AnswerDeadlines } from '../answer-deadlines.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
@@ -23,6 +24,7 @@ export class RedisBackend implements LockBackend {
   private readonly client: RedisClientLike;
   private readonly prefix: string;
   private readonly channel: string;
+  private readonly prefixHasBrace: boolean;
   private readonly connectTimeoutMs: number;
   private readonly commandTimeoutMs: number;
   private readonly entryLifeMs: number;
@@ -32,6 +34,7 @@ export class RedisBackend implements LockBackend {
   private connected?: Promise<void>;
   private closed = false;
   private readonly outages: RedisOutageLog;
+  private readonly deadlines: AnswerDeadlines;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -44,11 +47,13 @@ export class RedisBackend implements LockBackend {
     }
     this.prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.channel = `${this.prefix}__wake`;
+    this.prefixHasBrace = this.prefix.includes('{');
     this.connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
     this.commandTimeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
     const heartbeatMs = config.waiterHeartbeatMs ?? REDIS_DEFAULTS.waiterHeartbeatMs;
     this.entryLifeMs = heartbeatMs * 3;
     this.waiters = new RedisWaiters(heartbeatMs);
+    this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
   }
 
   /**
@@ -61,14 +66,19 @@ export class RedisBackend implements LockBackend {
    * right after the prefix), so distinct keys stay distinct.
    */
   keysOf(key: string): [lock: string, queue: string, alive: string] {
-    let lock = `${this.prefix}{${key}}`;
-    if (redisHashTag(lock) === undefined) lock = `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
+    const lock = this.lockKeyOf(key);
     return [lock, `${lock}:q`, `${lock}:qa`];
+  }
+
+  /** The first of keysOf(). Without a `{` in the prefix, only an empty key or one starting with `}` needs the encoded form. */
+  private lockKeyOf(key: string): string {
+    const lock = `${this.prefix}{${key}}`;
+    const plain = this.prefixHasBrace ? redisHashTag(lock) !== undefined : key.length > 0 && key.charCodeAt(0) !== 0x7d;
+    return plain ? lock : `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, ttlMs, queue, reportHolder } = request;
-    const keys = this.keysOf(key);
     if (queue && this.waiters.hasHandOff(owner)) {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
       // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
@@ -79,13 +89,14 @@ export class RedisBackend implements LockBackend {
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
     // instead of a SET NX that fails first. The queue script takes the key itself when free.
     if (!(queue && this.waiters.recentlyBusy(key)) && (!queue || !this.waiters.isQueued(owner))) {
-      const reply = await this.call('acquire', key, () => this.client.set(keys[0], owner, 'PX', ttlMs, 'NX'), owner);
+      const lock = this.lockKeyOf(key);
+      const reply = await this.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), owner);
       if (reply === 'OK') return { acquired: true };
       if (!queue) {
         // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
         // that will report it — a skipped @Cron tick must not pay a second round trip.
         if (!reportHolder) return { acquired: false };
-        const pttl = Number(await this.call('acquire', key, () => this.client.pttl(keys[0])));
+        const pttl = Number(await this.call('acquire', key, () => this.client.pttl(lock)));
         return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
       }
     }
@@ -102,7 +113,7 @@ export class RedisBackend implements LockBackend {
       reply = (await this.call(
         'acquire',
         key,
-        () => this.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel]),
+        () => this.script(ENQUEUE, this.keysOf(key), [owner, ttlMs, this.entryLifeMs, this.channel]),
         owner,
       )) as [number, number?];
     } catch (error) {
@@ -130,7 +141,7 @@ export class RedisBackend implements LockBackend {
     if (!reservation) return undefined;
     this.waiters.forget(owner);
     const sentAt = performance.now();
-    const confirmed = this.call('acquire', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs])).then((reply) =>
+    const confirmed = this.call('acquire', key, () => this.script(EXTEND, [this.lockKeyOf(key)], [owner, ttlMs])).then((reply) =>
       reply === 1 ? sentAt : undefined,
     );
     confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
@@ -142,7 +153,7 @@ export class RedisBackend implements LockBackend {
   }
 
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    const reply = await this.call('extend', key, () => this.script(EXTEND, [this.keysOf(key)[0]], [owner, ttlMs]));
+    const reply = await this.call('extend', key, () => this.script(EXTEND, [this.lockKeyOf(key)], [owner, ttlMs]));
     return reply === 1;
   }
 
@@ -161,7 +172,7 @@ export class RedisBackend implements LockBackend {
       operation: 'ping',
       closed: this.closed,
       // The wait for a connection counts against timeoutMs here.
-      send: (unavailable) => this.ready(unavailable).then(() => this.client.ping()),
+      send: (unavailable) => (this.ready(unavailable) ?? Promise.resolve()).then(() => this.client.ping()),
       timeoutMs,
       timedOut: () => `no answer within ${timeoutMs} ms (client status ${this.client.status})`,
     });
@@ -239,6 +250,7 @@ export class RedisBackend implements LockBackend {
       connected: (unavailable) => this.ready(unavailable),
       send,
       timeoutMs: this.commandTimeoutMs,
+      deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
         if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
@@ -246,9 +258,10 @@ export class RedisBackend implements LockBackend {
     });
   }
 
-  private ready(unavailable: Unavailable): Promise<void> {
+  /** undefined when connected (no wait, not even a microtask), else the bounded wait for it. */
+  private ready(unavailable: Unavailable): Promise<void> | undefined {
     const status = this.client.status;
-    if (status === 'ready' || status === 'wait') return Promise.resolve();
+    if (status === 'ready' || status === 'wait') return undefined;
     if (status === 'end') return Promise.reject(unavailable('the client was closed'));
     // One 'ready' listener however many calls wait for the connection (a burst, or an outage).
     this.connected ??= new Promise<void>((resolve) => {

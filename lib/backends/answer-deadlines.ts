@@ -1,0 +1,90 @@
+interface Pending {
+  readonly due: number;
+  settled: boolean;
+  readonly expire: () => void;
+}
+
+/**
+ * The answer deadlines of one backend's calls on one timer, not one timer per call: a timer set
+ * and cleared per command cost ~3.5 µs of client CPU per Redis command here (Node re-creates the
+ * timer list of a duration each time it empties). Every deadline is now + the same time, so they
+ * come due in the order they were set: a queue, whose oldest unsettled entry the timer waits for.
+ *
+ * Like a timer per call, the timer keeps the process alive while any call is unanswered, and
+ * only then.
+ */
+export class AnswerDeadlines {
+  private readonly queue: Pending[] = [];
+  private head = 0;
+  private unsettled = 0;
+  private timer?: NodeJS.Timeout;
+
+  constructor(readonly ms: number) {}
+
+  /**
+   * Settle as `answer` does, or reject with `timedOut()` if it has not settled within `ms`.
+   * `failed` maps an answer's rejection (and the time-out's error) to what the caller sees.
+   */
+  bound<T>(answer: Promise<T>, timedOut: () => Error, failed: (error: unknown) => unknown): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const entry: Pending = {
+        due: performance.now() + this.ms,
+        settled: false,
+        expire: () => reject(failed(timedOut())),
+      };
+      this.queue.push(entry);
+      this.unsettled += 1;
+      if (!this.timer) this.arm(this.ms);
+      else if (this.unsettled === 1) this.timer.ref();
+      answer.then(
+        (value) => {
+          if (this.settle(entry)) resolve(value);
+        },
+        (error: unknown) => {
+          if (this.settle(entry)) reject(failed(error));
+        },
+      );
+    });
+  }
+
+  /** Mark `entry` answered: false if it had timed out already. */
+  private settle(entry: Pending): boolean {
+    if (entry.settled) return false;
+    entry.settled = true;
+    this.unsettled -= 1;
+    this.dropSettled();
+    // Nothing in flight: the timer stays set (the next call needs no new one) but holds nothing.
+    if (this.unsettled === 0) this.timer?.unref();
+    return true;
+  }
+
+  private dropSettled(): void {
+    while (this.head < this.queue.length && this.queue[this.head].settled) this.head += 1;
+    if (this.head === this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  private arm(inMs: number): void {
+    this.timer = setTimeout(() => this.fire(), Math.max(1, Math.ceil(inMs)));
+    if (this.unsettled === 0) this.timer.unref();
+  }
+
+  private fire(): void {
+    this.timer = undefined;
+    const now = performance.now();
+    this.dropSettled();
+    while (this.head < this.queue.length && this.queue[this.head].due <= now) {
+      const entry = this.queue[this.head];
+      entry.settled = true;
+      this.unsettled -= 1;
+      entry.expire();
+      this.dropSettled();
+    }
+    if (this.head < this.queue.length) this.arm(this.queue[this.head].due - now);
+  }
+}
