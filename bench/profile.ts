@@ -30,8 +30,8 @@ async function backendOnly(url: string): Promise<Implementation> {
     backend: 'redis',
     async lock(key): Promise<Unlock> {
       const owner = `o${n++}`;
-      const r = await backend.acquire({ key, owner, ttlMs: TTL, queue: true });
-      if (!r.acquired) throw new Error('busy');
+      // Waiting as the engine does: queued, woken by the backend, asking again.
+      while (!(await backend.acquire({ key, owner, ttlMs: TTL, queue: true })).acquired) await backend.waitForTurn(key, owner, 60_000);
       return async () => void (await backend.release(key, owner));
     },
     close: () => backend.close(),

@@ -21,6 +21,11 @@ export class AnswerDeadlines {
 
   constructor(readonly ms: number) {}
 
+  /** Calls sent and not yet answered (nor timed out). */
+  get inFlight(): number {
+    return this.unsettled;
+  }
+
   /**
    * Settle as `answer` does, or reject with `timedOut()` if it has not settled within `ms`.
    * `failed` maps an answer's rejection (and the time-out's error) to what the caller sees.

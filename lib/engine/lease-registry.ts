@@ -5,7 +5,7 @@ import type { Lease } from './lease.js';
 import type { LeaseCore, LeaseObserver } from './lease-core.js';
 import type { LockEvents } from './lock-events.js';
 
-const releaseKey = (backend: string, key: string): string => `${backend}\u0000${key}`;
+const noop = (): void => undefined;
 
 /**
  * The leases one engine granted and has not yet seen end (by owner id: a backend reports a loss
@@ -13,9 +13,11 @@ const releaseKey = (backend: string, key: string): string => `${backend}\u0000${
  * lease's life reports — a log line and an event.
  */
 export class LeaseRegistry implements LeaseObserver {
-  private readonly held = new Map<string, LeaseCore>();
-  /** Releases in flight, by backend and key: an acquisition of the key by this process waits for them. */
-  private readonly releasingKeys = new Map<string, Promise<void>>();
+  private readonly held = new Set<LeaseCore>();
+  /** The held leases of backends that report losses by owner (onLeaseLost), by owner. */
+  private readonly owners = new Map<string, LeaseCore>();
+  /** Releases in flight, by backend, then key: an acquisition of the key by this process waits for them. */
+  private readonly releasingKeys = new Map<string, Map<string, { core: LeaseCore; done: Promise<void> }>>();
 
   constructor(
     private readonly events: LockEvents,
@@ -23,33 +25,29 @@ export class LeaseRegistry implements LeaseObserver {
   ) {}
 
   add(core: LeaseCore): void {
-    this.held.set(core.owner, core);
+    this.held.add(core);
+    if (core.backend.onLeaseLost) this.owners.set(core.owner, core);
   }
 
   byOwner(owner: string): LeaseCore | undefined {
-    return this.held.get(owner);
+    return this.owners.get(owner);
   }
 
   all(): LeaseCore[] {
-    return [...this.held.values()];
+    return [...this.held];
   }
 
-  /** A release of `key` at `backend` by this process still in flight, if any. */
+  /** A release of `key` at `backend` by this process still in flight, if any (settles, never rejects). */
   pendingRelease(backend: string, key: string): Promise<void> | undefined {
-    return this.releasingKeys.get(releaseKey(backend, key));
+    const done = this.releasingKeys.get(backend)?.get(key)?.done;
+    return done?.then(noop, noop);
   }
 
-  /** A release of the key went out (settles when the backend answered). */
+  /** A release of the key went out; `ended(core)` comes when the backend has answered. */
   releasing(core: LeaseCore, done: Promise<void>): void {
-    const k = releaseKey(core.backendName, core.key);
-    const settled = done.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.releasingKeys.set(k, settled);
-    void settled.then(() => {
-      if (this.releasingKeys.get(k) === settled) this.releasingKeys.delete(k);
-    });
+    let keys = this.releasingKeys.get(core.backendName);
+    if (!keys) this.releasingKeys.set(core.backendName, (keys = new Map()));
+    keys.set(core.key, { core, done });
   }
 
   /** A handle's release failed: reported, never thrown over the caller's own outcome. */
@@ -95,6 +93,12 @@ export class LeaseRegistry implements LeaseObserver {
   }
 
   ended(core: LeaseCore): void {
-    this.held.delete(core.owner);
+    this.held.delete(core);
+    if (this.owners.get(core.owner) === core) this.owners.delete(core.owner);
+    const keys = this.releasingKeys.get(core.backendName);
+    if (keys?.get(core.key)?.core === core) {
+      keys.delete(core.key);
+      if (keys.size === 0) this.releasingKeys.delete(core.backendName);
+    }
   }
 }

@@ -4,7 +4,7 @@
 // lease-context.ts.
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { setMaxListeners } from 'node:events';
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
 import { LOCK_BACKENDS, type LockBackend } from '../backends/lock-backend.interface.js';
@@ -30,11 +30,17 @@ export interface LockEngineConfig {
   appBackends: readonly string[];
 }
 
+/** 128 random bits, drawn once per process: no two processes share it. */
+const OWNER_PREFIX = randomBytes(16).toString('base64url');
+let ownerCount = 0;
+
 /**
- * A fresh id per acquisition: ownership must never be shared by a whole process. randomUUID draws
- * from a pooled entropy buffer (122 random bits); randomBytes(16) cost ~15 µs a call under load.
+ * A fresh id per acquisition: ownership must never be shared by a whole process. The process's
+ * random prefix and a counter: unique like a UUID per acquisition, at a fraction of the cost
+ * (randomUUID, and randomBytes per call before it, showed in every profile) and 10 bytes shorter
+ * on the wire.
  */
-const newOwnerId = (): string => randomUUID();
+const newOwnerId = (): string => OWNER_PREFIX + (ownerCount++).toString(36);
 
 /**
  * The lock engine: owner ids, validity on the monotonic clock, waiting, grants, reentrancy, the
@@ -81,7 +87,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
    * Acquire: the lease, or — the key still held by another owner when the wait is over — `null`
    * (`whenBusy: 'skip'`) or `LockBusyError` (`'throw'`).
    */
-  async acquire(request: LockRequest, whenBusy: WhenBusy): Promise<Lease | null> {
+  acquire(request: LockRequest, whenBusy: WhenBusy): Promise<Lease | null> {
     return this.take(request, whenBusy === 'throw');
   }
 

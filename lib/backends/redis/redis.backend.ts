@@ -35,6 +35,7 @@ export class RedisBackend implements LockBackend {
   private closed = false;
   private readonly outages: RedisOutageLog;
   private readonly deadlines: AnswerDeadlines;
+  private corked = false;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -248,13 +249,32 @@ export class RedisBackend implements LockBackend {
       key,
       closed: this.closed,
       connected: (unavailable) => this.ready(unavailable),
-      send,
+      send: () => {
+        this.batchWrites();
+        return send();
+      },
       timeoutMs: this.commandTimeoutMs,
       deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
         if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
       },
+    });
+  }
+
+  /**
+   * Commands sent while others are in flight (many callers at once) leave in one write: the
+   * socket is corked until the callers resumed by the same answers have all sent theirs.
+   */
+  private batchWrites(): void {
+    if (this.corked || this.deadlines.inFlight === 0) return;
+    const stream = (this.client as { stream?: { cork?: () => void; uncork(): void; writable?: boolean } }).stream;
+    if (typeof stream?.cork !== 'function' || !stream.writable) return;
+    this.corked = true;
+    stream.cork();
+    process.nextTick(() => {
+      this.corked = false;
+      stream.uncork();
     });
   }
 
