@@ -12,10 +12,10 @@ import { ours, oursDecorator, redisFloor, type Implementation, type Unlock } fro
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
-const phase = arg('phase', 'sequential') as 'sequential' | 'spread';
+const phase = arg('phase', 'sequential') as 'sequential' | 'spread' | 'hot';
 const only = args.includes('--only') ? arg('only', '') : undefined;
 const ROUNDS = Number(arg('rounds', only ? '1' : '8'));
-const OPS = Number(arg('ops', phase === 'sequential' ? '3000' : '20000'));
+const OPS = Number(arg('ops', phase === 'sequential' ? '3000' : phase === 'hot' ? '4000' : '20000'));
 const WORKERS = 16;
 const KEYS = 1_000;
 const TTL = 10_000;
@@ -52,23 +52,52 @@ async function semaphore(url: string): Promise<Implementation> {
   };
 }
 
-async function run(impl: Implementation, tag: string): Promise<{ wallUs: number; cpuUs: number }> {
+/** Redis commands run so far (scripts' own calls included), by name. */
+async function commandStats(raw: Redis): Promise<Map<string, number>> {
+  const stats = new Map<string, number>();
+  for (const line of ((await raw.info('commandstats')) as string).split('\n')) {
+    const m = /^cmdstat_(\w+):calls=(\d+)/.exec(line);
+    if (m && m[1] !== 'info') stats.set(m[1], Number(m[2]));
+  }
+  return stats;
+}
+
+interface Result {
+  wallUs: number;
+  cpuUs: number;
+  commands: Map<string, number>;
+  waitP99Ms: number;
+  fairness: number;
+}
+
+async function run(impl: Implementation, tag: string, raw: Redis): Promise<Result> {
   const per = phase === 'sequential' ? OPS : OPS / WORKERS;
+  const before = await commandStats(raw);
+  const waits: number[] = [];
+  const served = new Array<number>(WORKERS).fill(0);
   const cpu = process.cpuUsage();
   const started = performance.now();
   let seq = 0;
   await Promise.all(
-    Array.from({ length: phase === 'sequential' ? 1 : WORKERS }, async () => {
+    Array.from({ length: phase === 'sequential' ? 1 : WORKERS }, async (_, worker) => {
       for (let i = 0; i < per; i++) {
-        const key = phase === 'sequential' ? `p:${tag}:${seq++}` : `p:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const key = phase === 'sequential' ? `p:${tag}:${seq++}` : phase === 'hot' ? `p:${tag}` : `p:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const asked = performance.now();
         const unlock = await impl.lock(key);
+        waits.push(performance.now() - asked);
+        served[worker] += 1;
+        if (phase === 'hot') await new Promise<void>((resolve) => setImmediate(resolve)); // a critical section that yields once
         await unlock();
       }
     }),
   );
   const wall = performance.now() - started;
   const used = process.cpuUsage(cpu);
-  return { wallUs: (wall * 1000) / OPS, cpuUs: (used.user + used.system) / OPS };
+  const after = await commandStats(raw);
+  const commands = new Map([...after].map(([name, n]) => [name, (n - (before.get(name) ?? 0)) / OPS] as [string, number]).filter(([, n]) => n > 0.005));
+  waits.sort((a, b) => a - b);
+  const counts = phase === 'sequential' ? [1] : served;
+  return { wallUs: (wall * 1000) / OPS, cpuUs: (used.user + used.system) / OPS, commands, waitP99Ms: waits[Math.floor(waits.length * 0.99)], fairness: Math.min(...counts) / Math.max(...counts) };
 }
 
 async function main(): Promise<void> {
@@ -84,13 +113,14 @@ async function main(): Promise<void> {
   const chosen = only ? { [only]: makers[only] } : makers;
   const impls: Array<[string, Implementation]> = [];
   for (const [name, make] of Object.entries(chosen)) impls.push([name, await make()]);
-  const results = new Map<string, Array<{ wallUs: number; cpuUs: number; ratio?: number }>>();
+  const results = new Map<string, Array<Result & { ratio?: number }>>();
+  const raw = new Redis(url);
   try {
-    for (const [, impl] of impls) await run(impl, `warm:${impl.name}`); // warm-up
+    for (const [, impl] of impls) await run(impl, `warm:${impl.name}`, raw); // warm-up
     for (let round = 0; round < ROUNDS; round++) {
       const order = impls.map((_, i) => impls[(i + round) % impls.length]);
-      const byName = new Map<string, { wallUs: number; cpuUs: number }>();
-      for (const [name, impl] of order) byName.set(name, await run(impl, `${round}:${name}`));
+      const byName = new Map<string, Result>();
+      for (const [name, impl] of order) byName.set(name, await run(impl, `${round}:${name}`, raw));
       const floor = byName.get('floor');
       for (const [name, r] of byName) {
         results.set(name, [...(results.get(name) ?? []), { ...r, ratio: floor ? floor.wallUs / r.wallUs : undefined }]);
@@ -98,13 +128,21 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const [, impl] of impls) await impl.close();
+    raw.disconnect();
     await server.stop();
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`${phase}, ${ROUNDS} rounds × ${OPS} acquire+release (medians)`);
   for (const [name, rs] of results) {
     const ratio = rs[0].ratio === undefined ? '' : `  ${median(rs.map((r) => r.ratio!)).toFixed(3)}× floor`;
-    console.log(`${name.padEnd(10)} wall ${median(rs.map((r) => r.wallUs)).toFixed(1).padStart(6)} µs/op  cpu ${median(rs.map((r) => r.cpuUs)).toFixed(1).padStart(6)} µs/op${ratio}`);
+    const last = rs[rs.length - 1];
+    const cmds = [...last.commands].sort((a, b) => b[1] - a[1]);
+    const total = cmds.reduce((n, [, c]) => n + c, 0);
+    console.log(
+      `${name.padEnd(10)} wall ${median(rs.map((r) => r.wallUs)).toFixed(1).padStart(6)} µs/op  cpu ${median(rs.map((r) => r.cpuUs)).toFixed(1).padStart(6)} µs/op${ratio}` +
+        `  wait p99 ${median(rs.map((r) => r.waitP99Ms)).toFixed(2)} ms  fairness ${median(rs.map((r) => r.fairness)).toFixed(2)}`,
+    );
+    console.log(`           ${total.toFixed(2)} Redis commands/op: ${cmds.map(([c, n]) => `${c} ${n.toFixed(2)}`).join(', ')}`);
   }
 }
 

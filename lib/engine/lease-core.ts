@@ -84,7 +84,7 @@ export class LeaseCore {
   /** Monotonic time until which a release keeps the key (lockAtLeastFor). */
   private keepUntil: number;
   /** The work running under this lease: a shutdown keeps the key while any of it runs. */
-  private readonly work = new LeaseWork();
+  private work?: LeaseWork;
   /** Shut down while work still ran: the key goes when it has settled (or the validity ended). */
   private draining = false;
   private validUntilMs: number;
@@ -184,7 +184,7 @@ export class LeaseCore {
    * go of the lease): a shutdown keeps the key until it has settled — or until the validity ends.
    */
   trackWork(work: Promise<unknown>): void {
-    if (this.state === 'held') this.work.track(work);
+    if (this.state === 'held') (this.work ??= new LeaseWork()).track(work);
   }
 
   /** The lease's AbortController (see abortController). */
@@ -203,7 +203,7 @@ export class LeaseCore {
 
   /** Whether work is still running under this lease. */
   get working(): boolean {
-    return this.work.active;
+    return this.work?.active ?? false;
   }
 
   /**
@@ -348,7 +348,7 @@ export class LeaseCore {
     this.stopTimers();
     this.endHandles();
     if (!this.releasing) {
-      this.draining = this.isShutDown() && this.work.active;
+      this.draining = this.isShutDown() && this.working;
       this.releasing = this.giveBack(this.draining ? this.drain() : undefined);
       this.observer.releasing?.(this, this.releasing);
     }
@@ -364,6 +364,7 @@ export class LeaseCore {
    * what the backend vouches for — has run out (false).
    */
   private drain(): Promise<boolean> {
+    if (!this.work) return Promise.resolve(true);
     return this.work.settledBefore(Math.min(this.validUntilMs, this.backend.validUntil?.(this.owner) ?? Number.POSITIVE_INFINITY));
   }
 
