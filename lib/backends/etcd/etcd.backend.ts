@@ -1,6 +1,7 @@
 // Over 250 lines on purpose: the acquire protocol (enqueue, recheck, release) and its handling of
 // writes with an unknown outcome read best together. The requests, the queue and its watches,
 // the session leases and the clean-up live in the files beside this one.
+import { AnswerDeadlines } from '../answer-deadlines.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
@@ -34,6 +35,8 @@ export class EtcdBackend implements LockBackend {
   private readonly client: EtcdClientLike;
   private readonly prefix: string;
   private readonly commandTimeoutMs: number;
+  /** One timer for the answer deadlines of all calls (see AnswerDeadlines). */
+  private readonly deadlines: AnswerDeadlines;
   private readonly queued: EtcdQueue;
   /** Owner → session, for every owner holding a lock. */
   private readonly holding = new Map<string, EtcdSession>();
@@ -50,6 +53,7 @@ export class EtcdBackend implements LockBackend {
     this.name = config.name ?? 'etcd';
     this.prefix = config.prefix ?? ETCD_DEFAULTS.prefix;
     this.commandTimeoutMs = config.commandTimeoutMs ?? ETCD_DEFAULTS.commandTimeoutMs;
+    this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
     this.sessions = new EtcdSessions({
       client: this.client,
       name: this.name,
@@ -287,6 +291,7 @@ export class EtcdBackend implements LockBackend {
       closed: this.closed,
       send,
       timeoutMs: this.commandTimeoutMs,
+      deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: (error) => {
         if (session && isLeaseNotFound(error)) {

@@ -1,3 +1,4 @@
+import { AnswerDeadlines } from '../answer-deadlines.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
@@ -25,6 +26,7 @@ export class PostgresBackend implements LockBackend {
   private readonly statements: string[];
   private readonly connectTimeoutMs: number;
   private readonly commandTimeoutMs: number;
+  private readonly deadlines: AnswerDeadlines;
   private readonly heartbeatMs: number;
   private readonly waiters = new HandOffWaiters();
   private readonly listener: PostgresListener;
@@ -44,6 +46,7 @@ export class PostgresBackend implements LockBackend {
     this.sql = backendStatements({ schema, prefix });
     this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
     this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
+    this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
     // An idle pooled connection that errors (the server restarted) must not crash the process.
     if (config.ownsPool) {
@@ -144,9 +147,8 @@ export class PostgresBackend implements LockBackend {
     const queued = this.waiters.isQueued(owner);
     this.waiters.forget(owner);
     try {
-      // A holder nobody waits for: the one-statement delete. Else (a waiter leaving the queue,
-      // waiters to hand the key to, a row not ours): the function — at once for a key seen busy
-      // lately, whose holder likely has waiters to hand it to.
+      // A holder nobody waits for: the one-statement delete. Else (a waiter leaving, waiters to hand
+      // the key to, a row not ours): the function — at once for a key seen busy lately.
       if (!queued && !this.waiters.recentlyBusy(key)) {
         const fast = await this.call('release', key, this.sql.fastRelease, [key, owner]);
         if (fast.held !== undefined) return fast.held === true;
@@ -186,10 +188,7 @@ export class PostgresBackend implements LockBackend {
     });
   }
 
-  /**
-   * Our connections never keep the process alive, whatever the engine asks: the LISTEN session is
-   * unref'd, the pool we open exits when idle, every call or wait runs on a timer of its own.
-   */
+  /** Our connections never hold the process: the LISTEN session is unref'd, our pool exits when idle, calls and waits run on timers. */
   holdProcess(_hold: boolean): void {}
 
   async close(): Promise<void> {
@@ -239,6 +238,7 @@ export class PostgresBackend implements LockBackend {
         ),
       send: () => this.pool.query({ ...statement, values }),
       timeoutMs: this.commandTimeoutMs,
+      deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
         if (cleanupOwner !== undefined && !this.closed) void this.release(key, cleanupOwner).catch(() => undefined);
