@@ -13,13 +13,19 @@ import { redisScript as script } from './redis-script.loader.js';
  * head waiter for a short reservation (taking it out of the queue) and publishes that waiter's
  * id and the reservation's length in ms, "<owner> <ms>" (so the waiter trusts the reservation no
  * longer than the server keeps it, whatever its own settings); the waiter starts at once on the
- * reservation and claims the key with its own ttl in the background (EXTEND). So a newcomer's plain `SET NX` cannot jump the queue, and a waiter that
- * died only delays the queue by its reservation/entry lifetime.
+ * reservation and claims the key with its own ttl in the background (EXTEND). So a newcomer's
+ * plain `SET NX` cannot jump the queue, and a waiter that died only delays the queue by its
+ * reservation/entry lifetime.
+ *
+ * Commands per critical section of a hot key (INFO commandstats counts a script's own calls):
+ * joining while the key is held skips the purge of dead waiters (the release skips them when it
+ * hands the key on: ZPOPMIN, then the popped waiter's liveness), and the holder's release, never
+ * in the queue itself, pops the next waiter instead of ranging and removing it.
  */
-/** Drop waiters whose entry expired (their process died or stopped refreshing). Defines `nowMs`, `t`. */
+/** Drop waiters whose entry expired (their process died or stopped refreshing). Sets `t` and `nowMs` (declared by the caller). */
 const PURGE = `
-local t = redis.call('TIME')
-local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+t = redis.call('TIME')
+nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowMs)
 for i = 1, #dead do
   redis.call('ZREM', KEYS[2], dead[i])
@@ -42,9 +48,16 @@ if holder == owner then
   redis.call('ZREM', KEYS[3], owner)
   return {1}
 end
-${PURGE}
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if not holder then
+local t, nowMs
+local head
+if holder then
+  -- Held: only join (a dead waiter ahead of us is skipped when the key is handed on).
+  t = redis.call('TIME')
+  nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+else
+  ${PURGE}
+  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if (not head) or head == owner then
     redis.call('SET', KEYS[1], owner, 'PX', ttl)
     redis.call('ZREM', KEYS[2], owner)
@@ -73,29 +86,42 @@ return {0, -1}
 export const RELEASE = script(`
 local owner = ARGV[1]
 local holder = redis.call('GET', KEYS[1])
--- The common case first: we hold it and nobody waits. Three commands, like a plain compare-and-delete.
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  if holder == owner then
-    redis.call('DEL', KEYS[1])
-    return 1
+local nowMs
+-- The oldest waiter still alive (never the releasing owner), taken out of the queue; dead ones
+-- met on the way are dropped. nil when nobody waits.
+local function nextLive()
+  while true do
+    local popped = redis.call('ZPOPMIN', KEYS[2])
+    if #popped == 0 then return nil end
+    local head = popped[1]
+    if not nowMs then
+      local t = redis.call('TIME')
+      nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local alive = redis.call('ZSCORE', KEYS[3], head)
+    redis.call('ZREM', KEYS[3], head)
+    if head ~= owner and alive and tonumber(alive) > nowMs then return head end
   end
-  return 0
 end
+local function handOn()
+  local head = nextLive()
+  if head then
+    redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+    redis.call('PUBLISH', ARGV[3], head .. ' ' .. ARGV[2])
+  end
+  return head
+end
+if holder == owner then
+  -- The common case: the holder (never in the queue itself) gives the key to the next live
+  -- waiter, or deletes it when nobody waits — uncontended: GET, ZPOPMIN, DEL.
+  if not handOn() then redis.call('DEL', KEYS[1]) end
+  return 1
+end
+-- A waiter giving up (or a holder whose lease ended): leave the queue; a free key goes on.
 redis.call('ZREM', KEYS[2], owner)
 redis.call('ZREM', KEYS[3], owner)
-local held = 0
-if holder == owner then held = 1 elseif holder then return 0 end
-${PURGE}
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if head then
-  redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
-  redis.call('ZREM', KEYS[2], head)
-  redis.call('ZREM', KEYS[3], head)
-  redis.call('PUBLISH', ARGV[3], head .. ' ' .. ARGV[2])
-elseif held == 1 then
-  redis.call('DEL', KEYS[1])
-end
-return held
+if not holder then handOn() end
+return 0
 `);
 
 /** Reset the expiry if ARGV[1] still holds the key. ARGV: owner, ttl ms. Returns 1 or 0. */
