@@ -110,7 +110,8 @@ async function main(): Promise<void> {
     service: () => ours('redis', url),
     decorator: () => oursDecorator('redis', url),
   };
-  const chosen = only ? { [only]: makers[only] } : makers;
+  // --only a,b: those implementations alone (interleaved); ratios need 'floor' among them.
+  const chosen = only ? Object.fromEntries(only.split(',').map((name) => [name, makers[name]])) : makers;
   const impls: Array<[string, Implementation]> = [];
   for (const [name, make] of Object.entries(chosen)) impls.push([name, await make()]);
   const results = new Map<string, Array<Result & { ratio?: number }>>();
