@@ -7,8 +7,8 @@
 import { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { RedisBackend } from '../lib/backends/redis/redis.backend.js';
-import { RedisServer } from '../test/harness/servers.mjs';
-import { ours, oursDecorator, redisFloor, type Implementation, type Unlock } from './implementations.js';
+import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
+import { etcdFloor, ours, oursDecorator, redisFloor, type Implementation, type Unlock } from './implementations.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
@@ -103,7 +103,9 @@ async function run(impl: Implementation, tag: string, raw: Redis): Promise<Resul
 async function main(): Promise<void> {
   const server = await RedisServer.start();
   const url = `redis://127.0.0.1:${server.port}`;
-  const makers: Record<string, () => Promise<Implementation>> = {
+  // --etcd: the etcd floor and our etcd service instead (1-member cluster; no command counts).
+  const etcd = args.includes('--etcd') ? await EtcdCluster.start({ size: 1 }) : undefined;
+  const makers: Record<string, () => Promise<Implementation>> = etcd ? { floor: () => etcdFloor(etcd.hosts), service: () => ours('etcd', etcd.hosts), decorator: () => oursDecorator('etcd', etcd.hosts) } : {
     floor: () => redisFloor(url),
     semaphore: () => semaphore(url),
     backend: () => backendOnly(url),
@@ -131,6 +133,7 @@ async function main(): Promise<void> {
     for (const [, impl] of impls) await impl.close();
     raw.disconnect();
     await server.stop();
+    await etcd?.stop();
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   console.log(`${phase}, ${ROUNDS} rounds × ${OPS} acquire+release (medians)`);

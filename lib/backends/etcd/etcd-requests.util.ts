@@ -1,11 +1,10 @@
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
+import { isWellFormed } from '../../common/checks.util.js';
 
 // The requests of etcd's lock recipe, as data: key layout, the acquire txn, the predecessor read,
 // their deadlines, and the clean-up of a write whose outcome is unknown.
 
-/** A UTF-16 surrogate not part of a pair (`!key.isWellFormed()`, which this TS lib target lacks). */
-const LONE_SURROGATE = /\p{Cs}/u;
 
 /**
  * `<prefix><encoded key>/`, the range of one lock's keys (`…/<owner>` each): the encoding keeps
@@ -13,14 +12,17 @@ const LONE_SURROGATE = /\p{Cs}/u;
  * (encodeURIComponent would throw a raw URIError): refused.
  */
 export function etcdLockPrefix(prefix: string, key: string, backend: string): string {
-  if (LONE_SURROGATE.test(key)) {
+  if (!isWellFormed(key)) {
     throw new InvalidLockOptionsError('key', 'it contains a lone UTF-16 surrogate (not well-formed Unicode)', `the ${backend} backend`);
   }
   return `${prefix}${encodeURIComponent(key)}/`;
 }
 
+/** An empty value (shared: never written to). */
+const EMPTY = Buffer.alloc(0);
+
 /** The end of the range of keys starting with `prefix` (etcd's "prefix + 1"). */
-export function prefixEnd(prefix: string): Buffer {
+export function prefixEnd(prefix: string | Buffer): Buffer {
   const end = Buffer.from(prefix);
   for (let i = end.length - 1; i >= 0; i--) {
     if (end[i] < 0xff) {
@@ -45,12 +47,14 @@ export function isLeaseNotFound(error: unknown): boolean {
  * read the newest keys ahead.
  */
 export function acquireTxn(prefix: string, myKey: string, lease: string, queue: boolean): unknown {
-  const range = { key: Buffer.from(prefix), range_end: prefixEnd(prefix) };
-  const put = { request_put: { key: Buffer.from(myKey), value: Buffer.alloc(0), lease } };
-  const mine = { request_range: { key: Buffer.from(myKey), keys_only: true } };
+  const start = Buffer.from(prefix);
+  const range = { key: start, range_end: prefixEnd(start) };
+  const mineKey = Buffer.from(myKey);
+  const put = { request_put: { key: mineKey, value: EMPTY, lease } };
+  const mine = { request_range: { key: mineKey, keys_only: true } };
   return {
     // The range is empty: nobody holds or waits.
-    compare: [{ ...range, target: 'Create', result: 'Equal', create_revision: 0 }],
+    compare: [{ key: start, range_end: range.range_end, target: 'Create', result: 'Equal', create_revision: 0 }],
     success: [put],
     // Busy. First: is the key ours already? etcd3 retries a request whose answer was lost to a
     // broken connection, so an earlier copy of this very txn may have written it. Then, when

@@ -35,6 +35,7 @@ export class EtcdBackend implements LockBackend {
   private readonly client: EtcdClientLike;
   private readonly prefix: string;
   private readonly commandTimeoutMs: number;
+  private readonly busyAt = new Map<string, number>();
   /** One timer for the answer deadlines of all calls (see AnswerDeadlines). */
   private readonly deadlines: AnswerDeadlines;
   private readonly queued: EtcdQueue;
@@ -180,6 +181,9 @@ export class EtcdBackend implements LockBackend {
     if (session.retired || session.lost) {
       throw new LockBackendUnavailableError(this.name, 'acquire', 'every new session was retired at once (writes keep timing out)', { key });
     }
+    // A key not seen busy lately is likely free: the txn carries no queue join (a put and a range
+    // read built, sent and encoded for nothing); busy after all, it goes again in full.
+    const lean = queue && !this.recentlyBusy(key);
     session.pending += 1;
     try {
       let response;
@@ -187,7 +191,7 @@ export class EtcdBackend implements LockBackend {
         response = await this.call(
           'acquire',
           key,
-          () => this.client.kv.txn(acquireTxn(prefix, myKey, session.id, queue), this.deadline()),
+          () => this.client.kv.txn(acquireTxn(prefix, myKey, session.id, queue && !lean), this.deadline()),
           // Also for a single try (queue false): a put whose answer never came may still be
           // applied, and would then sit on our healthy session, blocking the key for good.
           myKey,
@@ -207,10 +211,14 @@ export class EtcdBackend implements LockBackend {
       if (response.succeeded) return this.granted(owner, session, revision);
       // Our key from an earlier copy of this txn: its create revision is our place in line.
       const earlier: { create_revision: string } | undefined = response.responses[0].response_range.kvs[0];
-      if (!queue) {
-        // A single try writes only when the key was free: that earlier copy took the lock, then.
-        return earlier ? this.granted(owner, session, BigInt(earlier.create_revision)) : { acquired: false };
+      if (!queue || lean) {
+        // Without the queue join, the txn writes only when the key was free: an earlier copy took the lock, then.
+        if (earlier) return this.granted(owner, session, BigInt(earlier.create_revision));
+        if (!queue) return { acquired: false };
+        this.busy(key);
+        return await this.enqueue(request, retried);
       }
+      this.busy(key);
       const keys: string[] = response.responses[2].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
       const entry: Queued = { session, key: myKey, rev: earlier ? BigInt(earlier.create_revision) : revision };
       // With an earlier copy, the newest keys may be behind ours: let a re-check find our predecessor.
@@ -219,6 +227,18 @@ export class EtcdBackend implements LockBackend {
     } finally {
       this.sessions.endIfDrained(session);
     }
+  }
+
+  /** Keys seen busy in the last second (at most 1,000, oldest dropped first). */
+  private recentlyBusy(key: string): boolean {
+    const at = this.busyAt.get(key);
+    return at !== undefined && performance.now() - at < 1_000;
+  }
+
+  private busy(key: string): void {
+    this.busyAt.delete(key);
+    this.busyAt.set(key, performance.now());
+    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
   }
 
   /**
