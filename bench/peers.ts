@@ -8,13 +8,27 @@ import type { Implementation, Unlock } from './implementations.js';
 const TTL = 10_000;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** redis-semaphore's Mutex on a connection of its own, retrying every 2 ms while the key is held. */
+export function redisSemaphore(redisUrl: string): Implementation {
+  const client = new Redis(redisUrl);
+  return {
+    name: 'redis-semaphore Mutex',
+    backend: 'redis',
+    async lock(key): Promise<Unlock> {
+      const mutex = new Mutex(client, `sem:${key}`, { lockTimeout: TTL, acquireTimeout: 60_000, retryInterval: 2, refreshInterval: 0 });
+      await mutex.acquire();
+      return () => mutex.release();
+    },
+    close: async () => void client.disconnect(),
+  };
+}
+
 /** The peers, each configured to wait (retry) rather than fail while the key is held. */
 export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Implementation[]> {
   const r1 = new Redis(redisUrl);
   const redlock = new Redlock([r1 as never], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
   const r2 = new Redis(redisUrl);
   const sesame = new SesameRedlock([r2], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
-  const r3 = new Redis(redisUrl);
   const etcd = new Etcd3({ hosts: etcdHosts });
   return [
     {
@@ -35,16 +49,7 @@ export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Impl
       },
       close: async () => void r2.disconnect(),
     },
-    {
-      name: 'redis-semaphore Mutex',
-      backend: 'redis',
-      async lock(key): Promise<Unlock> {
-        const mutex = new Mutex(r3, `sem:${key}`, { lockTimeout: TTL, acquireTimeout: 60_000, retryInterval: 2, refreshInterval: 0 });
-        await mutex.acquire();
-        return () => mutex.release();
-      },
-      close: async () => void r3.disconnect(),
-    },
+    redisSemaphore(redisUrl),
     {
       name: 'etcd3 Lock (retried)',
       backend: 'etcd',

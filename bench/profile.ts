@@ -1,14 +1,15 @@
-// `npm run bench -- --profile [--phase sequential|spread] [--only <impl>] [--rounds N] [--ops N]`:
-// the Redis efficiency path alone, against one redis-server, without the other backends and peers
-// running beside it. Implementations run interleaved, round by round; per implementation it prints
-// wall µs and client CPU µs per acquire+release, and the ratio to the floor in the same round.
-// With `--only <impl>` one implementation runs alone: run it under `node --cpu-prof` (see
-// docs/benchmarks.md, "Where the client CPU goes") to see where its time goes.
+// `npm run bench -- --profile [--phase sequential|spread|hot] [--only a,b] [--rounds N] [--ops N] [--etcd] [--cpu-prof]`:
+// one path alone against one server, without the other backends and peers running beside it.
+// Implementations (floor, semaphore, backend, service, decorator; with --etcd: floor, service,
+// decorator on a 1-member etcd) run interleaved, round by round; per implementation it prints
+// wall µs and client CPU µs per acquire+release, the ratio to the floor in the same round, the
+// wait p99 and, on Redis, the commands per operation by name. `--only` picks some (one alone: run
+// it with --cpu-prof, which writes a V8 profile to .tmp/profiles; see docs/benchmarks.md).
 import { Redis } from 'ioredis';
-import { Mutex } from 'redis-semaphore';
 import { RedisBackend } from '../lib/backends/redis/redis.backend.js';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
 import { etcdFloor, ours, oursDecorator, redisFloor, type Implementation, type Unlock } from './implementations.js';
+import { redisSemaphore } from './peers.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
@@ -35,20 +36,6 @@ async function backendOnly(url: string): Promise<Implementation> {
       return async () => void (await backend.release(key, owner));
     },
     close: () => backend.close(),
-  };
-}
-
-async function semaphore(url: string): Promise<Implementation> {
-  const client = new Redis(url);
-  return {
-    name: 'redis-semaphore Mutex',
-    backend: 'redis',
-    async lock(key): Promise<Unlock> {
-      const mutex = new Mutex(client, `sem:${key}`, { lockTimeout: TTL, acquireTimeout: 60_000, retryInterval: 2, refreshInterval: 0 });
-      await mutex.acquire();
-      return () => mutex.release();
-    },
-    close: async () => void client.disconnect(),
   };
 }
 
@@ -104,12 +91,14 @@ async function main(): Promise<void> {
   const etcd = args.includes('--etcd') ? await EtcdCluster.start({ size: 1 }) : undefined;
   const makers: Record<string, () => Promise<Implementation>> = etcd ? { floor: () => etcdFloor(etcd.hosts), service: () => ours('etcd', etcd.hosts), decorator: () => oursDecorator('etcd', etcd.hosts) } : {
     floor: () => redisFloor(url),
-    semaphore: () => semaphore(url),
+    semaphore: async () => redisSemaphore(url),
     backend: () => backendOnly(url),
     service: () => ours('redis', url),
     decorator: () => oursDecorator('redis', url),
   };
   // --only a,b: those implementations alone (interleaved); ratios need 'floor' among them.
+  const unknown = only?.split(',').filter((name) => !(name in makers));
+  if (unknown?.length) throw new Error(`--only ${unknown.join(',')}: unknown here; choose from ${Object.keys(makers).join(', ')}`);
   const chosen = only ? Object.fromEntries(only.split(',').map((name) => [name, makers[name]])) : makers;
   const impls: Array<[string, Implementation]> = [];
   for (const [name, make] of Object.entries(chosen)) impls.push([name, await make()]);

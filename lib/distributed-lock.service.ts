@@ -6,13 +6,13 @@ import type { LockEvents } from './engine/lock-events.js';
 import { SKIPPED } from './engine/lock-request.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import type { LockOptions } from './interfaces/lock-options.interface.js';
-import { resolveLockOptionsFor, type ResolvedLockOptions } from './options/lock-options.util.js';
+import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
 /** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
-function noWrappedCall(o: ResolvedLockOptions, where: () => string): ResolvedLockOptions {
+function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptions {
   if (o.policy.rejectOnLoss) {
-    throw new InvalidLockOptionsError('rejectOnLoss', 'applies to using() and @DistributedLock, which wrap a call', where());
+    throw new InvalidLockOptionsError('rejectOnLoss', 'applies to using() and @DistributedLock, which wrap a call', where);
   }
   return o;
 }
@@ -47,24 +47,15 @@ export class DistributedLockService {
    * @example
    * await using lease = await locks.acquire(`invoice:${id}`, { purpose: 'efficiency', ttl: 5000 });
    */
-  acquire(key: string, opts: LockOptions): Promise<Lease> {
-    // Not async: one Promise less per call; a refusal still comes as a rejection.
-    try {
-      const where = (): string => `acquire(${JSON.stringify(key)})`;
-      return this.engine.acquire(noWrappedCall(resolveLockOptionsFor(key, opts, this.options, where), where), 'throw') as Promise<Lease>;
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async acquire(key: string, opts: LockOptions): Promise<Lease> {
+    const where = `acquire(${JSON.stringify(key)})`;
+    return (await this.engine.acquire(noWrappedCall(resolveLockOptions(key, opts, this.options, where), where), 'throw'))!;
   }
 
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
-  tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
-    try {
-      const where = (): string => `tryAcquire(${JSON.stringify(key)})`;
-      return this.engine.acquire(noWrappedCall(resolveLockOptionsFor(key, { ...opts, wait: 0 }, this.options, where), where), 'skip');
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
+    const where = `tryAcquire(${JSON.stringify(key)})`;
+    return this.engine.acquire(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.options, where), where), 'skip');
   }
 
   /**
@@ -73,7 +64,7 @@ export class DistributedLockService {
    * event) and never replaces `fn`'s result or error.
    */
   async using<T>(key: string, opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
-    const result = await this.engine.runLocked(resolveLockOptionsFor(key, opts, this.options, () => `using(${JSON.stringify(key)})`), 'throw', fn);
+    const result = await this.engine.runLocked(resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`), 'throw', fn);
     // A 'throw' request never skips.
     return result as Exclude<typeof result, typeof SKIPPED>;
   }

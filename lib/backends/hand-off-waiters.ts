@@ -1,3 +1,4 @@
+import { BusyKeys } from './busy-keys.js';
 import { TurnWaiters } from './wait-turn.util.js';
 
 /** What this process knows of one of its queued owners. */
@@ -47,8 +48,8 @@ export interface HandOff {
  * start on the reservation at once and claim its full ttl in the background.
  */
 export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
-  /** Keys seen busy recently, oldest first (insertion order), at most 1,000. */
-  private readonly busyAt = new Map<string, number>();
+  /** Keys seen busy recently. */
+  private readonly busyKeys = new BusyKeys();
 
   /** Start tracking `owner` before its queue request, so no wake-up is missed. */
   joining(owner: string): void {
@@ -80,9 +81,7 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
 
   /** Remember that `key` was busy just now. */
   busy(key: string): void {
-    this.busyAt.delete(key);
-    this.busyAt.set(key, performance.now());
-    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
+    this.busyKeys.busy(key);
   }
 
   hasHandOff(owner: string): boolean {
@@ -118,8 +117,7 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
 
   /** A key that was busy a moment ago is likely busy again. */
   recentlyBusy(key: string): boolean {
-    const at = this.busyAt.get(key);
-    return at !== undefined && performance.now() - at < 1_000;
+    return this.busyKeys.recentlyBusy(key);
   }
 
   /**

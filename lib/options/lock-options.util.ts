@@ -55,18 +55,7 @@ function checkBoolean(value: unknown, field: string, where: string): boolean | u
   return value as boolean | undefined;
 }
 
-/** The policy of options that set no lifetime field, per module (one object, shared: never mutated). */
-const defaultPolicies = new WeakMap<ResolvedModuleOptions, LeasePolicy>();
-
 function resolvePolicy(o: LeaseLifetimeOptions & { rejectOnLoss?: boolean }, ttl: number, module: ResolvedModuleOptions, where: string): LeasePolicy {
-  if (!module.defaults.watchdog && o.watchdog === undefined && o.maxHold === undefined && o.lockAtLeastFor === undefined && o.lockDelay === undefined && o.rejectOnLoss === undefined) {
-    let policy = defaultPolicies.get(module);
-    if (!policy) {
-      policy = Object.freeze({ watchdog: undefined, lockAtLeastFor: 0, lockDelay: checkNonNegativeMs(module.defaults.lockDelay, 'lockDelay', where), rejectOnLoss: false });
-      defaultPolicies.set(module, policy);
-    }
-    return policy;
-  }
   const watchdog = checkBoolean(o.watchdog, 'watchdog', where) ?? module.defaults.watchdog;
   let maxHold: number | undefined;
   if (o.maxHold !== undefined) maxHold = checkPositiveMs(o.maxHold, 'maxHold', where);
@@ -101,8 +90,8 @@ export function resolveCommon(
   if (typeof opts !== 'object' || opts === null) {
     throw new InvalidLockOptionsError('options', "must be an object with at least { purpose: 'efficiency' | 'correctness' }", where);
   }
-  for (const field in opts) {
-    if (Object.hasOwn(opts, field) && !known.includes(field)) {
+  for (const field of Object.keys(opts)) {
+    if (!known.includes(field)) {
       throw new InvalidLockOptionsError(field, `unknown option (known: ${known.join(', ')})`, where);
     }
   }
@@ -130,18 +119,5 @@ export function resolveLockOptions(
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidLockOptionsError('signal', 'must be an AbortSignal', where);
   }
-  return { key: checkKey(key, where), purpose: common.purpose, ttl: common.ttl, wait: common.wait, backend: common.backend, policy: common.policy, signal };
-}
-
-/**
- * resolveLockOptions, naming the call (`where`) only when the options are refused: building the
- * name costs more than checking valid options. Validation is deterministic, so the refusal is
- * the same, now with the name.
- */
-export function resolveLockOptionsFor(key: unknown, opts: LockOptions | undefined, module: ResolvedModuleOptions, where: () => string): ResolvedLockOptions {
-  try {
-    return resolveLockOptions(key, opts, module, '');
-  } catch {
-    return resolveLockOptions(key, opts, module, where());
-  }
+  return { key: checkKey(key, where), ...common, signal };
 }

@@ -5,7 +5,6 @@ import { isWellFormed } from '../../common/checks.util.js';
 // The requests of etcd's lock recipe, as data: key layout, the acquire txn, the predecessor read,
 // their deadlines, and the clean-up of a write whose outcome is unknown.
 
-
 /**
  * `<prefix><encoded key>/`, the range of one lock's keys (`…/<owner>` each): the encoding keeps
  * `a` and `a/b` from sharing a range. A key with a lone surrogate has no encoding

@@ -2,6 +2,7 @@
 // writes with an unknown outcome read best together. The requests, the queue and its watches,
 // the session leases and the clean-up live in the files beside this one.
 import { AnswerDeadlines } from '../answer-deadlines.js';
+import { BusyKeys } from '../busy-keys.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
@@ -35,7 +36,7 @@ export class EtcdBackend implements LockBackend {
   private readonly client: EtcdClientLike;
   private readonly prefix: string;
   private readonly commandTimeoutMs: number;
-  private readonly busyAt = new Map<string, number>();
+  private readonly busyKeys = new BusyKeys();
   /** One timer for the answer deadlines of all calls (see AnswerDeadlines). */
   private readonly deadlines: AnswerDeadlines;
   private readonly queued: EtcdQueue;
@@ -183,7 +184,7 @@ export class EtcdBackend implements LockBackend {
     }
     // A key not seen busy lately is likely free: the txn carries no queue join (a put and a range
     // read built, sent and encoded for nothing); busy after all, it goes again in full.
-    const lean = queue && !this.recentlyBusy(key);
+    const lean = queue && !this.busyKeys.recentlyBusy(key);
     session.pending += 1;
     try {
       let response;
@@ -211,14 +212,13 @@ export class EtcdBackend implements LockBackend {
       if (response.succeeded) return this.granted(owner, session, revision);
       // Our key from an earlier copy of this txn: its create revision is our place in line.
       const earlier: { create_revision: string } | undefined = response.responses[0].response_range.kvs[0];
-      if (!queue || lean) {
-        // Without the queue join, the txn writes only when the key was free: an earlier copy took the lock, then.
-        if (earlier) return this.granted(owner, session, BigInt(earlier.create_revision));
-        if (!queue) return { acquired: false };
-        this.busy(key);
-        return await this.enqueue(request, retried);
+      if (!queue) {
+        // A single try writes only when the key was free: that earlier copy took the lock, then.
+        return earlier ? this.granted(owner, session, BigInt(earlier.create_revision)) : { acquired: false };
       }
-      this.busy(key);
+      this.busyKeys.busy(key);
+      // Busy, or our key is there already: the full txn joins the queue, or finds our place in it.
+      if (lean) return await this.enqueue(request, retried);
       const keys: string[] = response.responses[2].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
       const entry: Queued = { session, key: myKey, rev: earlier ? BigInt(earlier.create_revision) : revision };
       // With an earlier copy, the newest keys may be behind ours: let a re-check find our predecessor.
@@ -227,18 +227,6 @@ export class EtcdBackend implements LockBackend {
     } finally {
       this.sessions.endIfDrained(session);
     }
-  }
-
-  /** Keys seen busy in the last second (at most 1,000, oldest dropped first). */
-  private recentlyBusy(key: string): boolean {
-    const at = this.busyAt.get(key);
-    return at !== undefined && performance.now() - at < 1_000;
-  }
-
-  private busy(key: string): void {
-    this.busyAt.delete(key);
-    this.busyAt.set(key, performance.now());
-    if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
   }
 
   /**
