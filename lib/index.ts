@@ -17,6 +17,7 @@ export type { DistributedLockModuleOptions, LockDefaults, LockPurpose } from './
 export type { RedisBackendOptions } from './backends/redis/redis-backend.options.js';
 export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
 export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/postgres/postgres-backend.options.js';
+export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
@@ -33,6 +34,8 @@ export { EtcdBackend } from './backends/etcd/etcd.backend.js';
 export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
 export { PostgresBackend } from './backends/postgres/postgres.backend.js';
 export type { PgPoolLike } from './backends/postgres/postgres-client.interface.js';
+export { ZooKeeperBackend } from './backends/zookeeper/zookeeper.backend.js';
+export type { ZooKeeperClientLike } from './backends/zookeeper/zookeeper-client.interface.js';
 export { PgTransactionLock, type PgTransactionLockOptions, type PgTransactionAcquireOptions, type PgTransactionClient } from './backends/postgres/pg-transaction-lock.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';

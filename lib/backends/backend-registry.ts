@@ -3,6 +3,7 @@ import { etcdPlugin } from './etcd/etcd.plugin.js';
 import { memoryPlugin } from './memory/memory.plugin.js';
 import { postgresPlugin } from './postgres/postgres.plugin.js';
 import { redisPlugin } from './redis/redis.plugin.js';
+import { zookeeperPlugin } from './zookeeper/zookeeper.plugin.js';
 
 /**
  * The built-in backends: each key is a `forRoot()` field (and the backend's name), its JSDoc what
@@ -15,6 +16,8 @@ export const BACKEND_PLUGINS = {
   redis: redisPlugin,
   /** Configure the etcd backend. @example { hosts: '127.0.0.1:2379' } */
   etcd: etcdPlugin,
+  /** Configure the ZooKeeper backend. @example { connectionString: '127.0.0.1:2181' } */
+  zookeeper: zookeeperPlugin,
   /** Configure the PostgreSQL backend. @example { connectionString: 'postgres://127.0.0.1:5432/app' } */
   postgres: postgresPlugin,
   /** Enable the in-memory backend (single process; for tests). */

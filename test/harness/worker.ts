@@ -16,15 +16,19 @@ export class LockWorker {
     });
   }
 
-  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL (correctness). */
-  static async start(backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string }): Promise<LockWorker> {
+  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL, a ZooKeeper connection string (correctness). */
+  static async start(
+    backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number },
+  ): Promise<LockWorker> {
     const b = typeof backends === 'string' ? { redisUrl: backends } : backends;
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       WORKER_REDIS_URL: b.redisUrl ?? '',
       WORKER_ETCD_HOSTS: b.etcdHosts?.join(',') ?? '',
       WORKER_POSTGRES_URL: b.postgresUrl ?? '',
+      WORKER_ZOOKEEPER: b.zookeeper ?? '',
     };
+    if (b.zkSessionMs !== undefined) env.WORKER_ZK_SESSION_MS = String(b.zkSessionMs);
     if (b.sessionTtlSeconds !== undefined) env.WORKER_SESSION_TTL = String(b.sessionTtlSeconds);
     const child = fork(compiled, [], { env, stdio: 'inherit' });
     const worker = new LockWorker(child);

@@ -2,14 +2,17 @@
 // (kill -9, SIGSTOP). Runs from the compiled output (.tmp/compiled/test/workers/lock-worker.js).
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { Redis } from 'ioredis';
 import pg from 'pg';
-import { DistributedLockModule, DistributedLockService, PgFence, type Lease } from '../../lib/index.js';
+import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type Lease } from '../../lib/index.js';
 
 export type WorkerCommand =
   | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness' }
   | { op: 'release' }
   /** A PgFence update of `table` row `id` with the held lease's token (PostgreSQL workers). */
   | { op: 'fenced-update'; table: string; id: string; set: Record<string, unknown> }
+  /** A RedisFence write of `key` on the Redis at `url` with the held lease's token. */
+  | { op: 'fenced-write'; url: string; key: string; value: string }
   | { op: 'exit' };
 
 export type WorkerEvent =
@@ -27,13 +30,16 @@ async function main(): Promise<void> {
   const redisUrl = process.env.WORKER_REDIS_URL;
   const etcdHosts = process.env.WORKER_ETCD_HOSTS;
   const postgresUrl = process.env.WORKER_POSTGRES_URL;
+  const zookeeper = process.env.WORKER_ZOOKEEPER;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
+  let fenceClient: Redis | undefined;
   @Module({
     imports: [
       DistributedLockModule.forRoot({
         ...(redisUrl ? { redis: { url: redisUrl } } : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
+        ...(zookeeper ? { zookeeper: { connectionString: zookeeper, sessionTimeoutMs: Number(process.env.WORKER_ZK_SESSION_MS ?? 10_000) } } : {}),
       }),
     ],
   })
@@ -58,12 +64,17 @@ async function main(): Promise<void> {
           // Whatever the lease's state: a paused holder writes late, and the fence must refuse it.
           await new PgFence({ table: command.table }).update(resource!, command.id, command.set, lease!.token!);
           send({ event: 'written', token: lease!.token!.toString() });
+        } else if (command.op === 'fenced-write') {
+          fenceClient ??= new Redis(command.url, { maxRetriesPerRequest: 1 });
+          await new RedisFence(fenceClient).write(command.key, command.value, lease!.token!);
+          send({ event: 'written', token: lease!.token!.toString() });
         } else if (command.op === 'release') {
           await lease?.release();
           send({ event: 'released' });
         } else {
           await app.close();
           await resource?.end();
+          fenceClient?.disconnect();
           process.exit(0);
         }
       } catch (error) {

@@ -1,0 +1,43 @@
+/**
+ * The part of a `node-zookeeper-client` `Client` this module uses. Structural, so a user of the
+ * other backends never needs the package installed.
+ */
+export interface ZooKeeperStatLike {
+  /** 8-byte big-endian zxids. */
+  readonly czxid: Buffer;
+  readonly pzxid: Buffer;
+}
+
+export type ZooKeeperCallback<T> = (error: Error | null | undefined, result: T, extra?: any) => void;
+
+export interface ZooKeeperClientLike {
+  create(path: string, data: Buffer | undefined, mode: number, callback: ZooKeeperCallback<string>): void;
+  create(path: string, callback: ZooKeeperCallback<string>): void;
+  remove(path: string, version: number, callback: (error: Error | null | undefined) => void): void;
+  getChildren(path: string, callback: (error: Error | null | undefined, children: string[], stat: ZooKeeperStatLike) => void): void;
+  getData(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<Buffer | undefined>): void;
+  exists(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<ZooKeeperStatLike | null>): void;
+  getState(): { readonly name: string; readonly code: number };
+  getSessionTimeout(): number;
+  getSessionId(): Buffer;
+  connect(): void;
+  close(): void;
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  once(event: string, listener: (...args: any[]) => void): unknown;
+  removeListener(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+/** node-zookeeper-client's `CreateMode.EPHEMERAL_SEQUENTIAL` and `PERSISTENT`. */
+export const EPHEMERAL_SEQUENTIAL = 3;
+export const PERSISTENT = 0;
+
+/** ZooKeeper's error codes (`Exception.getCode()`) this module acts on. */
+export const ZK_ERRORS = { CONNECTION_LOSS: -4, NO_NODE: -101, NODE_EXISTS: -110, NOT_EMPTY: -111, SESSION_EXPIRED: -112 } as const;
+
+/** The ZooKeeper error code of a client error, or of the one a `LockBackendUnavailableError` wraps. */
+export function zkErrorCode(error: unknown): number | undefined {
+  for (let e = error as { getCode?: () => number; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+    if (typeof e.getCode === 'function') return e.getCode();
+  }
+  return undefined;
+}

@@ -1,0 +1,47 @@
+import { isWellFormed } from '../../common/checks.util.js';
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+
+/**
+ * One path segment for any string: encodeURIComponent (every character ZooKeeper refuses in a
+ * path — controls, surrogates, U+FFF0… — and `/` come out as `%XX`), and `.` too, so a key `.`
+ * or `..` can never be a relative segment. Distinct strings give distinct segments.
+ */
+export function pathSegment(value: string, backend: string): string {
+  if (!isWellFormed(value)) {
+    throw new InvalidLockOptionsError('key', 'it contains a lone UTF-16 surrogate (not well-formed Unicode)', `the ${backend} backend`);
+  }
+  return encodeURIComponent(value).replaceAll('.', '%2E');
+}
+
+/** A lock's parent znode: `<prefix>/<encoded key>`; its children are the holder and the queue. */
+export function lockParent(prefix: string, key: string, backend: string): string {
+  return `${prefix}/${pathSegment(key, backend)}`;
+}
+
+/** Digits ZooKeeper appends to a sequential znode's name. */
+const SEQUENCE_DIGITS = 10;
+
+/** The name (before ZooKeeper's sequence) of an owner's znode: `<owner>-`. */
+export const nodeNamePrefix = (owner: string, backend: string): string => `${pathSegment(owner, backend)}-`;
+
+/** Whether `child` is the znode of the owner whose name prefix is `prefix` (`<owner>-` + 10 digits). */
+export const isNodeOf = (child: string, prefix: string): boolean => child.length === prefix.length + SEQUENCE_DIGITS && child.startsWith(prefix);
+
+/** Children in line order: by the sequence ZooKeeper appended (names without one sort last). */
+export function inLineOrder(children: readonly string[]): string[] {
+  return [...children].sort((a, b) => sequenceOf(a) - sequenceOf(b));
+}
+
+function sequenceOf(child: string): number {
+  const digits = child.slice(-SEQUENCE_DIGITS);
+  return /^\d{10}$/.test(digits) ? Number(digits) : Number.POSITIVE_INFINITY;
+}
+
+/** The paths from the root down to `path` itself: `/a/b` → `/a`, `/a/b`. */
+export function ancestry(path: string): string[] {
+  const segments = path.split('/').slice(1);
+  return segments.map((_, i) => `/${segments.slice(0, i + 1).join('/')}`);
+}
+
+/** An 8-byte zxid as a bigint. */
+export const zxid = (bytes: Buffer): bigint => bytes.readBigInt64BE(0);

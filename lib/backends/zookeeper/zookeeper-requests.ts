@@ -1,0 +1,213 @@
+import { monotonicNow } from '../../common/validity.util.js';
+import { EPHEMERAL_SEQUENTIAL, PERSISTENT, ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
+import { isNodeOf, zxid } from './zookeeper-paths.util.js';
+import type { ZooKeeperSession } from './zookeeper-session.js';
+
+/**
+ * The backend's bounded call: rejects with `LockBackendUnavailableError` on failure or time-out,
+ * and at once when the backend is closed — unless `closing` (the clean-up of `close()` itself).
+ */
+export type BoundedSend = <T>(operation: string, key: string, send: () => Promise<T>, closing?: boolean) => Promise<T>;
+
+/** Retry deleting a znode whose delete had an unknown outcome this many ms later. */
+const RETRY_DELAYS_MS = [500, 2_000, 8_000];
+/** A line's parent znode nobody here used for this long is deleted if empty. */
+const PARENT_IDLE_MS = 60_000;
+/** At most this many parents are deleted per sweep (and at close). */
+const PARENT_SWEEP_MAX = 1_000;
+
+const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
+  new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
+
+/** A line: its children's names and the parent's pzxid (the zxid of its latest change). */
+export interface Line {
+  readonly children: string[];
+  readonly pzxid: bigint;
+}
+
+/**
+ * The ZooKeeper requests of one backend, each bounded, plus the clean-up of writes whose outcome
+ * is unknown (a delete retried in the background; a create answered after we stopped waiting is
+ * undone when its answer comes) and of the lines' parent znodes (deleted once empty and idle).
+ */
+export class ZooKeeperRequests {
+  /** Parent znodes this backend used, by when it last did. */
+  private readonly parents = new Map<string, number>();
+  private sweeper?: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    private readonly call: BoundedSend,
+    /** The client of the current session, for the parents' sweep (undefined: none now). */
+    private readonly currentClient: () => ZooKeeperClientLike | undefined = () => undefined,
+  ) {}
+
+  /**
+   * Create `<parent>/<namePrefix><sequence>` (ephemeral) and read the line, in one write: the read
+   * is served after the create. A create answered only after we stopped waiting is deleted then;
+   * one whose connection broke (outcome unknown) is looked for by its name and deleted.
+   */
+  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string): Promise<[string, Line]> {
+    const client = session.client;
+    const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
+    const read = promised<string[]>((cb) => client.getChildren(parent, cb));
+    read.catch(() => undefined);
+    let path: string;
+    try {
+      path = await this.call('acquire', key, () => created);
+    } catch (error) {
+      if (zkErrorCode(error) !== ZK_ERRORS.NO_NODE) {
+        // Late answer: undo it. Lost connection: the znode may exist under a name we never learnt.
+        created.then(
+          (late) => this.removeLater(session, late, 0),
+          (failure: unknown) => {
+            if (zkErrorCode(failure) === ZK_ERRORS.CONNECTION_LOSS) this.removeByName(session, parent, namePrefix);
+          },
+        );
+      }
+      throw error;
+    }
+    try {
+      const [children, stat] = await this.call('acquire', key, () => read);
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid) }];
+    } catch (error) {
+      this.removeLater(session, path, 0);
+      throw error;
+    }
+  }
+
+  /** The line under `parent`; undefined when the parent is gone. */
+  async readLine(client: ZooKeeperClientLike, key: string, parent: string): Promise<Line | undefined> {
+    try {
+      const [children, stat] = await this.call('acquire', key, () => promised<string[]>((cb) => client.getChildren(parent, cb)));
+      return { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid) };
+    } catch (error) {
+      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return undefined;
+      throw error;
+    }
+  }
+
+  exists(client: ZooKeeperClientLike, key: string, path: string): Promise<ZooKeeperStatLike | null> {
+    return this.call('extend', key, () => this.rawExists(client, path));
+  }
+
+  rawExists(client: ZooKeeperClientLike, path: string): Promise<ZooKeeperStatLike | null> {
+    return promised<ZooKeeperStatLike | null>((cb) => client.exists(path, undefined, cb)).then(([stat]) => stat);
+  }
+
+  /**
+   * Watch `path` for its deletion; false when it is gone already. A read of the znode's data, not
+   * `exists`: on a missing znode `exists` would leave a watch for its creation — which, for a
+   * sequential name, never comes — in the client and on the server for the session's life.
+   */
+  async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: () => void): Promise<boolean> {
+    try {
+      await this.call('acquire', key, () => promised<unknown>((cb) => client.getData(path, watcher, cb)));
+      return true;
+    } catch (error) {
+      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return false;
+      throw error;
+    }
+  }
+
+  /** Delete our znode: true if it was there. */
+  async remove(client: ZooKeeperClientLike, key: string, path: string): Promise<boolean> {
+    try {
+      await this.call('release', key, () => promised<void>((cb) => client.remove(path, -1, cb as never)));
+      return true;
+    } catch (error) {
+      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return false;
+      throw error;
+    }
+  }
+
+  /** Delete, bounded, never failing (shutdown). */
+  removeQuietly(client: ZooKeeperClientLike, path: string): Promise<unknown> {
+    return this.call('release', '', () => promised<void>((cb) => client.remove(path, -1, cb as never)), true).catch(() => undefined);
+  }
+
+  /**
+   * Delete `path` in the background, a few times over the next seconds until an answer says it is
+   * gone; stops once the session is over for good (its znodes went with it).
+   */
+  removeLater(session: ZooKeeperSession, path: string, attempt = 0): void {
+    const run = (): void => {
+      if (this.closed) return;
+      promised<void>((cb) => session.client.remove(path, -1, cb as never)).then(
+        () => undefined,
+        (error: unknown) => {
+          const code = zkErrorCode(error);
+          if (code === ZK_ERRORS.NO_NODE || code === ZK_ERRORS.SESSION_EXPIRED || attempt + 1 >= RETRY_DELAYS_MS.length) return;
+          this.removeLater(session, path, attempt + 1);
+        },
+      );
+    };
+    if (attempt === 0) run();
+    else setTimeout(run, RETRY_DELAYS_MS[attempt]).unref();
+  }
+
+  /** A create with an unknown outcome: find a znode of that name in the line and delete it. */
+  private removeByName(session: ZooKeeperSession, parent: string, namePrefix: string, attempt = 0): void {
+    setTimeout(() => {
+      if (this.closed) return;
+      promised<string[]>((cb) => session.client.getChildren(parent, cb)).then(
+        ([children]) => {
+          for (const child of children) if (isNodeOf(child, namePrefix)) this.removeLater(session, `${parent}/${child}`);
+        },
+        (error: unknown) => {
+          if (zkErrorCode(error) === ZK_ERRORS.NO_NODE || attempt + 1 >= RETRY_DELAYS_MS.length) return;
+          this.removeByName(session, parent, namePrefix, attempt + 1);
+        },
+      );
+    }, RETRY_DELAYS_MS[attempt]).unref();
+  }
+
+  /** Create the persistent znodes of `paths` (root first) that do not exist yet, in one write. */
+  async ensurePath(client: ZooKeeperClientLike, key: string, paths: string[]): Promise<void> {
+    const creates = paths.map((path) =>
+      promised<string>((cb) => client.create(path, undefined, PERSISTENT, cb)).catch((error: unknown) => {
+        if (zkErrorCode(error) !== ZK_ERRORS.NODE_EXISTS) throw error;
+      }),
+    );
+    await this.call('acquire', key, () => Promise.all(creates));
+  }
+
+  /** `parent` was used now. */
+  touch(parent: string): void {
+    this.parents.set(parent, monotonicNow());
+    if (!this.sweeper && !this.closed) {
+      this.sweeper = setInterval(() => {
+        const client = this.currentClient();
+        if (client) void this.reapParents(client, false);
+      }, PARENT_IDLE_MS);
+      this.sweeper.unref();
+    }
+  }
+
+  /**
+   * Delete the parents not used here for a while (all of them with `all`, at close) — if empty:
+   * ZooKeeper refuses to delete a znode with children, so a line somebody is in stays.
+   */
+  async reapParents(client: ZooKeeperClientLike, all: boolean): Promise<void> {
+    if (all) {
+      this.closed = true;
+      clearInterval(this.sweeper);
+    }
+    const idleSince = monotonicNow() - PARENT_IDLE_MS;
+    const victims: string[] = [];
+    for (const [parent, used] of this.parents) {
+      if (victims.length >= PARENT_SWEEP_MAX) break;
+      if (all || used < idleSince) victims.push(parent);
+    }
+    for (const parent of victims) this.parents.delete(parent);
+    if (victims.length === 0) return;
+    await this.call('release', '', () =>
+      Promise.all(victims.map((parent) => promised<void>((cb) => client.remove(parent, -1, cb as never)).catch(() => undefined))),
+      all,
+    ).catch(() => undefined);
+    if (!all && this.parents.size === 0) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+}

@@ -1,0 +1,97 @@
+import { DeadlineTimer } from '../../common/deadline-timer.js';
+import { monotonicNow, validUntil } from '../../common/validity.util.js';
+import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
+
+/**
+ * One ZooKeeper session as this backend sees it: the client it runs on, the timeout the server
+ * granted, and how long it is known to live. Every znode of ours is ephemeral, bound to the
+ * session that created it, so a lease can never be trusted past the session.
+ *
+ * The server expires a session when it has heard nothing from the client for the timeout. The
+ * latest request of ours that was answered reached the server after we sent it: the session lives
+ * at least until that send time + the timeout (minus drift) — `validUntilMs`. While anything is
+ * held, a cheap read every third of the timeout keeps that bound fresh (the client's own pings
+ * keep the session alive, but tell us nothing). If the bound passes unrenewed (a long pause, a
+ * cut-off link), the session is presumed lost: holders are told at once, before the server's own
+ * expiry could let another holder in.
+ */
+export class ZooKeeperSession {
+  /** Owners holding a lock through a znode of this session. */
+  readonly holders = new Set<string>();
+  /** Set once the session is over or presumed over: none of its znodes may be trusted. */
+  lost = false;
+  private until: number;
+  private readonly expiry = new DeadlineTimer(() => this.onLost(this, `no answer from ZooKeeper within the ${this.timeoutMs} ms session timeout`));
+  private heartbeat?: NodeJS.Timeout;
+  private beating = false;
+
+  constructor(
+    readonly client: ZooKeeperClientLike,
+    /** The session timeout the server granted (ms). */
+    readonly timeoutMs: number,
+    private readonly driftFactor: number,
+    /** When the request that proved the session alive was sent. */
+    heardSentAt: number,
+    private readonly onLost: (session: ZooKeeperSession, detail: string) => void,
+    /** One read, bounded by the command timeout. */
+    private readonly ping: () => Promise<unknown>,
+  ) {
+    this.until = validUntil(heardSentAt, timeoutMs, driftFactor);
+  }
+
+  /** Monotonic time until which the server keeps this session (and so our znodes) at least. */
+  get validUntilMs(): number {
+    return this.until;
+  }
+
+  /** A request sent at `sentAt` was answered on this session. */
+  heard(sentAt: number): void {
+    if (this.lost) return;
+    this.until = Math.max(this.until, validUntil(sentAt, this.timeoutMs, this.driftFactor));
+    if (this.holders.size > 0) this.expiry.set(this.until);
+  }
+
+  /** `owner` holds a lock on this session: keep the validity bound fresh while anybody does. */
+  hold(owner: string): void {
+    this.holders.add(owner);
+    if (this.lost) return;
+    this.expiry.set(this.until);
+    if (!this.heartbeat) {
+      const every = Math.max(50, Math.floor(this.timeoutMs / 3));
+      this.heartbeat = setInterval(() => void this.beat(every), every);
+      this.heartbeat.unref();
+    }
+  }
+
+  unhold(owner: string): void {
+    this.holders.delete(owner);
+    if (this.holders.size === 0) this.quiet();
+  }
+
+  /** The session is over: stop its timers (the caller tells its holders). */
+  end(): void {
+    this.lost = true;
+    this.quiet();
+  }
+
+  private quiet(): void {
+    this.expiry.clear();
+    clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+  }
+
+  private async beat(every: number): Promise<void> {
+    // A request answered within the last period already renewed the bound.
+    if (this.beating || this.lost || validUntil(monotonicNow(), this.timeoutMs, this.driftFactor) - this.until < every) return;
+    this.beating = true;
+    const sentAt = monotonicNow();
+    try {
+      await this.ping();
+      this.heard(sentAt);
+    } catch {
+      // Unanswered: the bound runs out on its own unless a later request gets through.
+    } finally {
+      this.beating = false;
+    }
+  }
+}

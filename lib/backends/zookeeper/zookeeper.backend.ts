@@ -1,0 +1,385 @@
+// Over 250 lines on purpose: the acquire protocol (create and read in one write, re-check, watch
+// the predecessor) and its handling of sessions and of writes with an unknown outcome read best
+// together. Paths, the session's validity and the client's requests live in the files beside it.
+import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
+import { monotonicNow } from '../../common/validity.util.js';
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import { AnswerDeadlines } from '../answer-deadlines.js';
+import { boundedCall } from '../backend-call.util.js';
+import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
+import { ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike } from './zookeeper-client.interface.js';
+import { ancestry, inLineOrder, lockParent, nodeNamePrefix } from './zookeeper-paths.util.js';
+import { ZooKeeperRequests } from './zookeeper-requests.js';
+import { ZooKeeperSession } from './zookeeper-session.js';
+
+/** A queued waiter re-reads its place this often even without a watch event. */
+const RECHECK_MS = 5_000;
+
+/** One znode of ours: an owner's place in a lock's line, on the session that created it. */
+interface Node {
+  readonly key: string;
+  readonly parent: string;
+  readonly path: string;
+  readonly name: string;
+  readonly session: ZooKeeperSession;
+  holding: boolean;
+  /** The watcher of the znode just ahead (one function per node, so the client keeps it once). */
+  readonly watcher: () => void;
+}
+
+/**
+ * `correctness` (and `efficiency`) locks on ZooKeeper, the recipe of its documentation and of the
+ * seeds: every acquirer creates an ephemeral sequential znode `<prefix>/<key>/<owner>-<sequence>`;
+ * the lowest sequence holds; each waiter watches only the znode just ahead of its own (FIFO, no
+ * herd, no clock); an aborted waiter deletes its znode; a crashed or paused holder's znode goes
+ * with its session.
+ *
+ * The fencing token is the parent's `pzxid` in the read that found our znode first in line: the
+ * zxid of the latest change to the line, which came after the previous holder's znode was deleted
+ * (it was ahead of ours) and before any later holder's read (our own deletion comes between). So
+ * it strictly increases per key across holders, and — zxids being ZooKeeper's replicated,
+ * persisted transaction ids, with the leader's epoch in the high bits — across restarts and
+ * leader changes. (A znode's own `czxid` would need one more read; the line's order is already
+ * the `pzxid`'s.)
+ *
+ * A lock's own ttl: znodes have none, so the engine deletes ours when the ttl runs out (and aborts
+ * the signal). If the process cannot (paused, crashed, cut off), the session's expiry takes the
+ * znode: a lock outlives its ttl only by at most the session timeout, and only when its holder is
+ * unhealthy — and the lease is never trusted past what the session guarantees (ZooKeeperSession).
+ */
+export class ZooKeeperBackend implements LockBackend {
+  readonly capabilities = ZOOKEEPER_CAPABILITIES;
+  readonly name: string;
+  private readonly prefix: string;
+  private readonly commandTimeoutMs: number;
+  private readonly driftFactor: number;
+  private readonly deadlines: AnswerDeadlines;
+  private readonly requests: ZooKeeperRequests;
+  private readonly nodes = new Map<string, Node>();
+  private readonly turns = new TurnWaiters();
+  private readonly lossListeners: LockLossListener[] = [];
+  private current?: ZooKeeperSession;
+  private opening?: Promise<ZooKeeperSession>;
+  private nextClient?: ZooKeeperClientLike;
+  /** Stops listening to the current session's client. */
+  private detach?: () => void;
+  private closed = false;
+
+  constructor(private readonly config: ZooKeeperBackendConfig) {
+    this.name = config.name ?? 'zookeeper';
+    this.prefix = config.prefix ?? ZOOKEEPER_DEFAULTS.prefix;
+    this.commandTimeoutMs = config.commandTimeoutMs ?? ZOOKEEPER_DEFAULTS.commandTimeoutMs;
+    this.driftFactor = config.driftFactor ?? DEFAULT_DRIFT_FACTOR;
+    this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
+    this.requests = new ZooKeeperRequests(
+      (operation, key, send, closing) => this.call(operation, key, send, closing),
+      () => (this.current?.lost === false ? this.current.client : undefined),
+    );
+    this.nextClient = config.client;
+  }
+
+  onLeaseLost(listener: LockLossListener): () => void {
+    this.lossListeners.push(listener);
+    return () => {
+      const index = this.lossListeners.indexOf(listener);
+      if (index >= 0) this.lossListeners.splice(index, 1);
+    };
+  }
+
+  /** Until when the session `owner`'s znode lives on is known to live (monotonic). */
+  validUntil(owner: string): number | undefined {
+    const node = this.nodes.get(owner);
+    return node?.holding && !node.session.lost ? node.session.validUntilMs : undefined;
+  }
+
+  /** The parent znode of one lock's line. */
+  parentOf(key: string): string {
+    return lockParent(this.prefix, key, this.name);
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const node = this.nodes.get(request.owner);
+    if (node && !node.holding) {
+      if (!node.session.lost) {
+        const result = await this.recheck(request, node);
+        if (result) return result;
+      }
+      this.drop(request.owner);
+    }
+    return this.enqueue(request);
+  }
+
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
+  }
+
+  /**
+   * `ttlMs` is not sent: znodes have no expiry of their own (see the class comment). Our znode
+   * existing now, on a session not lost, is all an extend can check.
+   */
+  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
+    const node = this.nodes.get(owner);
+    if (!node?.holding || node.session.lost) return false;
+    const sentAt = monotonicNow();
+    const stat = await this.requests.exists(node.session.client, key, node.path);
+    if (stat) node.session.heard(sentAt);
+    return stat !== null && !node.session.lost;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    const node = this.nodes.get(owner);
+    this.drop(owner);
+    if (!node) return false;
+    if (node.session.lost) {
+      // Gone with its session, or being deleted in the background (see sessionLost).
+      return false;
+    }
+    try {
+      const sentAt = monotonicNow();
+      const removed = await this.requests.remove(node.session.client, key, node.path);
+      node.session.heard(sentAt);
+      return removed && node.holding;
+    } catch (error) {
+      // Unanswered: the znode may still be there, blocking the line while our session lives.
+      this.requests.removeLater(node.session, node.path);
+      throw error;
+    }
+  }
+
+  /** A read of the prefix within `timeoutMs` (opening a session first if there is none). */
+  async ping(timeoutMs: number): Promise<void> {
+    await boundedCall({
+      backend: this.name,
+      operation: 'ping',
+      closed: this.closed,
+      send: async () => {
+        const session = await this.session('ping');
+        return this.requests.rawExists(session.client, this.prefix);
+      },
+      timeoutMs,
+      timedOut: () => `no answer within ${timeoutMs} ms`,
+    });
+  }
+
+  /** Our own connections never keep the process alive (calls in flight do, through their timers). */
+  holdProcess(_hold: boolean): void {
+    if (this.config.ownsClient && this.current) unrefClient(this.current.client);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const nodes = [...this.nodes.values()];
+    for (const owner of [...this.nodes.keys()]) this.drop(owner);
+    const session = this.current;
+    this.current = undefined;
+    session?.end();
+    this.detach?.();
+    if (!session) return;
+    // Our znodes first (at once for waiters; the engine released its holders before), then the
+    // lines we used if they are empty now, so nothing of ours stays behind. Bounded: a server that
+    // does not answer leaves the rest to the session's expiry (and empty parents to the next user).
+    await Promise.allSettled(nodes.filter((n) => n.session === session).map((n) => this.requests.removeQuietly(session.client, n.path)));
+    await this.requests.reapParents(session.client, true);
+    if (this.config.ownsClient) session.client.close();
+  }
+
+  /**
+   * First attempt of an owner: create its znode and read the line in one write (the read comes
+   * after the create on the server: one session's requests are served in order). First in line:
+   * ours, with the line's pzxid as the token. Else a single try deletes its znode again, and a
+   * waiter watches the one ahead.
+   */
+  private async enqueue(request: AcquireRequest, retried = false): Promise<AcquireResult> {
+    const { key, owner, queue } = request;
+    const session = await this.session(key);
+    const parent = this.parentOf(key);
+    const namePrefix = nodeNamePrefix(owner, this.name);
+    const sentAt = monotonicNow();
+    let path: string;
+    let line: { children: string[]; pzxid: bigint };
+    try {
+      [path, line] = await this.requests.createAndRead(session, key, parent, namePrefix);
+    } catch (error) {
+      if (!retried && zkErrorCode(error) === ZK_ERRORS.NO_NODE) {
+        await this.requests.ensurePath(session.client, key, ancestry(parent));
+        return this.enqueue(request, true);
+      }
+      throw error;
+    }
+    session.heard(sentAt);
+    const name = path.slice(parent.length + 1);
+    const order = inLineOrder(line.children);
+    const place = order.indexOf(name);
+    const node: Node = { key, parent, path, name, session, holding: false, watcher: () => this.turns.wake(owner) };
+    if (session.lost || place < 0) {
+      // The session ended under us (or our znode is gone already): start again on a new one.
+      this.requests.removeLater(session, path);
+      if (retried) throw new LockBackendUnavailableError(this.name, 'acquire', 'the ZooKeeper session was lost while acquiring', { key });
+      return this.enqueue(request, true);
+    }
+    this.requests.touch(parent);
+    if (place === 0) return this.granted(owner, node, line.pzxid);
+    if (!queue) {
+      // A single try leaves no trace: its znode goes before we answer "busy".
+      try {
+        await this.requests.remove(session.client, key, path);
+      } catch (error) {
+        this.requests.removeLater(session, path);
+        throw error;
+      }
+      return { acquired: false };
+    }
+    this.nodes.set(owner, node);
+    this.turns.track(owner);
+    this.watch(node, order[place - 1]);
+    return { acquired: false };
+  }
+
+  /** A queued owner's next attempt: read the line. undefined: our znode is gone, start over. */
+  private async recheck({ key, owner }: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
+    const sentAt = monotonicNow();
+    const line = await this.requests.readLine(node.session.client, key, node.parent);
+    if (node.session.lost || this.nodes.get(owner) !== node) return undefined;
+    node.session.heard(sentAt);
+    const order = line ? inLineOrder(line.children) : [];
+    const place = order.indexOf(node.name);
+    if (place < 0) return undefined;
+    if (place === 0) return this.granted(owner, node, line!.pzxid);
+    this.watch(node, order[place - 1]);
+    return { acquired: false };
+  }
+
+  /** Watch only the znode just ahead of ours: its deletion is our cue. Gone already: wake now. */
+  private watch(node: Node, predecessor: string): void {
+    this.requests.watch(node.session.client, node.key, `${node.parent}/${predecessor}`, node.watcher).then(
+      (exists) => {
+        if (!exists) node.watcher();
+      },
+      () => node.watcher(),
+    );
+  }
+
+  private granted(owner: string, node: Node, token: bigint): AcquireResult {
+    node.holding = true;
+    this.nodes.set(owner, node);
+    node.session.hold(owner);
+    return { acquired: true, token };
+  }
+
+  /** Forget `owner` here (its znode, if any, is the caller's to delete). */
+  private drop(owner: string): void {
+    const node = this.nodes.get(owner);
+    this.turns.forget(owner);
+    if (!node) return;
+    this.nodes.delete(owner);
+    if (node.holding) node.session.unhold(owner);
+  }
+
+  /**
+   * The session new znodes go on; a lost one is replaced — a client this backend owns is closed
+   * (its znodes go at once if the server hears it) and a new one opened; an application's client
+   * keeps its connection and gets a new session record (its old znodes are deleted as they can be).
+   */
+  private session(key: string): Promise<ZooKeeperSession> {
+    if (this.current && !this.current.lost) return Promise.resolve(this.current);
+    this.opening ??= this.open(key).finally(() => (this.opening = undefined));
+    return this.opening;
+  }
+
+  private async open(key: string): Promise<ZooKeeperSession> {
+    if (this.closed) throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
+    let client = this.nextClient;
+    this.nextClient = undefined;
+    if (!client) {
+      if (!this.config.reconnect) {
+        throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client has no session (it expired): give the module a new client", { key });
+      }
+      client = await this.config.reconnect();
+    }
+    const expired = stateCode(client) === EXPIRED_STATE;
+    if (expired && !this.config.ownsClient) {
+      throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client's session expired: give the module a new client", { key });
+    }
+    const sentAt = monotonicNow();
+    // Proof of life, and the send time the session's validity counts from.
+    await this.requests.exists(client, key, this.prefix);
+    const session = new ZooKeeperSession(client, client.getSessionTimeout(), this.driftFactor, sentAt, (s, detail) => this.sessionLost(s, detail), () =>
+      this.requests.exists(client, '', this.prefix),
+    );
+    const onState = (state: { code?: number }): void => {
+      if (state?.code === EXPIRED_STATE) this.sessionLost(session, 'the ZooKeeper session expired');
+    };
+    client.on('state', onState);
+    this.detach = () => client.removeListener('state', onState);
+    if (this.config.ownsClient) unrefClient(client);
+    if (this.closed) {
+      session.end();
+      if (this.config.ownsClient) client.close();
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
+    }
+    this.current = session;
+    return session;
+  }
+
+  /** The session's znodes are gone (or cannot be trusted): its holders lose, its waiters start over. */
+  private sessionLost(session: ZooKeeperSession, detail: string): void {
+    if (session.lost) return;
+    session.end();
+    if (this.current === session) {
+      this.current = undefined;
+      this.detach?.();
+    }
+    const mine = [...this.nodes.entries()].filter(([, n]) => n.session === session);
+    if (this.config.ownsClient) {
+      // Closing the session deletes every znode of it at once, if the server hears us.
+      session.client.close();
+    } else {
+      // The application's client may still be connected: delete what it can (the session may well
+      // be alive), and keep using it.
+      this.nextClient = stateCode(session.client) === EXPIRED_STATE ? undefined : session.client;
+      for (const [, node] of mine) this.requests.removeLater(session, node.path);
+    }
+    for (const [owner, node] of mine) {
+      if (node.holding) {
+        this.drop(owner);
+        for (const listener of this.lossListeners) listener(owner, detail);
+      } else {
+        this.turns.wake(owner);
+      }
+    }
+  }
+
+  /** One request, bounded by commandTimeoutMs; refused once closed, except `close()`'s own clean-up. */
+  private call<T>(operation: string, key: string, send: () => Promise<T>, closing = false): Promise<T> {
+    return boundedCall({
+      backend: this.name,
+      operation,
+      key,
+      closed: this.closed && !closing,
+      send,
+      timeoutMs: this.commandTimeoutMs,
+      deadlines: this.deadlines,
+      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
+    });
+  }
+}
+
+/** node-zookeeper-client's `State.EXPIRED` code. */
+const EXPIRED_STATE = -122;
+
+function stateCode(client: ZooKeeperClientLike): number | undefined {
+  return client.getState?.()?.code;
+}
+
+/** Let the process exit whatever this client's connection does (a new socket per reconnect). */
+export function unrefClient(client: ZooKeeperClientLike): void {
+  const manager = (client as { connectionManager?: { socket?: { unref?(): void }; __ndlUnref?: boolean } }).connectionManager;
+  manager?.socket?.unref?.();
+  if (manager && !manager.__ndlUnref) {
+    manager.__ndlUnref = true;
+    client.on('connected', () => manager.socket?.unref?.());
+    client.on('disconnected', () => manager.socket?.unref?.());
+  }
+}

@@ -1,0 +1,275 @@
+import { Redis } from 'ioredis';
+import zookeeper from 'node-zookeeper-client';
+import { DistributedLockHealthIndicator, InvalidLockOptionsError, LeaseLostError, LockBusyError, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
+import { backendsOf } from '../harness/backends-of.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { LockWorker } from '../harness/worker.js';
+import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+
+// The ZooKeeper backend against a real ZooKeeper 3.8 this spec starts (its own zoo.cfg, tick
+// 500 ms: sessions of 1–10 s), so it can kill and restart it.
+
+type RawClient = ReturnType<typeof zookeeper.createClient>;
+const raw = <T>(fn: (cb: (error: Error | null, value: T) => void) => void): Promise<T> =>
+  new Promise((resolve, reject) => fn((error, value) => (error ? reject(error) : resolve(value))));
+
+describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, session-bound leases', () => {
+  let server: ZooKeeperServer;
+  let a: LockApp;
+  let b: LockApp;
+  let inspector: RawClient;
+  const apps: LockApp[] = [];
+  const start = async (options: Record<string, unknown> = {}, others: Record<string, unknown> = {}): Promise<LockApp> => {
+    const app = await startLockApp({ zookeeper: { connectionString: server.connectionString, sessionTimeoutMs: 4_000, ...options }, ...others });
+    apps.push(app);
+    return app;
+  };
+  /** The children of a lock's parent znode (its holder and queue), [] when the parent is gone. */
+  const line = (key: string): Promise<string[]> =>
+    raw<string[]>((cb) => inspector.getChildren(`/nest-distributed-lock/${encodeURIComponent(key).replaceAll('.', '%2E')}`, cb)).catch((e: { code?: number }) => {
+      if (e.code === -101) return [];
+      throw e;
+    });
+
+  beforeAll(async () => {
+    server = await ZooKeeperServer.start();
+    a = await start();
+    b = await start();
+    inspector = zookeeper.createClient(server.connectionString, { sessionTimeout: 10_000, spinDelay: 100 });
+    inspector.connect();
+    await new Promise((resolve) => inspector.once('connected', resolve));
+  }, 60_000);
+  afterAll(async () => {
+    inspector?.close();
+    for (const app of apps) await app.close();
+    await server?.stop();
+  });
+
+  it('serves both purposes alone: one holder at a time, every new holder a larger token, and nothing left behind', async () => {
+    const key = uniqueKey('zk-mutex');
+    let last = 0n;
+    for (const purpose of ['efficiency', 'correctness'] as const) {
+      const first = await a.locks.acquire(`${key}:${purpose}`, { purpose, ttl: 5_000 });
+      expect(first.backend).toBe('zookeeper');
+      expect(typeof first.token).toBe('bigint');
+      expect(first.token!).toBeGreaterThan(last);
+      expect(await b.locks.tryAcquire(`${key}:${purpose}`, { purpose })).toBeNull();
+      // The single try left no znode behind: only the holder's.
+      expect(await line(`${key}:${purpose}`)).toHaveLength(1);
+      await first.release();
+      const second = (await b.locks.tryAcquire(`${key}:${purpose}`, { purpose }))!;
+      expect(second).not.toBeNull();
+      expect(second.token!).toBeGreaterThan(first.token!);
+      last = second.token!;
+      await second.release();
+      expect(await line(`${key}:${purpose}`)).toEqual([]);
+    }
+  });
+
+  it('serves waiters in arrival order, each watching only its predecessor; an aborted waiter deletes its znode and does not hold up the line', async () => {
+    const key = uniqueKey('zk-fifo');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+    const busy = await b.locks.acquire(key, { purpose: 'correctness', wait: 0 }).catch((e: unknown) => e);
+    expect(busy).toBeInstanceOf(LockBusyError);
+    const order: string[] = [];
+    const tokens: bigint[] = [holder.token!];
+    const gone = new AbortController();
+    const waiters: Array<Promise<unknown>> = [];
+    for (const [name, app] of [['first', b], ['aborted', a], ['second', a], ['third', b]] as const) {
+      const signal = name === 'aborted' ? gone.signal : undefined;
+      waiters.push(
+        app.locks
+          .using(key, { purpose: 'correctness', ttl: 5_000, wait: 10_000, signal }, async (lease) => {
+            order.push(name);
+            tokens.push(lease.token!);
+            await sleep(30);
+          })
+          .catch((e: unknown) => (name === 'aborted' ? e : Promise.reject(e))),
+      );
+      await sleep(100); // arrival order
+    }
+    expect(await line(key)).toHaveLength(5);
+    gone.abort(new Error('the caller gave up'));
+    await sleep(200);
+    expect(await line(key)).toHaveLength(4);
+    await holder.release();
+    const results = await Promise.all(waiters);
+    expect(order).toEqual(['first', 'second', 'third']);
+    expect((results[1] as Error).message).toMatch(/gave up/);
+    expect([...tokens].sort((x, y) => (x < y ? -1 : 1))).toEqual(tokens);
+    expect(new Set(tokens).size).toBe(tokens.length);
+    expect(await line(key)).toEqual([]);
+  }, 30_000);
+
+  it('excludes across processes: while a worker process holds the key this one waits, then takes it with a larger token', async () => {
+    const key = uniqueKey('zk-processes');
+    const worker = await LockWorker.start({ zookeeper: server.connectionString });
+    try {
+      worker.send({ op: 'acquire', key, ttl: 10_000, wait: 0, purpose: 'correctness' });
+      const held = await worker.next('acquired');
+      expect(await a.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+      const waiting = a.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
+      await sleep(200);
+      worker.send({ op: 'release' });
+      await worker.next('released');
+      const mine = await waiting;
+      expect(mine.token!).toBeGreaterThan(BigInt(held.token!));
+      await mine.release();
+    } finally {
+      worker.send({ op: 'exit' });
+    }
+  }, 30_000);
+
+  it("a holder process frozen (SIGSTOP) past its session: the server ends the session, the next holder's token is larger, and the frozen one's late fenced write is refused", async () => {
+    const key = uniqueKey('zk-pause');
+    const redis = new Redis(redisUrl());
+    const fence = new RedisFence(redis);
+    const worker = await LockWorker.start({ zookeeper: server.connectionString, zkSessionMs: 2_000 });
+    try {
+      // Its own ttl (30 s) is far longer than its session: only the session can end it.
+      worker.send({ op: 'acquire', key, ttl: 30_000, wait: 0, purpose: 'correctness' });
+      const granted = await worker.next('acquired');
+      worker.pause();
+      const pausedAt = Date.now();
+      const next = await a.locks.acquire(key, { purpose: 'correctness', ttl: 5_000, wait: 15_000 });
+      const waitedMs = Date.now() - pausedAt;
+      // Not before the session timeout (2 s), and not the lock's own ttl (30 s).
+      expect(waitedMs).toBeGreaterThanOrEqual(1_900);
+      expect(waitedMs).toBeLessThan(10_000);
+      expect(next.token!).toBeGreaterThan(BigInt(granted.token!));
+      await fence.write(key, 'from the new holder', next.token!);
+      worker.resume();
+      // Woken, the frozen holder learns at once that its lease is gone…
+      const lost = await worker.next('lost', 5_000);
+      expect(['session-lost', 'expired']).toContain(lost.reason);
+      // …and a write it had in hand is refused by the resource.
+      worker.send({ op: 'fenced-write', url: redisUrl(), key, value: 'late write of the frozen holder' });
+      const refused = await worker.next('error');
+      expect(refused.name).toBe(StaleFencingTokenError.name);
+      expect(await fence.read(key)).toBe('from the new holder');
+      await next.release();
+    } finally {
+      worker.resume();
+      worker.send({ op: 'exit' });
+      redis.disconnect();
+    }
+  }, 40_000);
+
+  it('never claims more than the session guarantees: remainingMs() is at most the session timeout however long the ttl', async () => {
+    const lease = await a.locks.acquire(uniqueKey('zk-remaining'), { purpose: 'correctness', ttl: 60_000 });
+    try {
+      expect(lease.remainingMs()).toBeLessThanOrEqual(4_000);
+      expect(lease.remainingMs()).toBeGreaterThan(3_000);
+      // Renewed by the backend's own reads while held: still valid well past one session timeout.
+      await sleep(5_000);
+      expect(lease.signal.aborted).toBe(false);
+      expect(lease.remainingMs()).toBeGreaterThan(1_000);
+    } finally {
+      await lease.release();
+    }
+  }, 20_000);
+
+  it('kill -9 of ZooKeeper and a restart within the session: the lease survives (same session, same znode), and tokens keep growing', async () => {
+    const key = uniqueKey('zk-restart');
+    const before = await a.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
+    await server.kill9();
+    await server.restart();
+    // The client reconnects to the restarted server with its session (ZooKeeper persisted it).
+    await sleep(1_500);
+    expect(before.signal.aborted).toBe(false);
+    expect(await b.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    await before.release();
+    const after = await b.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
+    expect(after.token!).toBeGreaterThan(before.token!);
+    await after.release();
+  }, 60_000);
+
+  it('a server down longer than the session: the holder is told at its validity end (signal aborted) and a new session serves the next lock', async () => {
+    const app = await start({ sessionTimeoutMs: 2_000, commandTimeoutMs: 500 });
+    const key = uniqueKey('zk-down');
+    const lease = await app.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
+    const lost = new Promise<number>((resolve) => lease.signal.addEventListener('abort', () => resolve(Date.now())));
+    const downAt = Date.now();
+    await server.kill9();
+    try {
+      const at = await lost;
+      expect(at - downAt).toBeLessThan(2_500);
+      expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    } finally {
+      await server.restart();
+    }
+    const again = await app.locks.acquire(key, { purpose: 'correctness', wait: 15_000 });
+    expect(again.token!).toBeGreaterThan(lease.token!);
+    await again.release();
+  }, 60_000);
+
+  it('answers pingCheck("zookeeper") up, down while the server is stopped, and up again; routes by purpose beside Redis', async () => {
+    const both = await start({}, { redis: { url: redisUrl() } });
+    const fast = await both.locks.acquire(uniqueKey('route-e'), { purpose: 'efficiency' });
+    const safe = await both.locks.acquire(uniqueKey('route-c'), { purpose: 'correctness' });
+    expect([fast.backend, safe.backend]).toEqual(['redis', 'zookeeper']);
+    await Promise.all([fast.release(), safe.release()]);
+    const health = both.app.get(DistributedLockHealthIndicator);
+    expect(await health.pingCheck('zookeeper')).toMatchObject({ zookeeper: { status: 'up', backend: 'zookeeper', purposes: ['correctness'] } });
+    server.pause();
+    try {
+      expect(await health.pingCheck('zookeeper', { timeout: 500 })).toMatchObject({ zookeeper: { status: 'down' } });
+    } finally {
+      server.resume();
+    }
+    expect(await health.pingCheck('zookeeper', { timeout: 3_000 })).toMatchObject({ zookeeper: { status: 'up' } });
+  }, 30_000);
+
+  it('keys with slashes, dots, braces and non-ASCII are distinct locks; a lone surrogate is refused naming the key', async () => {
+    const base = uniqueKey('zk-odd');
+    const keys = ['.', '..', '/', 'a/b', 'a%2Fb', '{x}', '}', 'ключ', '🔒', `${base}`, ' ', 'zookeeper'];
+    const leases = await Promise.all(keys.map((k) => a.locks.acquire(`${base}${k}`, { purpose: 'correctness' })));
+    expect(new Set(leases.map((l) => l.key)).size).toBe(keys.length);
+    await Promise.all(leases.map((l) => l.release()));
+    await expect(a.locks.acquire('k\uD800', { purpose: 'correctness' })).rejects.toThrow(InvalidLockOptionsError);
+  });
+
+  it('an application-owned client is used and never closed; bad options fail at bootstrap naming the field', async () => {
+    const own = zookeeper.createClient(server.connectionString, { sessionTimeout: 4_000 });
+    own.connect();
+    await new Promise((resolve) => own.once('connected', resolve));
+    try {
+      const app = await startLockApp({ zookeeper: { client: own } });
+      const lease = await app.locks.acquire(uniqueKey('zk-own'), { purpose: 'correctness' });
+      expect(lease.backend).toBe('zookeeper');
+      await lease.release();
+      await app.close();
+      expect(await raw((cb) => own.exists('/', cb))).not.toBeNull();
+    } finally {
+      own.close();
+    }
+    for (const [options, field] of [
+      [{ connectionString: 'not a host' }, 'zookeeper.connectionString'],
+      [{ connectionString: server.connectionString, prefix: 'relative' }, 'zookeeper.prefix'],
+      [{ connectionString: server.connectionString, prefix: '/zookeeper/x' }, 'zookeeper.prefix'],
+      [{ connectionString: server.connectionString, sessionTimeoutMs: 1.5 }, 'zookeeper.sessionTimeoutMs'],
+      [{}, 'zookeeper.connectionString'],
+    ] as const) {
+      const failed = await startLockApp({ zookeeper: options as never }).catch((e: unknown) => e);
+      expect(failed).toBeInstanceOf(InvalidLockOptionsError);
+      expect((failed as InvalidLockOptionsError).field).toBe(field);
+    }
+  });
+
+  it('closing the app deletes its waiters\' znodes and the empty lines it used', async () => {
+    const app = await start();
+    const key = uniqueKey('zk-close');
+    const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
+    const waiting = app.locks.acquire(key, { purpose: 'correctness', wait: 10_000 }).catch((e: unknown) => e);
+    await sleep(200);
+    expect(await line(key)).toHaveLength(2);
+    await app.close();
+    expect(await waiting).toBeInstanceOf(Error);
+    expect(await line(key)).toHaveLength(1);
+    await holder.release();
+    await a.close();
+    a = await start();
+    expect(await raw((cb) => inspector.exists(`/nest-distributed-lock/${encodeURIComponent(key)}`, cb))).toBeNull();
+    expect(backendsOf(a.app).get('zookeeper')?.name).toBe('zookeeper');
+  }, 30_000);
+});
