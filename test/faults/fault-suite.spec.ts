@@ -41,7 +41,7 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
         expect(r.lostUpdates).toBe(0);
         expect(r.tokenRegressions).toBe(0);
         expect(r.acknowledgedWrites).toBeGreaterThan(5);
-        if (spec.name === 'etcd-gc-pause' || spec.name === 'pg-holder-faults') {
+        if (spec.name === 'etcd-gc-pause' || spec.name === 'pg-holder-faults' || spec.name === 'zk-holder-faults') {
           expect(r.overlaps).toBeGreaterThan(0); // paused holders were overtaken…
           expect(r.staleRejected).toBeGreaterThan(0); // …and their late writes refused
         }
@@ -58,6 +58,17 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
         if (spec.name === 'pg-server') {
           // Grants resume after each server fault: measured 0.3 s (terminate), 1.7 s (restart), 2.1 s (kill -9).
           expect(new Set(run.faults.map((f) => f.kind)).size).toBe(3);
+          for (const fault of run.faults) expect(firstGrantAfter(run.history, fault.end!)).toBeLessThan(5_000);
+        }
+        if (spec.name === 'zk-holder-faults') {
+          expect(r.lossesSignalled).toBeGreaterThan(0); // a holder paused past its session learns on SIGCONT
+          // A killed holder's znode goes with its session (1 s): the next grant came 1.2 s after the kill.
+          const kills = run.faults.filter((f) => f.kind.startsWith('kill -9'));
+          expect(kills.length).toBeGreaterThan(0);
+          for (const kill of kills) expect(firstGrantAfter(run.history, kill.t)).toBeLessThan(4_000);
+        }
+        if (spec.name === 'zk-server') {
+          expect(run.faults.length).toBeGreaterThan(0);
           for (const fault of run.faults) expect(firstGrantAfter(run.history, fault.end!)).toBeLessThan(5_000);
         }
         if (spec.name === 'pg-network') {

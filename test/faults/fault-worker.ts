@@ -13,8 +13,11 @@ import { wallNow } from '../simulation/clock.js';
 
 export interface FaultWorkerConfig {
   id: number;
-  backend: 'etcd' | 'redis' | 'postgres';
+  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper';
   fenced: boolean;
+  /** ZooKeeper scenarios: the connection string and the session timeout to ask for. */
+  zookeeper?: string;
+  zkSessionMs?: number;
   etcdHosts?: string[];
   sessionTtlSeconds?: number;
   lockRedisUrl?: string;
@@ -105,6 +108,7 @@ function postgresRegister(config: FaultWorkerConfig): Register {
 
 function lockOptions(config: FaultWorkerConfig): Parameters<typeof DistributedLockModule.forRoot>[0] {
   if (config.backend === 'etcd') return { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } };
+  if (config.backend === 'zookeeper') return { zookeeper: { connectionString: config.zookeeper!, sessionTimeoutMs: config.zkSessionMs ?? 1_000, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 } };
   if (config.backend === 'postgres') return { postgres: { connectionString: config.postgresUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
   return { redis: { url: config.lockRedisUrl!, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
 }

@@ -1,27 +1,7 @@
-import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
+import { cycles, proxyFault, type ScenarioSpec, type Step } from './scenarios.js';
 import { terminateAllSessions } from './pg-register.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-type Step = [lastsMs: number, inflict: () => Promise<void>];
-
-/**
- * Every step once whatever the time (the spec asserts that each fault happened, and booting the
- * workers can take seconds on a loaded machine), then again while the deadline allows; and at
- * least `quietMs` without faults at the end, so that recovery shows in the history.
- */
-async function cycles(ctx: FaultContext, quietMs: number, steps: Step[]): Promise<void> {
-  for (let round = 0; ; round++) {
-    for (const [lastsMs, inflict] of steps) {
-      if (round > 0 && ctx.now() > ctx.deadline - quietMs - lastsMs) {
-        const short = quietMs - Math.max(0, ctx.deadline - ctx.now());
-        if (short > 0) await sleep(short);
-        return;
-      }
-      await inflict();
-    }
-  }
-}
 
 /**
  * The PostgreSQL scenarios: `correctness` leases on the PostgreSQL backend, the register a row of

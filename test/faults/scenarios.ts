@@ -5,6 +5,7 @@ import { Redis } from 'ioredis';
 import { wallNow } from '../simulation/clock.js';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
+import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { check, type CheckResult, type FaultEvent, type HistoryEvent, type Register } from './checker.js';
 import type { FaultWorkerConfig } from './fault-worker.js';
@@ -37,19 +38,28 @@ export interface FaultServers {
   registerRedis: RedisServer;
   /** The PostgreSQL scenarios' database: their lock backend and their register table both. */
   postgres: PostgresServer;
+  /** The ZooKeeper scenarios' lock server (their register is the register Redis, fenced). */
+  zookeeper: ZooKeeperServer;
   stop(): Promise<void>;
 }
 
-/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL. */
+/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL, a ZooKeeper. */
 export async function startFaultServers(): Promise<FaultServers> {
-  const [etcd, lockRedis, registerRedis, postgres] = await Promise.all([EtcdCluster.start({ size: 3 }), RedisServer.start(), RedisServer.start(), PostgresServer.start()]);
+  const [etcd, lockRedis, registerRedis, postgres, zookeeper] = await Promise.all([
+    EtcdCluster.start({ size: 3 }),
+    RedisServer.start(),
+    RedisServer.start(),
+    PostgresServer.start(),
+    ZooKeeperServer.start(),
+  ]);
   return {
     etcd,
     lockRedis,
     registerRedis,
     postgres,
+    zookeeper,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop(), zookeeper.stop()]);
     },
   };
 }
@@ -86,10 +96,30 @@ export async function proxyFault(ctx: FaultContext, kind: string, apply: (proxy:
   fault.end = ctx.now();
 }
 
+export type Step = [lastsMs: number, inflict: () => Promise<void>];
+
+/**
+ * Every step once whatever the time (the spec asserts that each fault happened, and booting the
+ * workers can take seconds on a loaded machine), then again while the deadline allows; and at
+ * least `quietMs` without faults at the end, so that recovery shows in the history.
+ */
+export async function cycles(ctx: FaultContext, quietMs: number, steps: Step[]): Promise<void> {
+  for (let round = 0; ; round++) {
+    for (const [lastsMs, inflict] of steps) {
+      if (round > 0 && ctx.now() > ctx.deadline - quietMs - lastsMs) {
+        const short = quietMs - Math.max(0, ctx.deadline - ctx.now());
+        if (short > 0) await sleep(short);
+        return;
+      }
+      await inflict();
+    }
+  }
+}
+
 export interface ScenarioSpec {
   name: string;
   description: string;
-  backend: 'etcd' | 'redis' | 'postgres';
+  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper';
   fenced: boolean;
   /**
    * Two workers must never be told their leases are valid at once, unless the earlier one was
@@ -104,7 +134,7 @@ export interface ScenarioSpec {
   workMs: number;
   /** Worker 0 runs under faketime with this spec (e.g. '+0 x0.5': its clock runs at half speed). */
   skew?: string;
-  /** Worker 0 reaches etcd and the register (or its PostgreSQL) through TCP proxies. */
+  /** Worker 0 reaches etcd or ZooKeeper and the register (or its PostgreSQL) through TCP proxies. */
   proxied?: boolean;
   faults(ctx: FaultContext): Promise<void>;
 }
@@ -130,7 +160,8 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
 
   const proxies: TcpProxy[] = [];
   if (spec.proxied) {
-    const targets = spec.backend === 'postgres' ? [`127.0.0.1:${servers.postgres.port}`] : [...servers.etcd.hosts, `127.0.0.1:${servers.registerRedis.port}`];
+    const lockHosts = spec.backend === 'zookeeper' ? [servers.zookeeper.connectionString] : servers.etcd.hosts;
+    const targets = spec.backend === 'postgres' ? [`127.0.0.1:${servers.postgres.port}`] : [...lockHosts, `127.0.0.1:${servers.registerRedis.port}`];
     for (const host of targets) proxies.push(await TcpProxy.start(Number(host.split(':')[1])));
   }
   if (spec.backend === 'postgres') await createPgRegister(servers.postgres, registerName);
@@ -147,6 +178,8 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       lockRedisUrl: servers.lockRedis.url,
       registerRedisUrl: viaProxy ? `redis://${proxies[proxies.length - 1].endpoint}` : servers.registerRedis.url,
       postgresUrl: `postgres://${servers.postgres.user}@${pgHost}/${servers.postgres.database}`,
+      zookeeper: viaProxy && spec.backend === 'zookeeper' ? proxies[0].endpoint : servers.zookeeper.connectionString,
+      zkSessionMs: spec.ttl,
       key,
       register: registerName,
       ttl: spec.ttl,

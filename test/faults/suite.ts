@@ -1,4 +1,5 @@
 import { pgScenarios } from './pg-suite.js';
+import { zkScenarios } from './zk-suite.js';
 import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -129,5 +130,6 @@ export function scenarios(scale = 1): ScenarioSpec[] {
         }),
     },
     ...pgScenarios(scale),
+    ...zkScenarios(scale),
   ];
 }
