@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../lib/index.js';
 
-export type Backend = 'redis' | 'etcd' | 'postgres';
+export type Backend = 'redis' | 'etcd' | 'postgres' | 'zookeeper';
 
 /** Release function of a held lock. */
 export type Unlock = () => Promise<void>;
@@ -102,11 +102,50 @@ export async function pgFloor(url: string): Promise<Implementation> {
   };
 }
 
+/** node-zookeeper-client's callback API as a promise. */
+const zk = <T>(fn: (cb: (error: (Error & { code?: number }) | null, value: T) => void) => void): Promise<T> =>
+  new Promise((resolve, reject) => fn((error, value) => (error ? reject(error) : resolve(value))));
+
+/**
+ * Raw ZooKeeper: create an ephemeral znode `/floor/<key>` (NODE_EXISTS: busy, poll every 1 ms) and
+ * delete it — two writes, no sequence, no queue, no token.
+ */
+export async function zkFloor(connectionString: string): Promise<Implementation> {
+  const { createClient } = (await import(ZK_PACKAGE)).default as { createClient: (c: string, o: object) => any };
+  const client = createClient(connectionString, { sessionTimeout: 10_000 });
+  client.connect();
+  await new Promise((resolve) => client.once('connected', resolve));
+  await zk((cb) => client.create('/floor', cb)).catch((e: { code?: number }) => {
+    if (e.code !== -110) throw e;
+  });
+  return {
+    name: 'zk floor (create ephemeral + delete)',
+    backend: 'zookeeper',
+    floor: true,
+    async lock(key) {
+      const path = `/floor/${encodeURIComponent(key)}`;
+      for (;;) {
+        try {
+          await zk((cb) => client.create(path, undefined, 1 /* EPHEMERAL */, cb));
+          break;
+        } catch (e) {
+          if ((e as { code?: number }).code !== -110) throw e;
+          await sleep(1);
+        }
+      }
+      return () => zk((cb) => client.remove(path, -1, cb));
+    },
+    close: async () => client.close(),
+  };
+}
+const ZK_PACKAGE: string = 'node-zookeeper-client';
+
 type Target = string | string[];
 
 function moduleOptions(backend: Backend, target: Target): Parameters<typeof DistributedLockModule.forRoot>[0] {
   if (backend === 'redis') return { redis: { url: target as string } };
   if (backend === 'etcd') return { etcd: { hosts: target as string[] } };
+  if (backend === 'zookeeper') return { zookeeper: { connectionString: target as string } };
   return { postgres: { connectionString: target as string } };
 }
 

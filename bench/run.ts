@@ -5,7 +5,7 @@
 //   npm run bench                     3 runs
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
-//   npm run bench -- --backend postgres   one backend's rows only (printed; docs/ left as they are)
+//   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper; printed; docs/ left as they are)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,7 +13,8 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
-import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, type Backend, type Implementation } from './implementations.js';
+import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
+import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
 import { peers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'spread';
@@ -220,7 +221,7 @@ async function runPhaseFor(impl: Implementation, ms: number): Promise<number> {
 
 async function main(): Promise<void> {
   if (args.includes('--soak')) return soak();
-  const [redis, etcd, postgres] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 }), PostgresServer.start()]);
+  const [redis, etcd, postgres, zookeeper] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 }), PostgresServer.start(), ZooKeeperServer.start()]);
   const raw = new Redis(redis.url);
   const pgCounter = new pg.Client({ connectionString: postgres.url });
   await pgCounter.connect();
@@ -240,6 +241,9 @@ async function main(): Promise<void> {
         ['postgres', () => pgFloor(postgres.url)],
         ['postgres', () => ours('postgres', postgres.url)],
         ['postgres', () => oursDecorator('postgres', postgres.url)],
+        ['zookeeper', () => zkFloor(zookeeper.connectionString)],
+        ['zookeeper', () => ours('zookeeper', zookeeper.connectionString)],
+        ['zookeeper', () => oursDecorator('zookeeper', zookeeper.connectionString)],
       ];
       const impls: Implementation[] = [];
       for (const [backend, make] of makers) {
@@ -266,7 +270,7 @@ async function main(): Promise<void> {
   } finally {
     raw.disconnect();
     await pgCounter.end();
-    await Promise.all([redis.stop(), etcd.stop(), postgres.stop()]);
+    await Promise.all([redis.stop(), etcd.stop(), postgres.stop(), zookeeper.stop()]);
   }
   // Median over runs of every figure.
   const final: Row[] = allRuns[0].map((row) => {
@@ -311,7 +315,7 @@ function chart(rows: Row[]): string {
       const r = rows.find((x) => x.impl === impl && x.phase === phase);
       if (!r || !Number.isFinite(r.ratio)) return;
       const y = y0 + 8 + i * barH;
-      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'] }[r.backend as Backend];
+      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'], zookeeper: ['#8e44ad', '#d2b4de'] }[r.backend as Backend];
       const color = impl.startsWith('ours') ? palette[0] : palette[1];
       parts.push(`<text x="${left - 6}" y="${y + 10}" font-size="11" text-anchor="end">${impl}</text>`);
       parts.push(`<rect x="${left}" y="${y}" width="${Math.min(2, r.ratio) * scale}" height="${barH - 3}" fill="${color}"/>`);
@@ -331,7 +335,8 @@ function writeDocs(rows: Row[], table: string, pgVersion: string): void {
   const md = `# Benchmarks
 
 Measured by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: ${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version},
-redis-server, a 1-member etcd and PostgreSQL ${pgVersion} (the test harness's: \`initdb\`, \`fsync=off\`) started by the script on loopback.
+redis-server, a 1-member etcd, PostgreSQL ${pgVersion} (the test harness's: \`initdb\`, \`fsync=off\`) and ZooKeeper 3.8 (the
+test harness's: standalone, \`forceSync=no\`, tick 500 ms) started by the script on loopback.
 
 ## Method
 
@@ -341,8 +346,9 @@ round to round. Ratios (× floor) compare an implementation with the raw floor o
 round**; the table shows medians over ${RUNS} runs. Floors: Redis \`SET key id NX PX\` + compare-and-delete Lua,
 polling every 1 ms while busy; etcd one txn put-if-absent on a shared lease + one delete, polling likewise;
 PostgreSQL \`pg_try_advisory_lock\` + \`pg_advisory_unlock\` on a connection the lock keeps checked out of a
-pool of 16 (a session lock belongs to its connection), polling likewise. Ours on PostgreSQL runs with its
-defaults (a pool of 4 + the LISTEN session, \`correctness\`).
+pool of 16 (a session lock belongs to its connection), polling likewise; ZooKeeper: create an ephemeral znode
+\`/floor/<key>\` (busy: NODE_EXISTS, poll) + delete it. Ours on PostgreSQL runs with its defaults (a pool of 4 +
+the LISTEN session, \`correctness\`), and on ZooKeeper with its defaults (\`correctness\`).
 Waits are measured from the request to the grant. Fairness = least-served ÷ most-served worker. Redis commands and
 etcd fsyncs (\`etcd_disk_wal_fsync_duration_seconds_count\`) and PostgreSQL WAL bytes (\`pg_current_wal_insert_lsn()\`) are counted on the servers per operation; client CPU
 from \`process.cpuUsage()\`. "Max overlap" is the most holders of one key seen at once in-process (must be 1).

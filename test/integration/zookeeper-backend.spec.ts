@@ -272,4 +272,17 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     expect(await raw((cb) => inspector.exists(`/nest-distributed-lock/${encodeURIComponent(key)}`, cb))).toBeNull();
     expect(backendsOf(a.app).get('zookeeper')?.name).toBe('zookeeper');
   }, 30_000);
+
+  it('leaves nothing behind after many distinct keys: every empty line is deleted at close', async () => {
+    const app = await start();
+    const base = uniqueKey('zk-many');
+    for (let i = 0; i < 1_200; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, (_, j) => app.locks.using(`${base}:${i + j}`, { purpose: 'correctness' }, async () => undefined)));
+    }
+    const lines = async (): Promise<number> =>
+      (await raw<string[]>((cb) => inspector.getChildren('/nest-distributed-lock', cb))).filter((c) => c.startsWith(encodeURIComponent(base))).length;
+    expect(await lines()).toBe(1_200);
+    await app.close();
+    expect(await lines()).toBe(0);
+  }, 60_000);
 });

@@ -13,8 +13,9 @@ export type BoundedSend = <T>(operation: string, key: string, send: () => Promis
 const RETRY_DELAYS_MS = [500, 2_000, 8_000];
 /** A line's parent znode nobody here used for this long is deleted if empty. */
 const PARENT_IDLE_MS = 60_000;
-/** At most this many parents are deleted per sweep (and at close). */
+/** Parents are deleted this many per write, in at most this many writes per sweep (and at close). */
 const PARENT_SWEEP_MAX = 1_000;
+const PARENT_SWEEP_BATCHES = 20;
 
 const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
   new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
@@ -47,8 +48,11 @@ export class ZooKeeperRequests {
    * is served after the create. A create answered only after we stopped waiting is deleted then;
    * one whose connection broke (outcome unknown) is looked for by its name and deleted.
    */
-  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string): Promise<[string, Line]> {
+  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = []): Promise<[string, Line]> {
     const client = session.client;
+    // Parents not known to exist go first, in the same write (one that exists already answers
+    // NODE_EXISTS; any other failure shows as the create's NO_NODE).
+    for (const path of ensure) client.create(path, undefined, PERSISTENT, () => undefined);
     const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
     const read = promised<string[]>((cb) => client.getChildren(parent, cb));
     read.catch(() => undefined);
@@ -172,6 +176,11 @@ export class ZooKeeperRequests {
     await this.call('acquire', key, () => Promise.all(creates));
   }
 
+  /** Whether `parent` was used here lately (so it exists, unless somebody deleted it since). */
+  knows(parent: string): boolean {
+    return this.parents.has(parent);
+  }
+
   /** `parent` was used now. */
   touch(parent: string): void {
     this.parents.set(parent, monotonicNow());
@@ -186,25 +195,34 @@ export class ZooKeeperRequests {
 
   /**
    * Delete the parents not used here for a while (all of them with `all`, at close) — if empty:
-   * ZooKeeper refuses to delete a znode with children, so a line somebody is in stays.
+   * ZooKeeper refuses to delete a znode with children, so a line somebody is in stays. In batches
+   * of PARENT_SWEEP_MAX, one write each, for at most PARENT_SWEEP_BATCHES batches per sweep.
    */
   async reapParents(client: ZooKeeperClientLike, all: boolean): Promise<void> {
     if (all) {
       this.closed = true;
       clearInterval(this.sweeper);
     }
-    const idleSince = monotonicNow() - PARENT_IDLE_MS;
-    const victims: string[] = [];
-    for (const [parent, used] of this.parents) {
-      if (victims.length >= PARENT_SWEEP_MAX) break;
-      if (all || used < idleSince) victims.push(parent);
+    for (let batch = 0; batch < PARENT_SWEEP_BATCHES; batch++) {
+      const idleSince = monotonicNow() - PARENT_IDLE_MS;
+      const victims: string[] = [];
+      for (const [parent, used] of this.parents) {
+        if (victims.length >= PARENT_SWEEP_MAX) break;
+        if (all || used < idleSince) victims.push(parent);
+      }
+      if (victims.length === 0) break;
+      for (const parent of victims) this.parents.delete(parent);
+      const removed = await this.call(
+        'release',
+        '',
+        () => Promise.all(victims.map((parent) => promised<void>((cb) => client.remove(parent, -1, cb as never)).catch(() => undefined))),
+        all,
+      ).then(
+        () => true,
+        () => false,
+      );
+      if (!removed) break;
     }
-    for (const parent of victims) this.parents.delete(parent);
-    if (victims.length === 0) return;
-    await this.call('release', '', () =>
-      Promise.all(victims.map((parent) => promised<void>((cb) => client.remove(parent, -1, cb as never)).catch(() => undefined))),
-      all,
-    ).catch(() => undefined);
     if (!all && this.parents.size === 0) {
       clearInterval(this.sweeper);
       this.sweeper = undefined;

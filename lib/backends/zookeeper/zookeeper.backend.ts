@@ -66,6 +66,8 @@ export class ZooKeeperBackend implements LockBackend {
   /** Stops listening to the current session's client. */
   private detach?: () => void;
   private closed = false;
+  /** The prefix's znodes were there at our last create. */
+  private prefixKnown = false;
 
   constructor(private readonly config: ZooKeeperBackendConfig) {
     this.name = config.name ?? 'zookeeper';
@@ -196,13 +198,19 @@ export class ZooKeeperBackend implements LockBackend {
     const session = await this.session(key);
     const parent = this.parentOf(key);
     const namePrefix = nodeNamePrefix(owner, this.name);
+    // A line not used here lately may have no parent yet: create it (and, the first time, the
+    // prefix) in the same write rather than after a failed create.
+    const ensure = this.requests.knows(parent) ? [] : this.prefixKnown ? [parent] : ancestry(parent);
     const sentAt = monotonicNow();
     let path: string;
     let line: { children: string[]; pzxid: bigint };
     try {
-      [path, line] = await this.requests.createAndRead(session, key, parent, namePrefix);
+      [path, line] = await this.requests.createAndRead(session, key, parent, namePrefix, ensure);
+      this.prefixKnown = true;
     } catch (error) {
       if (!retried && zkErrorCode(error) === ZK_ERRORS.NO_NODE) {
+        // Deleted since we last used it (an idle line reaped by another process, the prefix by hand).
+        this.prefixKnown = false;
         await this.requests.ensurePath(session.client, key, ancestry(parent));
         return this.enqueue(request, true);
       }
