@@ -8,6 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
+import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
@@ -35,6 +36,8 @@ try {
   } else {
     ensureBinary('redis-server');
     ensureBinary('etcd');
+    // The ZooKeeper specs start their own server (they kill and restart it); install it up front.
+    ensureZooKeeper();
     const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
     servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;

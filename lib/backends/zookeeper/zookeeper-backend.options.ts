@@ -79,7 +79,7 @@ const CONNECTION_STRING = /^(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:,(?
 export function checkZooKeeperPath(value: unknown, field: string, where = MODULE_OPTIONS): string {
   const ok =
     typeof value === 'string' &&
-    /^(\/[\x21-\x7e]+)+$/.test(value) &&
+    /^(\/[\x21-\x2e\x30-\x7e]+)+$/.test(value) &&
     !value.split('/').slice(1).some((s) => s === '.' || s === '..') &&
     value !== '/zookeeper' &&
     !value.startsWith('/zookeeper/');
