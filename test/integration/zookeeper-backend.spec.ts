@@ -3,6 +3,7 @@ import zookeeper from 'node-zookeeper-client';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LeaseLostError, LockBusyError, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 import { LockWorker } from '../harness/worker.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 
@@ -167,6 +168,12 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     } finally {
       await lease.release();
     }
+    // Asked for 60 s, the server (tick 500 ms: at most 20 ticks) grants 10 s: the lease counts on that.
+    const greedy = await start({ sessionTimeoutMs: 60_000 });
+    const capped = await greedy.locks.acquire(uniqueKey('zk-granted'), { purpose: 'correctness', ttl: 60_000 });
+    expect(capped.remainingMs()).toBeLessThanOrEqual(10_000);
+    expect(capped.remainingMs()).toBeGreaterThan(9_000);
+    await capped.release();
   }, 20_000);
 
   it('kill -9 of ZooKeeper and a restart within the session: the lease survives (same session, same znode), and tokens keep growing', async () => {
@@ -271,6 +278,45 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     a = await start();
     expect(await raw((cb) => inspector.exists(`/nest-distributed-lock/${encodeURIComponent(key)}`, cb))).toBeNull();
     expect(backendsOf(a.app).get('zookeeper')?.name).toBe('zookeeper');
+  }, 30_000);
+
+  it('writes with an unknown outcome leave no znode behind: a create answered late is undone, an unanswered release retried', async () => {
+    const proxy = await TcpProxy.start(server.port);
+    const app = await start({ connectionString: proxy.endpoint, commandTimeoutMs: 300 });
+    const key = uniqueKey('zk-late');
+    const waitFor = async (check: () => Promise<boolean>): Promise<void> => {
+      for (let i = 0; i < 100 && !(await check()); i++) await sleep(50);
+    };
+    try {
+      await app.locks.tryAcquire(uniqueKey('zk-late-warm'), { purpose: 'correctness' }).then((l) => l?.release());
+      // The create reaches ZooKeeper, but its answer comes after we stopped waiting.
+      proxy.delay(700);
+      await expect(app.locks.tryAcquire(key, { purpose: 'correctness' })).rejects.toThrow(/no answer within 300 ms/);
+      proxy.heal();
+      // The delayed create lands ~700 ms after it was sent; its answer, later still, undoes it.
+      await sleep(1_200);
+      await waitFor(async () => (await line(key)).length === 0);
+      expect(await line(key)).toEqual([]);
+      // A release lost with its connection (sent, then the link reset): the client reconnects to
+      // the same session, whose znode is still there — deleted by the retry.
+      const held = await app.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
+      proxy.blackhole();
+      const releasing = held.release().catch((e: unknown) => e);
+      await sleep(100);
+      proxy.cut();
+      proxy.heal();
+      expect(await releasing).toBeInstanceOf(Error);
+      expect(await line(key)).toHaveLength(1);
+      await waitFor(async () => (await line(key)).length === 0);
+      expect(await line(key)).toEqual([]);
+      const next = await b.locks.acquire(key, { purpose: 'correctness', wait: 1_000 });
+      expect(next.token!).toBeGreaterThan(held.token!);
+      await next.release();
+    } finally {
+      proxy.heal();
+      await app.close();
+      await proxy.close();
+    }
   }, 30_000);
 
   it('leaves nothing behind after many distinct keys: every empty line is deleted at close', async () => {

@@ -9,8 +9,18 @@ import type { ZooKeeperSession } from './zookeeper-session.js';
  */
 export type BoundedSend = <T>(operation: string, key: string, send: () => Promise<T>, closing?: boolean) => Promise<T>;
 
-/** Retry deleting a znode whose delete had an unknown outcome this many ms later. */
+/** Retry deleting a znode whose delete had an unknown outcome this many ms later, then every RETRY_EVERY_MS. */
 const RETRY_DELAYS_MS = [500, 2_000, 8_000];
+const RETRY_EVERY_MS = 10_000;
+
+/** A client closed (by us, or by its application): nothing it sends will be answered again. */
+function isClosedClient(client: ZooKeeperClientLike): boolean {
+  const state = (client as { connectionManager?: { state?: number } }).connectionManager?.state;
+  return state === CLIENT_CLOSED || state === CLIENT_CLOSING;
+}
+/** node-zookeeper-client's ConnectionManager states CLOSED and CLOSING. */
+const CLIENT_CLOSED = -2;
+const CLIENT_CLOSING = -1;
 /** A line's parent znode nobody here used for this long is deleted if empty. */
 const PARENT_IDLE_MS = 60_000;
 /** Parents are deleted this many per write, in at most this many writes per sweep (and at close). */
@@ -131,8 +141,10 @@ export class ZooKeeperRequests {
   }
 
   /**
-   * Delete `path` in the background, a few times over the next seconds until an answer says it is
-   * gone; stops once the session is over for good (its znodes went with it).
+   * Delete `path` in the background until an answer says it is gone, or its session is over for
+   * good (its znodes went with it), or the backend closes: a znode of ours left on a live session
+   * would block its line for as long as the session lives. Retried after 0.5, 2 and 8 s, then
+   * every 10 s.
    */
   removeLater(session: ZooKeeperSession, path: string, attempt = 0): void {
     const run = (): void => {
@@ -141,13 +153,13 @@ export class ZooKeeperRequests {
         () => undefined,
         (error: unknown) => {
           const code = zkErrorCode(error);
-          if (code === ZK_ERRORS.NO_NODE || code === ZK_ERRORS.SESSION_EXPIRED || attempt + 1 >= RETRY_DELAYS_MS.length) return;
+          if (code === ZK_ERRORS.NO_NODE || code === ZK_ERRORS.SESSION_EXPIRED || isClosedClient(session.client)) return;
           this.removeLater(session, path, attempt + 1);
         },
       );
     };
     if (attempt === 0) run();
-    else setTimeout(run, RETRY_DELAYS_MS[attempt]).unref();
+    else setTimeout(run, RETRY_DELAYS_MS[attempt - 1] ?? RETRY_EVERY_MS).unref();
   }
 
   /** A create with an unknown outcome: find a znode of that name in the line and delete it. */

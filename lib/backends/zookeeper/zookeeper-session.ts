@@ -28,7 +28,7 @@ export class ZooKeeperSession {
   constructor(
     readonly client: ZooKeeperClientLike,
     /** The session timeout the server granted (ms). */
-    readonly timeoutMs: number,
+    private timeoutMs: number,
     private readonly driftFactor: number,
     /** When the request that proved the session alive was sent. */
     heardSentAt: number,
@@ -47,6 +47,9 @@ export class ZooKeeperSession {
   /** A request sent at `sentAt` was answered on this session. */
   heard(sentAt: number): void {
     if (this.lost) return;
+    // A reconnect to another server may negotiate a shorter timeout: never count on more.
+    const granted = this.client.getSessionTimeout();
+    if (granted > 0 && granted < this.timeoutMs) this.timeoutMs = granted;
     this.until = Math.max(this.until, validUntil(sentAt, this.timeoutMs, this.driftFactor));
     if (this.holders.size > 0) this.expiry.set(this.until);
   }
