@@ -1,11 +1,12 @@
 import net from 'node:net';
 
-export type ProxyMode = { kind: 'pass' } | { kind: 'delay'; ms: number } | { kind: 'blackhole' };
+export type ProxyMode = { kind: 'pass' } | { kind: 'delay'; ms: number } | { kind: 'blackhole' } | { kind: 'drop' };
 
 /**
  * A TCP proxy on loopback between one client and one server, for real network faults:
  * - delay: every chunk, both ways, arrives `ms` later (order kept);
  * - blackhole: nothing gets through, but it is kept, as TCP would retransmit it;
+ * - drop: nothing gets through, and it is lost (a server that accepts a connection and never reads it);
  * - heal: back to pass, and what the blackhole held is delivered — late. A write the client gave
  *   up on still reaches the server: the stale write fencing must refuse.
  */
@@ -37,6 +38,10 @@ export class TcpProxy {
 
   blackhole(): void {
     this.mode = { kind: 'blackhole' };
+  }
+
+  drop(): void {
+    this.mode = { kind: 'drop' };
   }
 
   heal(): void {
@@ -72,6 +77,7 @@ export class TcpProxy {
     let last: Promise<void> = Promise.resolve();
     from.on('data', (chunk: Buffer) => {
       const mode = this.mode;
+      if (mode.kind === 'drop') return;
       const gate =
         mode.kind === 'delay'
           ? new Promise<void>((resolve) => setTimeout(resolve, mode.ms))

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LeaseLostError, LockBusyError, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
+import { watchConnection } from '../../lib/backends/zookeeper/zookeeper-connection.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
@@ -19,6 +20,7 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
   let a: LockApp;
   let b: LockApp;
   let inspector: RawClient;
+  let unwatch: (() => void) | undefined;
   const apps: LockApp[] = [];
   const start = async (options: Record<string, unknown> = {}, others: Record<string, unknown> = {}): Promise<LockApp> => {
     const app = await startLockApp({ zookeeper: { connectionString: server.connectionString, sessionTimeoutMs: 4_000, ...options }, ...others });
@@ -39,8 +41,11 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     inspector = zookeeper.createClient(server.connectionString, { sessionTimeout: 10_000, spinDelay: 100 });
     inspector.connect();
     await new Promise((resolve) => inspector.once('connected', resolve));
+    // The client alone can sit in a handshake that never ends after the restarts below.
+    unwatch = watchConnection(inspector);
   }, 60_000);
   afterAll(async () => {
+    unwatch?.();
     inspector?.close();
     for (const app of apps) await app.close();
     await server?.stop();
@@ -312,6 +317,32 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
       const next = await b.locks.acquire(key, { purpose: 'correctness', wait: 1_000 });
       expect(next.token!).toBeGreaterThan(held.token!);
       await next.release();
+    } finally {
+      proxy.heal();
+      await app.close();
+      await proxy.close();
+    }
+  }, 30_000);
+
+  it('a connection whose session handshake is never answered is reset, and locks work again (the client alone would wait for good)', async () => {
+    const proxy = await TcpProxy.start(server.port);
+    const app = await start({ connectionString: proxy.endpoint, commandTimeoutMs: 500 });
+    try {
+      await app.locks.tryAcquire(uniqueKey('zk-handshake-warm'), { purpose: 'correctness' }).then((l) => l?.release());
+      // Reconnecting into a server that accepts the connection and never answers the handshake.
+      proxy.drop();
+      proxy.cut();
+      await sleep(300);
+      proxy.heal();
+      const healedAt = Date.now();
+      let lease: Awaited<ReturnType<typeof app.locks.tryAcquire>> = null;
+      while (!lease && Date.now() - healedAt < 10_000) {
+        lease = await app.locks.tryAcquire(uniqueKey('zk-handshake'), { purpose: 'correctness' }).catch(() => null);
+        if (!lease) await sleep(100);
+      }
+      expect(lease).not.toBeNull();
+      expect(Date.now() - healedAt).toBeLessThan(6_000);
+      await lease!.release();
     } finally {
       proxy.heal();
       await app.close();

@@ -11,6 +11,7 @@ import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike } from './zookeeper-client.interface.js';
 import { ancestry, inLineOrder, lockParent, nodeNamePrefix } from './zookeeper-paths.util.js';
+import { watchConnection } from './zookeeper-connection.js';
 import { ZooKeeperRequests } from './zookeeper-requests.js';
 import { ZooKeeperSession } from './zookeeper-session.js';
 
@@ -320,7 +321,11 @@ export class ZooKeeperBackend implements LockBackend {
       if (state?.code === EXPIRED_STATE) this.sessionLost(session, 'the ZooKeeper session expired');
     };
     client.on('state', onState);
-    this.detach = () => client.removeListener('state', onState);
+    const unwatch = watchConnection(client);
+    this.detach = () => {
+      client.removeListener('state', onState);
+      unwatch();
+    };
     if (this.config.ownsClient) unrefClient(client);
     if (this.closed) {
       session.end();

@@ -1,0 +1,60 @@
+import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
+
+/** The parts of node-zookeeper-client's ConnectionManager the watchdog reads (internal, so optional). */
+interface ConnectionManagerLike {
+  state?: number;
+  socket?: { destroyed?: boolean; connecting?: boolean; destroy(): void; on(event: 'data', listener: () => void): unknown };
+  sessionTimeout?: number;
+  connectTimeout?: number;
+}
+
+/** ConnectionManager states: CONNECTING, CONNECTED, CONNECTED_READ_ONLY. */
+const CONNECTING = 1;
+const CONNECTED = 2;
+const CONNECTED_READ_ONLY = 3;
+
+/**
+ * Repairs two gaps of node-zookeeper-client's connection handling, as ZooKeeper's Java client
+ * does for itself; without them a client can wait forever on one server:
+ * - **No handshake timeout.** Its connect timeout ends when TCP connects; if the server then never
+ *   answers the session handshake (seen here against a server restarting under load: the client
+ *   sat in CONNECTING for 10 s, its requests queued, until the server expired its session), it
+ *   waits for good. A connection still in the handshake after the client's connect timeout (at most 2 s) is reset.
+ * - **No read timeout.** It pings when it has sent nothing for a third of the session timeout, but
+ *   never notices that the answers stopped (a server paused, a half-open link): a connection that
+ *   has received nothing for two thirds of the session timeout is reset, and the client moves on to
+ *   the next server of the ensemble with its session.
+ * A reset is `socket.destroy()`: the client's own reconnect logic does the rest. Returns a function
+ * that stops the watchdog.
+ */
+export function watchConnection(client: ZooKeeperClientLike): () => void {
+  const manager = (client as { connectionManager?: ConnectionManagerLike }).connectionManager;
+  if (!manager) return () => undefined;
+  const sessionMs = (): number => manager.sessionTimeout ?? client.getSessionTimeout();
+  let lastRead = performance.now();
+  let handshakeSince: number | undefined;
+  let watched: unknown;
+  const check = (): void => {
+    const socket = manager.socket;
+    if (!socket || socket.destroyed) return;
+    if (socket !== watched) {
+      watched = socket;
+      lastRead = performance.now();
+      socket.on('data', () => (lastRead = performance.now()));
+    }
+    const now = performance.now();
+    if (manager.state === CONNECTING && socket.connecting === false) {
+      handshakeSince ??= now;
+      if (now - handshakeSince > Math.min(2_000, Math.max(500, manager.connectTimeout ?? sessionMs() / 3))) {
+        handshakeSince = undefined;
+        socket.destroy();
+      }
+      return;
+    }
+    handshakeSince = undefined;
+    if ((manager.state === CONNECTED || manager.state === CONNECTED_READ_ONLY) && now - lastRead > (sessionMs() * 2) / 3) socket.destroy();
+  };
+  const timer = setInterval(check, Math.max(100, Math.floor(sessionMs() / 10)));
+  timer.unref();
+  return () => clearInterval(timer);
+}
