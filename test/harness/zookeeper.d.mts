@@ -7,6 +7,8 @@ export declare class ZooKeeperServer {
   readonly connectionString: string;
   readonly pid: number | undefined;
   readonly running: boolean;
+  /** Rewrite zoo.cfg for the next launch (restart). */
+  configure(options?: { maxSessionTimeoutMs?: number }): void;
   kill9(): Promise<void>;
   restart(): Promise<void>;
   pause(): void;

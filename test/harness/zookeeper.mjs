@@ -79,6 +79,13 @@ export class ZooKeeperServer {
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-zk-'));
     this.tickTimeMs = options.tickTimeMs ?? 500;
     this.child = undefined;
+    this.configure({ maxSessionTimeoutMs: options.maxSessionTimeoutMs });
+  }
+
+  /** Rewrite zoo.cfg (the next launch or restart reads it): `maxSessionTimeoutMs` defaults to 20 ticks. */
+  configure({ maxSessionTimeoutMs } = {}) {
+    const port = this.port;
+    const options = { maxSessionTimeoutMs };
     // Sessions may be 2–20 ticks (1–10 s with the default tick); a client asking for more or less is clamped.
     writeFileSync(
       path.join(this.dir, 'zoo.cfg'),

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LeaseLostError, LockBusyError, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
@@ -14,6 +16,55 @@ import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 type RawClient = ReturnType<typeof zookeeper.createClient>;
 const raw = <T>(fn: (cb: (error: Error | null, value: T) => void) => void): Promise<T> =>
   new Promise((resolve, reject) => fn((error, value) => (error ? reject(error) : resolve(value))));
+
+/** A connected raw client (watched like the module's own, so a restart cannot wedge it). */
+async function rawClient(connectionString: string, sessionTimeout: number): Promise<RawClient> {
+  const client = zookeeper.createClient(connectionString, { sessionTimeout, spinDelay: 100 });
+  client.connect();
+  await new Promise((resolve) => client.once('connected', resolve));
+  return client;
+}
+
+/**
+ * The application's client, with the answers to some requests held back on the client side (as a
+ * client busy with other work, or a slow link inbound, would deliver them): `slow.getChildren = 1300`.
+ */
+function slowed(client: RawClient, slow: Partial<Record<'create' | 'getChildren' | 'exists', number>>): RawClient {
+  return new Proxy(client, {
+    get(target, prop) {
+      const value = target[prop];
+      if (typeof value !== 'function') return value;
+      if (prop === 'create' || prop === 'getChildren' || prop === 'exists') {
+        return (...args: any[]) => {
+          const callback = args.pop();
+          const ms = slow[prop as keyof typeof slow] ?? 0;
+          return value.call(target, ...args, (...answer: unknown[]) => (ms > 0 ? setTimeout(() => callback(...answer), ms) : callback(...answer)));
+        };
+      }
+      return value.bind(target);
+    },
+  });
+}
+
+const exitWorker = path.resolve('.tmp/compiled/test/workers/process-exit-worker.js');
+
+/** Run the process-exit worker on ZooKeeper; whether it exited by itself within `limitMs` (else killed by PID). */
+function runExitWorker(env: Record<string, string>, limitMs: number): Promise<{ exited: boolean; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [exitWorker], { env: { ...process.env, WORKER_BACKEND: 'zookeeper', WORKER_KEY: uniqueKey('zk-exit'), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve({ exited: false, output });
+    }, limitMs);
+    child.on('exit', () => {
+      clearTimeout(timer);
+      resolve({ exited: true, output });
+    });
+  });
+}
 
 describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, session-bound leases', () => {
   let server: ZooKeeperServer;
@@ -348,6 +399,107 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
       await app.close();
       await proxy.close();
     }
+  }, 30_000);
+
+  // Review findings (an adversarial run against this backend), each watched failing before its fix.
+  it('a grant whose answer comes after the session could have expired is refused: never a second holder (finding 1)', async () => {
+    const own = await rawClient(server.connectionString, 1_000);
+    const slow: Partial<Record<'getChildren', number>> = {};
+    const w = await startLockApp({ zookeeper: { client: slowed(own, slow) } });
+    const key = uniqueKey('zk-late-grant');
+    try {
+      await (await w.locks.acquire(key, { purpose: 'correctness' })).release();
+      // The read that finds W first comes back 1.3 s later: past W's 1 s session.
+      slow.getChildren = 1_300;
+      const late = await w.locks.acquire(key, { purpose: 'correctness', ttl: 20_000, wait: 0 }).catch((e: unknown) => e);
+      slow.getChildren = 0;
+      expect(late).toBeInstanceOf(Error);
+      expect((late as Error).message).toMatch(/could have expired; not granted/);
+      const x = await b.locks.acquire(key, { purpose: 'correctness', wait: 3_000 });
+      expect(await line(key)).toHaveLength(1);
+      await x.release();
+    } finally {
+      await w.close();
+      own.close();
+    }
+  }, 30_000);
+
+  it('an application client whose session was presumed lost keeps serving once it answers again (finding 5)', async () => {
+    const own = await rawClient(server.connectionString, 2_000);
+    const slow: Partial<Record<'exists' | 'create', number>> = {};
+    const app = await startLockApp({ zookeeper: { client: slowed(own, slow), commandTimeoutMs: 500 } });
+    try {
+      const held = await app.locks.acquire(uniqueKey('zk-presumed'), { purpose: 'correctness', ttl: 30_000 });
+      // Nothing answered in time for longer than the session: the holder is told.
+      slow.exists = 1_000;
+      slow.create = 1_000;
+      await new Promise((resolve) => held.signal.addEventListener('abort', resolve));
+      await expect(app.locks.acquire(uniqueKey('zk-presumed'), { purpose: 'correctness' })).rejects.toThrow();
+      slow.exists = 0;
+      slow.create = 0;
+      const again = await app.locks.acquire(uniqueKey('zk-presumed'), { purpose: 'correctness' });
+      expect(again.backend).toBe('zookeeper');
+      await again.release();
+    } finally {
+      await app.close();
+      own.close();
+    }
+  }, 30_000);
+
+  it('closing the app while a create is in flight leaves no znode on the application\'s client (finding 3)', async () => {
+    const own = await rawClient(server.connectionString, 4_000);
+    const app = await startLockApp({ zookeeper: { client: slowed(own, { create: 400 }) } });
+    const key = uniqueKey('zk-close-in-flight');
+    const first = app.locks.acquire(key, { purpose: 'correctness' }).catch((e: unknown) => e);
+    await sleep(50);
+    await app.close();
+    expect(await first).toBeInstanceOf(Error);
+    await sleep(600);
+    expect(await line(key)).toEqual([]);
+    expect(own.getState().code).toBe(3); // the application's client stays connected
+    own.close();
+  }, 30_000);
+
+  it('a closed app leaves no process behind: closed while connecting, after a use, after a failed bootstrap (finding 4)', async () => {
+    for (const scenario of ['close-connecting', 'close', 'bootstrap-fail']) {
+      const r = await runExitWorker({ WORKER_SCENARIO: scenario, WORKER_ZOOKEEPER: server.connectionString }, 15_000);
+      expect({ scenario, exited: r.exited }).toEqual({ scenario, exited: true });
+      expect(r.output).toContain(scenario === 'bootstrap-fail' ? 'lock used' : 'closed');
+    }
+  }, 60_000);
+
+  it('a server that grants a shorter session on reconnect shortens the lease at once (finding 2)', async () => {
+    const app = await start({ sessionTimeoutMs: 10_000 });
+    const lease = await app.locks.acquire(uniqueKey('zk-regrant'), { purpose: 'correctness', ttl: 30_000 });
+    expect(lease.remainingMs()).toBeGreaterThan(9_000);
+    try {
+      server.configure({ maxSessionTimeoutMs: 2_000 });
+      await server.restart();
+      let remaining = lease.remainingMs();
+      for (let i = 0; i < 100 && remaining > 2_000; i++) {
+        await sleep(50);
+        remaining = lease.remainingMs();
+      }
+      expect(remaining).toBeLessThanOrEqual(2_000);
+    } finally {
+      server.configure();
+      await server.restart();
+    }
+    await lease.release().catch(() => undefined);
+  }, 60_000);
+
+  it('an app whose session was lost before close still deletes its empty lines at close (finding 3, minor)', async () => {
+    const app = await start({ sessionTimeoutMs: 1_000, commandTimeoutMs: 300 });
+    const base = uniqueKey('zk-lost-then-close');
+    for (let i = 0; i < 3; i++) await app.locks.using(`${base}:${i}`, { purpose: 'correctness' }, async () => undefined);
+    const held = await app.locks.acquire(`${base}:held`, { purpose: 'correctness', ttl: 30_000 });
+    server.pause();
+    await new Promise((resolve) => held.signal.addEventListener('abort', resolve));
+    server.resume();
+    await app.close();
+    const left = (await raw<string[]>((cb) => inspector.getChildren('/nest-distributed-lock', cb))).filter((c) => c.startsWith(encodeURIComponent(base)));
+    // The held key's line may wait for its old session's expiry; the others are empty and gone.
+    expect(left.filter((c) => !c.endsWith('held'))).toEqual([]);
   }, 30_000);
 
   it('leaves nothing behind after many distinct keys: every empty line is deleted at close', async () => {

@@ -4,7 +4,8 @@
 //   WORKER_SCENARIO=listen-fail      bootstrap succeeds, app.listen() fails (port in use)
 //   WORKER_SCENARIO=bootstrap-fail   a provider's onModuleInit fails after a lock was used
 //   WORKER_SCENARIO=close            the application closes normally after a lock was used
-//   WORKER_BACKEND=redis|etcd        the backend the lock is taken on
+//   WORKER_SCENARIO=close-connecting the application closes while its first lock call is still opening the backend's connection
+//   WORKER_BACKEND=redis|etcd|zookeeper   the backend the lock is taken on (zookeeper: WORKER_ZOOKEEPER)
 //   WORKER_AT_LEAST=<ms>             the lock's lockAtLeastFor (0: none)
 //   WORKER_CONTEND=1                 a call also waited for a busy key before
 //   WORKER_HOLD=1                    the lock is still held (acquire(), not released) when it fails or closes
@@ -20,7 +21,7 @@ const started = performance.now();
 const say = (line: string): void => void process.stdout.write(`${line} @${Math.round(performance.now() - started)}ms\n`);
 
 async function useLock(locks: DistributedLockService): Promise<void> {
-  const purpose = backend === 'etcd' ? 'correctness' : 'efficiency';
+  const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
   if (process.env.WORKER_HOLD === '1') {
     // Still held when the application fails or closes (its work is not done).
     await locks.acquire(key, { purpose, ttl: 20_000, lockAtLeastFor: atLeast });
@@ -49,7 +50,7 @@ class UsesLocks implements OnModuleInit, OnApplicationBootstrap {
     throw new Error('the database migration failed');
   }
   async onApplicationBootstrap(): Promise<void> {
-    if (scenario !== 'bootstrap-fail') await useLock(this.locks);
+    if (scenario !== 'bootstrap-fail' && scenario !== 'close-connecting') await useLock(this.locks);
   }
 }
 
@@ -58,7 +59,9 @@ class UsesLocks implements OnModuleInit, OnApplicationBootstrap {
     DistributedLockModule.forRoot(
       backend === 'etcd'
         ? { etcd: { hosts: process.env.WORKER_ETCD_HOSTS!.split(',') } }
-        : { redis: { url: process.env.WORKER_REDIS_URL! } },
+        : backend === 'zookeeper'
+          ? { zookeeper: { connectionString: process.env.WORKER_ZOOKEEPER! } }
+          : { redis: { url: process.env.WORKER_REDIS_URL! } },
     ),
   ],
   providers: [UsesLocks],
@@ -71,6 +74,18 @@ async function main(): Promise<void> {
     // The parent holds this port: listen() fails after the application has bootstrapped.
     await app.listen(Number(process.env.WORKER_BUSY_PORT), '127.0.0.1');
     say('listening (unexpected)');
+    return;
+  }
+  if (scenario === 'close-connecting') {
+    const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+    const locks = app.get(DistributedLockService);
+    const first = locks.acquire(key, { purpose: backend === 'redis' ? 'efficiency' : 'correctness', ttl: 20_000 });
+    first.then(
+      () => say('lock held (unexpected)'),
+      (error: Error) => say(`first call: ${error.message}`),
+    );
+    await app.close();
+    say('closed');
     return;
   }
   const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });

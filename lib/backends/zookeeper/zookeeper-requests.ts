@@ -101,8 +101,8 @@ export class ZooKeeperRequests {
     }
   }
 
-  exists(client: ZooKeeperClientLike, key: string, path: string): Promise<ZooKeeperStatLike | null> {
-    return this.call('extend', key, () => this.rawExists(client, path));
+  exists(client: ZooKeeperClientLike, key: string, path: string, operation = 'extend'): Promise<ZooKeeperStatLike | null> {
+    return this.call(operation, key, () => this.rawExists(client, path));
   }
 
   rawExists(client: ZooKeeperClientLike, path: string): Promise<ZooKeeperStatLike | null> {
@@ -142,13 +142,13 @@ export class ZooKeeperRequests {
 
   /**
    * Delete `path` in the background until an answer says it is gone, or its session is over for
-   * good (its znodes went with it), or the backend closes: a znode of ours left on a live session
+   * good (its znodes went with it), or its client is closed: a znode of ours left on a live session
    * would block its line for as long as the session lives. Retried after 0.5, 2 and 8 s, then
    * every 10 s.
    */
   removeLater(session: ZooKeeperSession, path: string, attempt = 0): void {
     const run = (): void => {
-      if (this.closed) return;
+      // Even after close: a znode of ours on an application's client outlives our backend.
       promised<void>((cb) => session.client.remove(path, -1, cb as never)).then(
         () => undefined,
         (error: unknown) => {
@@ -186,6 +186,11 @@ export class ZooKeeperRequests {
       }),
     );
     await this.call('acquire', key, () => Promise.all(creates));
+  }
+
+  /** Whether any line's parent is still to be deleted. */
+  get hasParents(): boolean {
+    return this.parents.size > 0;
   }
 
   /** Whether `parent` was used here lately (so it exists, unless somebody deleted it since). */

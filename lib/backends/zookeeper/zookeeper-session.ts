@@ -21,6 +21,8 @@ export class ZooKeeperSession {
   /** Set once the session is over or presumed over: none of its znodes may be trusted. */
   lost = false;
   private until: number;
+  /** The send time of the latest answered request. */
+  private heardAt: number;
   private readonly expiry = new DeadlineTimer(() => this.onLost(this, `no answer from ZooKeeper within the ${this.timeoutMs} ms session timeout`));
   private heartbeat?: NodeJS.Timeout;
   private beating = false;
@@ -36,6 +38,7 @@ export class ZooKeeperSession {
     /** One read, bounded by the command timeout. */
     private readonly ping: () => Promise<unknown>,
   ) {
+    this.heardAt = heardSentAt;
     this.until = validUntil(heardSentAt, timeoutMs, driftFactor);
   }
 
@@ -47,10 +50,23 @@ export class ZooKeeperSession {
   /** A request sent at `sentAt` was answered on this session. */
   heard(sentAt: number): void {
     if (this.lost) return;
-    // A reconnect to another server may negotiate a shorter timeout: never count on more.
-    const granted = this.client.getSessionTimeout();
-    if (granted > 0 && granted < this.timeoutMs) this.timeoutMs = granted;
+    this.regranted();
+    this.heardAt = Math.max(this.heardAt, sentAt);
     this.until = Math.max(this.until, validUntil(sentAt, this.timeoutMs, this.driftFactor));
+    if (this.holders.size > 0) this.expiry.set(this.until);
+  }
+
+  /**
+   * The client (re)connected: a server may have granted a shorter timeout than before (a reconnect
+   * to another member, a server restarted with a smaller maxSessionTimeout), and from then on it
+   * ends the session that much sooner after it last heard from us — so the bound shrinks at once,
+   * counted from the latest answered request, and a holder past it is told now.
+   */
+  regranted(): void {
+    const granted = this.client.getSessionTimeout();
+    if (this.lost || !(granted > 0) || granted >= this.timeoutMs) return;
+    this.timeoutMs = granted;
+    this.until = Math.min(this.until, validUntil(this.heardAt, granted, this.driftFactor));
     if (this.holders.size > 0) this.expiry.set(this.until);
   }
 

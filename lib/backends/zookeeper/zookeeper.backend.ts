@@ -63,10 +63,13 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly lossListeners: LockLossListener[] = [];
   private current?: ZooKeeperSession;
   private opening?: Promise<ZooKeeperSession>;
-  private nextClient?: ZooKeeperClientLike;
+  /** A backend that owns its clients may be built with its first one, connected. */
+  private firstClient?: ZooKeeperClientLike;
   /** Stops listening to the current session's client. */
   private detach?: () => void;
   private closed = false;
+  /** Creates (with their read of the line) in flight. */
+  private readonly enqueuing = new Set<Promise<unknown>>();
   /** The prefix's znodes were there at our last create. */
   private prefixKnown = false;
 
@@ -80,7 +83,9 @@ export class ZooKeeperBackend implements LockBackend {
       (operation, key, send, closing) => this.call(operation, key, send, closing),
       () => (this.current?.lost === false ? this.current.client : undefined),
     );
-    this.nextClient = config.client;
+    this.firstClient = config.ownsClient ? config.client : undefined;
+    if (!config.ownsClient && !config.client) throw new Error('ZooKeeperBackend: a backend that does not own its client needs one (config.client)');
+    if (config.ownsClient && !config.client && !config.reconnect) throw new Error('ZooKeeperBackend: a backend that owns its clients needs config.reconnect');
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
@@ -173,19 +178,28 @@ export class ZooKeeperBackend implements LockBackend {
 
   async close(): Promise<void> {
     this.closed = true;
+    // A session being opened closes its new client itself once it sees `closed` (bounded by the
+    // connect timeout); creates in flight delete their znodes once answered (bounded by the
+    // command timeout) — both before the client goes.
+    await this.opening?.catch(() => undefined);
+    await Promise.allSettled([...this.enqueuing]);
     const nodes = [...this.nodes.values()];
     for (const owner of [...this.nodes.keys()]) this.drop(owner);
     const session = this.current;
     this.current = undefined;
     session?.end();
     this.detach?.();
-    if (!session) return;
     // Our znodes first (at once for waiters; the engine released its holders before), then the
     // lines we used if they are empty now, so nothing of ours stays behind. Bounded: a server that
     // does not answer leaves the rest to the session's expiry (and empty parents to the next user).
-    await Promise.allSettled(nodes.filter((n) => n.session === session).map((n) => this.requests.removeQuietly(session.client, n.path)));
-    await this.requests.reapParents(session.client, true);
-    if (this.config.ownsClient) session.client.close();
+    if (session) await Promise.allSettled(nodes.filter((n) => n.session === session).map((n) => this.requests.removeQuietly(session.client, n.path)));
+    // After a lost session there is no current client: the application's is still there; ours is
+    // opened once more, only to delete the empty lines.
+    const client = !this.config.ownsClient
+      ? this.config.client
+      : (session?.client ?? this.takeFirstClient() ?? (this.requests.hasParents && this.config.reconnect ? await this.config.reconnect().catch(() => undefined) : undefined));
+    if (client) await this.requests.reapParents(client, true);
+    if (this.config.ownsClient && client) client.close();
   }
 
   /**
@@ -205,8 +219,10 @@ export class ZooKeeperBackend implements LockBackend {
     const sentAt = monotonicNow();
     let path: string;
     let line: { children: string[]; pzxid: bigint };
+    const creating = this.requests.createAndRead(session, key, parent, namePrefix, ensure);
+    this.enqueuing.add(creating);
     try {
-      [path, line] = await this.requests.createAndRead(session, key, parent, namePrefix, ensure);
+      [path, line] = await creating;
       this.prefixKnown = true;
     } catch (error) {
       if (!retried && zkErrorCode(error) === ZK_ERRORS.NO_NODE) {
@@ -216,6 +232,13 @@ export class ZooKeeperBackend implements LockBackend {
         return this.enqueue(request, true);
       }
       throw error;
+    } finally {
+      this.enqueuing.delete(creating);
+    }
+    if (this.closed) {
+      // Closed while the create was in flight: its znode must not outlive us.
+      await this.requests.removeQuietly(session.client, path);
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
     }
     session.heard(sentAt);
     const name = path.slice(parent.length + 1);
@@ -270,7 +293,22 @@ export class ZooKeeperBackend implements LockBackend {
     );
   }
 
+  /**
+   * The line's read found us first. Only a session known to be alive now can vouch for it: an
+   * answer that came back after the session could have expired (a slow link, a long pause) may
+   * describe a line the server has since changed — another holder may be in already.
+   */
   private granted(owner: string, node: Node, token: bigint): AcquireResult {
+    if (node.session.lost || node.session.validUntilMs <= monotonicNow()) {
+      if (this.nodes.get(owner) === node) this.drop(owner);
+      this.requests.removeLater(node.session, node.path);
+      throw new LockBackendUnavailableError(
+        this.name,
+        'acquire',
+        'the answer came after the ZooKeeper session it rests on could have expired; not granted',
+        { key: node.key },
+      );
+    }
     node.holding = true;
     this.nodes.set(owner, node);
     node.session.hold(owner);
@@ -298,43 +336,57 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   private async open(key: string): Promise<ZooKeeperSession> {
-    if (this.closed) throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
-    let client = this.nextClient;
-    this.nextClient = undefined;
-    if (!client) {
-      if (!this.config.reconnect) {
-        throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client has no session (it expired): give the module a new client", { key });
+    const closedError = (): Error => new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
+    if (this.closed) throw closedError();
+    const owned = this.config.ownsClient;
+    // The application's client is always the one it gave us; ours is a new one per session.
+    const client = owned ? (this.takeFirstClient() ?? (await this.config.reconnect!())) : this.config.client!;
+    if (owned) unrefClient(client);
+    try {
+      if (!owned && stateCode(client) === EXPIRED_STATE) {
+        throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client's session expired: give the module a new client", { key });
       }
-      client = await this.config.reconnect();
+      if (this.closed) throw closedError();
+      const sentAt = monotonicNow();
+      // Proof of life, and the send time the session's validity counts from.
+      await this.requests.exists(client, key, this.prefix, 'acquire');
+      if (this.closed) throw closedError();
+      return this.started(client, sentAt);
+    } catch (error) {
+      // A client of ours that did not become the session's is closed now: it would keep a
+      // connection (and a session on the server) open for nothing, and the process alive.
+      if (owned) client.close();
+      throw error;
     }
-    const expired = stateCode(client) === EXPIRED_STATE;
-    if (expired && !this.config.ownsClient) {
-      throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client's session expired: give the module a new client", { key });
-    }
-    const sentAt = monotonicNow();
-    // Proof of life, and the send time the session's validity counts from.
-    await this.requests.exists(client, key, this.prefix);
+  }
+
+  /** The connected client a backend that owns its clients was built with, once. */
+  private takeFirstClient(): ZooKeeperClientLike | undefined {
+    const client = this.firstClient;
+    this.firstClient = undefined;
+    return client;
+  }
+
+  private started(client: ZooKeeperClientLike, sentAt: number): ZooKeeperSession {
     const session = new ZooKeeperSession(client, client.getSessionTimeout(), this.driftFactor, sentAt, (s, detail) => this.sessionLost(s, detail), () =>
       this.requests.exists(client, '', this.prefix),
     );
     const onState = (state: { code?: number }): void => {
       if (state?.code === EXPIRED_STATE) this.sessionLost(session, 'the ZooKeeper session expired');
     };
+    const onConnected = (): void => session.regranted();
     client.on('state', onState);
+    client.on('connected', onConnected);
     const unwatch = watchConnection(client);
     this.detach = () => {
       client.removeListener('state', onState);
+      client.removeListener('connected', onConnected);
       unwatch();
     };
-    if (this.config.ownsClient) unrefClient(client);
-    if (this.closed) {
-      session.end();
-      if (this.config.ownsClient) client.close();
-      throw new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
-    }
     this.current = session;
     return session;
   }
+
 
   /** The session's znodes are gone (or cannot be trusted): its holders lose, its waiters start over. */
   private sessionLost(session: ZooKeeperSession, detail: string): void {
@@ -350,8 +402,7 @@ export class ZooKeeperBackend implements LockBackend {
       session.client.close();
     } else {
       // The application's client may still be connected: delete what it can (the session may well
-      // be alive), and keep using it.
-      this.nextClient = stateCode(session.client) === EXPIRED_STATE ? undefined : session.client;
+      // be alive), and keep using it (a new session record on the same client).
       for (const [, node] of mine) this.requests.removeLater(session, node.path);
     }
     for (const [owner, node] of mine) {
