@@ -126,6 +126,11 @@ export interface ScenarioSpec {
    * signalled the loss of its lease (checked as `unexplainedOverlaps`).
    */
   exclusiveValidity?: boolean;
+  /**
+   * Run by `npm run test:faults` (and its `--long` mode) but not inside `npm test`, whose time is
+   * budgeted: the same faults are covered there by the backend's integration spec.
+   */
+  outsideNpmTest?: boolean;
   /** A negative control: the faults must visibly bite (overlaps and lost updates). */
   negativeControl?: boolean;
   workers: number;

@@ -19,7 +19,7 @@ export function zkScenarios(scale = 1): ScenarioSpec[] {
       description:
         'correctness on ZooKeeper (1 s sessions), RedisFence register; holders between read and write SIGSTOPped for 3×, 1.5× and 0.5× the session, and a kill -9 (its znode goes with its session)',
       workers: 4,
-      durationMs: 10_000 * scale,
+      durationMs: 8_000 * scale,
       faults: (ctx) =>
         cycles(ctx, 1_000, [
           [3 * ttl, async () => ctx.pause(await ctx.nextReader(), 3 * ttl, 'pause 3× session')],
@@ -31,6 +31,7 @@ export function zkScenarios(scale = 1): ScenarioSpec[] {
     {
       ...common,
       name: 'zk-server',
+      outsideNpmTest: true,
       description: 'correctness on ZooKeeper, RedisFence register; kill -9 of the ZooKeeper server while a holder works, restarted at once (its data directory kept)',
       workers: 3,
       durationMs: 9_000 * scale,
@@ -51,6 +52,7 @@ export function zkScenarios(scale = 1): ScenarioSpec[] {
     {
       ...common,
       name: 'zk-network',
+      outsideNpmTest: true,
       description: 'correctness on ZooKeeper, RedisFence register; worker 0 behind TCP proxies to ZooKeeper and the register: 1.5× session delays, then a blackhole mid-write that heals 2.5 s later (its write arrives late)',
       proxied: true,
       workers: 3,
