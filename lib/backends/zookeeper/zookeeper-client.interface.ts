@@ -32,7 +32,7 @@ export const EPHEMERAL_SEQUENTIAL = 3;
 export const PERSISTENT = 0;
 
 /** ZooKeeper's error codes (`Exception.getCode()`) this module acts on. */
-export const ZK_ERRORS = { CONNECTION_LOSS: -4, NO_NODE: -101, NODE_EXISTS: -110, NOT_EMPTY: -111, SESSION_EXPIRED: -112 } as const;
+export const ZK_ERRORS = { CONNECTION_LOSS: -4, NO_NODE: -101, NODE_EXISTS: -110, SESSION_EXPIRED: -112 } as const;
 
 /** The ZooKeeper error code of a client error, or of the one a `LockBackendUnavailableError` wraps. */
 export function zkErrorCode(error: unknown): number | undefined {

@@ -165,7 +165,8 @@ export class ZooKeeperRequests {
   /** A create with an unknown outcome: find a znode of that name in the line and delete it. */
   private removeByName(session: ZooKeeperSession, parent: string, namePrefix: string, attempt = 0): void {
     setTimeout(() => {
-      if (this.closed) return;
+      // Even after close (as removeLater): the application's client outlives our backend.
+      if (isClosedClient(session.client)) return;
       promised<string[]>((cb) => session.client.getChildren(parent, cb)).then(
         ([children]) => {
           for (const child of children) if (isNodeOf(child, namePrefix)) this.removeLater(session, `${parent}/${child}`);

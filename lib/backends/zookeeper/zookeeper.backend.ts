@@ -343,8 +343,8 @@ export class ZooKeeperBackend implements LockBackend {
     const client = owned ? (this.takeFirstClient() ?? (await this.config.reconnect!())) : this.config.client!;
     if (owned) unrefClient(client);
     try {
-      if (!owned && stateCode(client) === EXPIRED_STATE) {
-        throw new LockBackendUnavailableError(this.name, 'acquire', "the application's ZooKeeper client's session expired: give the module a new client", { key });
+      if (!owned && isDeadClient(client)) {
+        throw new LockBackendUnavailableError(this.name, 'acquire', "the session of the ZooKeeper client the application passed (zookeeper.client) expired (or the client was closed), and such a client cannot reconnect: restart the application with a new client, or configure zookeeper.connectionString so the module replaces expired sessions itself", { key });
       }
       if (this.closed) throw closedError();
       const sentAt = monotonicNow();
@@ -433,9 +433,17 @@ export class ZooKeeperBackend implements LockBackend {
 /** node-zookeeper-client's `State.EXPIRED` code. */
 const EXPIRED_STATE = -122;
 
-function stateCode(client: ZooKeeperClientLike): number | undefined {
-  return client.getState?.()?.code;
+/**
+ * An expired (or closed) client: it answers nothing again. Its own state says EXPIRED only for a
+ * moment (it moves on to DISCONNECTED as its socket closes); its connection manager's stays.
+ */
+function isDeadClient(client: ZooKeeperClientLike): boolean {
+  const managerState = (client as { connectionManager?: { state?: number } }).connectionManager?.state;
+  return client.getState?.()?.code === EXPIRED_STATE || managerState === MANAGER_CLOSED || managerState === MANAGER_SESSION_EXPIRED;
 }
+/** node-zookeeper-client's ConnectionManager states CLOSED and SESSION_EXPIRED. */
+const MANAGER_CLOSED = -2;
+const MANAGER_SESSION_EXPIRED = -3;
 
 /** Let the process exit whatever this client's connection does (a new socket per reconnect). */
 export function unrefClient(client: ZooKeeperClientLike): void {
