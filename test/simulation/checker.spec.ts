@@ -19,7 +19,7 @@ function lease(
   validMs: number,
   relAt?: number,
   purpose: 'correctness' | 'efficiency' = 'correctness',
-  backend?: 'postgres',
+  backend?: 'postgres' | 'zookeeper',
 ): SimEvent[] {
   const out = [
     ev(reqAt, w, { ev: 'req', id, key: 0, purpose, backend, kind: 'acquire', ttl: validMs, wait: 1000 }),
@@ -29,7 +29,7 @@ function lease(
   return out;
 }
 
-const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok', store: 'etcd' | 'postgres' = 'etcd'): SimEvent =>
+const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok', store: 'etcd' | 'postgres' | 'zookeeper' = 'etcd'): SimEvent =>
   ev(t, w, { ev: 'write', id, store, key: 0, el, token, result });
 const pgLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
   lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'postgres');
@@ -282,6 +282,68 @@ describe('simulation checker', () => {
       const leaked = check(input(log({ 'postgres.waiters.waiters': 2, 'postgres.waiters.busyAt': 1 })));
       expect(kinds(leaked.violations)).toEqual(['5:grown']);
       expect(leaked.violations[0].lock).toBe('postgres.waiters.waiters');
+    });
+  });
+
+  describe('ZooKeeper: one lock per key whatever the purpose, its own register, apart from PostgreSQL', () => {
+    const zkLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
+      lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'zookeeper');
+    const zkProbes = [...input([]).probes!, { key: 0, purpose: 'correctness' as const, backend: 'zookeeper' as const, ok: true, elapsedMs: 900 }];
+    const zkInput = (events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput =>
+      input(events, { registers: [], probes: zkProbes, livenessBoundMs: { ...input([]).livenessBoundMs, 'zookeeper:0': 5_000 }, ...overrides });
+
+    it('reports both purposes of one key valid at once; a PostgreSQL or routed lease on key 0 is another lock', () => {
+      const both = [...zkLease(1, 'A', '10', 0, 5, 1_000, undefined, 'efficiency'), ...zkLease(2, 'B', '20', 100, 500, 1_000, 900, 'correctness')];
+      const r = check(zkInput(both));
+      expect(kinds(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('zookeeper:0');
+      expect(r.stats.zookeeper.grants).toBe(2);
+      expect(r.stats.postgres.grants).toBe(0);
+      const pgProbe = { key: 0, purpose: 'correctness' as const, backend: 'postgres' as const, ok: true, elapsedMs: 900 };
+      const mixed = [...zkLease(1, 'A', '10', 0, 5, 1_000, undefined, 'correctness'), ...pgLease(2, 'B', '20', 100, 500, 1_000, 900, 'correctness'), ...lease(3, 'C', '30', 100, 500, 1_000, 900)];
+      expect(check(zkInput(mixed, { probes: [...zkProbes, pgProbe], livenessBoundMs: { ...zkInput([]).livenessBoundMs, 'postgres:0': 5_000 } })).violations).toEqual([]);
+    });
+
+    it('checks its tokens across both purposes, as one sequence of its own', () => {
+      const regression = [...zkLease(1, 'A', '20', 0, 5, 100, 50, 'efficiency'), ...zkLease(2, 'B', '10', 60, 70, 100, 150, 'correctness')];
+      expect(kinds(check(zkInput(regression)).violations)).toEqual(['3:token-regression']);
+      // A smaller token than an earlier PostgreSQL lease's is no regression: another lock.
+      const pgProbe = { key: 0, purpose: 'correctness' as const, backend: 'postgres' as const, ok: true, elapsedMs: 900 };
+      const across = [...pgLease(1, 'A', '20', 0, 5, 100, 50, 'correctness'), ...zkLease(2, 'B', '10', 60, 70, 100, 150, 'efficiency')];
+      expect(check(zkInput(across, { probes: [...zkProbes, pgProbe], livenessBoundMs: { ...zkInput([]).livenessBoundMs, 'postgres:0': 5_000 } })).violations).toEqual([]);
+    });
+
+    it('checks its register apart from the etcd one, and needs its own probe', () => {
+      const events = [
+        ...zkLease(1, 'A', '10', 0, 5, 1_000, 200, 'correctness'),
+        write(100, 1, 'A', 'a', '10', 'ok', 'zookeeper'),
+        ...zkLease(2, 'B', '20', 150, 210, 1_000, 400, 'correctness'),
+        write(300, 2, 'B', 'b', '20', 'ok', 'zookeeper'),
+        write(350, 1, 'A', 'c', '10', 'stale', 'zookeeper'),
+      ];
+      const zkReg = (list: Array<[string, string]>) => ({ registers: [{ store: 'zookeeper', key: 0, list }] });
+      const ok = check(zkInput(events, zkReg([['a', '10'], ['b', '20']])));
+      expect(ok.violations).toEqual([]);
+      expect(ok.stats.zookeeper.writes).toEqual({ ok: 2, stale: 1 });
+      expect(kinds(check(zkInput(events, zkReg([['b', '20'], ['a', '10']]))).violations)).toEqual(['2:stale-accepted']);
+      expect(kinds(check(zkInput(events, zkReg([['a', '10'], ['b', '20'], ['c', '10']]))).violations)).toEqual(['2:refused-write-applied', '2:stale-accepted']);
+      expect(kinds(check(zkInput(events, { registers: [{ store: 'etcd', key: 0, list: [['a', '10'], ['b', '20']] }] })).violations)).toEqual(['2:register-unread']);
+      const pgOnly = [...input([]).probes!, { key: 0, purpose: 'correctness' as const, backend: 'postgres' as const, ok: true, elapsedMs: 900 }];
+      expect(kinds(check(zkInput(events, { ...zkReg([['a', '10'], ['b', '20']]), probes: pgOnly })).violations)).toEqual(['4:probe-missing']);
+    });
+
+    it("reports its nodes, waiters and session holders left behind, allowing its idle-line clock per key", () => {
+      const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
+      const base = { 'zookeeper.nodes': 0, 'zookeeper.turns.waiters': 0, 'zookeeper.current.holders': 0, 'zookeeper.requests.parents': 1 };
+      const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
+      expect(check(input(log({ ...base, 'zookeeper.requests.parents': 3 }))).violations).toEqual([]);
+      for (const leak of ['zookeeper.nodes', 'zookeeper.turns.waiters', 'zookeeper.current.holders']) {
+        const leaked = check(input(log({ ...base, [leak]: 1 })));
+        expect(kinds(leaked.violations)).toEqual(['5:grown']);
+        expect(leaked.violations[0].lock).toBe(leak);
+      }
+      // The idle-line clock is per key: more than the seed's keys is a leak too.
+      expect(kinds(check(input(log({ ...base, 'zookeeper.requests.parents': 4 }))).violations)).toEqual(['5:grown']);
     });
   });
 

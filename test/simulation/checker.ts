@@ -4,10 +4,10 @@
  * in; violations of the five invariants and figures come out. Unit-tested with synthetic logs in
  * checker.spec.ts, each kind of violation included.
  *
- * A lock is `purpose:key` on the routed backends (efficiency: Redis, correctness: etcd) and
- * `postgres:key` on PostgreSQL, where a key is one lease row whatever the purpose: its efficiency
- * and correctness leases must exclude each other, and its tokens (every lease there has one) form
- * one sequence.
+ * A lock is `purpose:key` on the routed backends (efficiency: Redis, correctness: etcd),
+ * `postgres:key` on PostgreSQL and `zookeeper:key` on ZooKeeper, where a key is one lock whatever
+ * the purpose (one lease row, one line of znodes): its efficiency and correctness leases must
+ * exclude each other, and its tokens (every lease there has one) form one sequence.
  *
  * 1. Mutual exclusion: never two unended leases with time left on one lock. A lease's interval
  *    is [grant received, min(signal aborted, release called, the latest validity end the holder
@@ -25,7 +25,7 @@
  *    is held; no handle or timer keeps a closed app's process alive.
  */
 import type { ControlMode, LockBackendName, Purpose } from './plan.js';
-import type { RegisterList, SimEvent } from './protocol.js';
+import { isKeyCache, type RegisterList, type SimEvent } from './protocol.js';
 
 export type Invariant = 1 | 2 | 3 | 4 | 5;
 
@@ -55,7 +55,7 @@ export interface CheckInput {
   registers: Array<{ store: string; key: number; list: RegisterList | null }>;
   /** Liveness probe answers; undefined if the probe did not run. */
   probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }>;
-  /** Per lock (`purpose:key`, `postgres:key`): how long after the last worker was gone a fresh instance must get it, ms. */
+  /** Per lock (`purpose:key`, `postgres:key`, `zookeeper:key`): how long after the last worker was gone a fresh instance must get it, ms. */
   livenessBoundMs: Record<string, number>;
   workers: WorkerEnd[];
   /** Slack for comparing times taken in different processes, ms. */
@@ -99,6 +99,8 @@ export interface CheckStats {
   maxOverlapMs: number;
   /** The PostgreSQL part: leases granted there (reentrant handles included) and PgFence register writes by outcome. */
   postgres: { grants: number; writes: Record<string, number> };
+  /** The ZooKeeper part: leases granted there and writes to its (EtcdFence) register by outcome. */
+  zookeeper: { grants: number; writes: Record<string, number> };
 }
 
 export interface CheckResult {
@@ -107,8 +109,13 @@ export interface CheckResult {
   intervals: Interval[];
 }
 
-/** The lock a lease is on: `purpose:key` when routed by purpose, `postgres:key` on PostgreSQL (both purposes: one row per key). */
-export const lockId = (purpose: string, key: number, backend?: string): string => (backend === 'postgres' ? `postgres:${key}` : `${purpose}:${key}`);
+/**
+ * The lock a lease is on: `purpose:key` when routed by purpose, `backend:key` on a backend named
+ * per lock (PostgreSQL, ZooKeeper: both purposes, one lock per key).
+ */
+export const lockId = (purpose: string, key: number, backend?: string): string => (backend ? `${backend}:${key}` : `${purpose}:${key}`);
+/** Every lease of a lock on a named backend has a token, whatever its purpose: one sequence per key. */
+const NAMED = /^(postgres|zookeeper):/;
 const EXPECTED_FAILURES = new Set(['LockBusyError', 'LockBackendUnavailableError', 'LeaseLostError', 'AbortError', 'Error']);
 
 interface LeaseTrack {
@@ -163,6 +170,7 @@ export function check(input: CheckInput): CheckResult {
     maxOverlapMs: 0,
     reasons: {},
     postgres: { grants: 0, writes: {} },
+    zookeeper: { grants: 0, writes: {} },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -184,7 +192,7 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'grant': {
         stats.grants += 1;
-        if (e.backend === 'postgres') stats.postgres.grants += 1;
+        if (e.backend) stats[e.backend].grants += 1;
         if (decoratedIds.has(e.id)) stats.decorated.grants += 1;
         if (!e.reentrant) {
           const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key, e.backend), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
@@ -253,7 +261,7 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'write':
         stats.writes[e.result] = (stats.writes[e.result] ?? 0) + 1;
-        if (e.store === 'postgres') stats.postgres.writes[e.result] = (stats.postgres.writes[e.result] ?? 0) + 1;
+        if (e.store === 'postgres' || e.store === 'zookeeper') stats[e.store].writes[e.result] = (stats[e.store].writes[e.result] ?? 0) + 1;
         if (e.result !== 'ok') reason(`write ${e.result}`, e.message);
         break;
       default:
@@ -293,8 +301,8 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
-  // ---- invariant 3: tokens per lock (correctness; on PostgreSQL every lease of the key, both purposes)
-  const fenced = (l: LeaseTrack): boolean => l.token !== undefined && (l.purpose === 'correctness' || l.lock.startsWith('postgres:'));
+  // ---- invariant 3: tokens per lock (correctness; on PostgreSQL and ZooKeeper every lease of the key, both purposes)
+  const fenced = (l: LeaseTrack): boolean => l.token !== undefined && (l.purpose === 'correctness' || NAMED.test(l.lock));
   for (const [lock, list] of groupBy([...leases.values()].filter(fenced), (l) => l.lock)) {
     const seen = new Map<string, string>();
     for (const l of list) {
@@ -414,7 +422,7 @@ export function check(input: CheckInput): CheckResult {
       const base = baselines.get(`${e.w}.${e.inc}`) ?? {};
       for (const [name, n] of Object.entries(e.sizes)) {
         const b = base[name] ?? 0;
-        const keyCache = /busy/i.test(name);
+        const keyCache = isKeyCache(name);
         const limit = keyCache ? b + 2 * input.keys : b;
         if (n > limit) {
           violations.push({

@@ -111,6 +111,7 @@ async function main(): Promise<void> {
     leasesLost: sum((r) => Object.values(r.result.stats.lost).reduce((a, b) => a + b, 0)),
     writes: mergeCounts(results.map((r) => r.result.stats.writes)),
     postgres: { grants: sum((r) => r.result.stats.postgres.grants), writes: mergeCounts(results.map((r) => r.result.stats.postgres.writes)) },
+    zookeeper: { grants: sum((r) => r.result.stats.zookeeper.grants), writes: mergeCounts(results.map((r) => r.result.stats.zookeeper.writes)) },
     failures: mergeCounts(results.map((r) => r.result.stats.failures)),
     writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
     reasons: Object.fromEntries(Object.entries(mergeCounts(results.map((r) => r.result.stats.reasons))).sort((a, b) => b[1] - a[1])),
@@ -138,6 +139,7 @@ async function main(): Promise<void> {
   console.log(`seeds ${summary.seeds} in ${summary.wallSeconds} s; ${summary.operations} operations, ${summary.grants} grants (${summary.reentrantGrants} reentrant), ${summary.busy} busy, ${summary.leasesLost} leases lost; decorated methods: ${summary.decoratedCalls} calls, ${summary.decoratedGrants} grants`);
   console.log(`fenced writes: ${Object.entries(summary.writes).map(([k, n]) => `${k} ${n}`).join(', ')} (${summary.writesAfterLeaseEnd} acknowledged after the writer's lease had ended)`);
   console.log(`postgres: ${summary.postgres.grants} grants, PgFence writes ${Object.entries(summary.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+  console.log(`zookeeper: ${summary.zookeeper.grants} grants, register writes ${Object.entries(summary.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
   console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);
   if (summary.runErrors) console.log(`run errors: ${summary.runErrors}`);

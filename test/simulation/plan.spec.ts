@@ -56,29 +56,38 @@ describe('simulation plan', () => {
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
     for (const s of ['hold', 'extend', 'read/etcd', 'read/redis', 'write-outer/etcd', 'write-outer/redis', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
     for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
-    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'zk-kill', 'zk-pause', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
     // PostgreSQL: every kind of call for both purposes, its register both ways, its proxy.
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/postgres`);
     for (const s of ['rmw/postgres/explicit', 'rmw/postgres/implicit', 'rmw/postgres/explicit/tx', 'rmw/postgres/implicit/tx', 'read/postgres', 'write-outer/postgres']) expect(steps).toContain(s);
-    for (const t of ['redis', 'etcd', 'postgres', 'register']) expect(targets).toContain(t);
+    // ZooKeeper: the same, with its own EtcdFence register (no transactions there).
+    for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/zookeeper`);
+    for (const s of ['rmw/zookeeper/explicit', 'rmw/zookeeper/implicit', 'read/zookeeper', 'write-outer/zookeeper']) expect(steps).toContain(s);
+    for (const s of steps) expect(s.startsWith('rmw/zookeeper/') && s.endsWith('/tx')).toBe(false);
+    for (const t of ['redis', 'etcd', 'postgres', 'zookeeper', 'register']) expect(targets).toContain(t);
   });
 
-  it('keeps each register to one lock\'s tokens, and one purpose per PostgreSQL key in a context', () => {
+  it('keeps each register to one lock\'s tokens, and one purpose per PostgreSQL or ZooKeeper key in a context', () => {
     let checked = 0;
+    let checkedZk = 0;
     const visit = (plan: Plan, op: LockOp, outer: LockOp | undefined): void => {
       // Every lock is on a key of the plan.
       const keys = [op.key, ...(op.deco ? [op.deco.key2] : [])];
       for (const k of keys) expect(Number.isInteger(k) && k >= 0 && k < plan.keys).toBe(true);
       for (const s of op.steps) {
-        // PgFence registers for PostgreSQL leases only (their tokens and etcd's revisions are different sequences).
-        if (s.s === 'rmw' || s.s === 'read') expect(s.store === 'postgres').toBe(op.backend === 'postgres');
+        // PgFence registers for PostgreSQL leases only, the ZooKeeper register for ZooKeeper leases
+        // only (their tokens and etcd's revisions are different sequences).
+        for (const named of ['postgres', 'zookeeper']) {
+          if (s.s === 'rmw' || s.s === 'read') expect(s.store === named).toBe(op.backend === named);
+          if (s.s === 'write-outer') expect(s.store === named).toBe(outer?.backend === named);
+        }
         if (s.s === 'rmw' && s.tx) expect(s.store).toBe('postgres');
-        if (s.s === 'write-outer') expect(s.store === 'postgres').toBe(outer?.backend === 'postgres');
         if (s.s === 'nest') visit(plan, s.op, op);
       }
       if (!outer) return;
-      // A nested lock on the enclosing PostgreSQL lease's key is the same lock (one lease row per
-      // key): the same purpose, or the library refuses it. (Routed, the other purpose is another backend.)
+      // A nested lock on the enclosing PostgreSQL or ZooKeeper lease's key is the same lock (one
+      // lock per key whatever the purpose): the same purpose, or the library refuses it. (Routed, the
+      // other purpose is another backend.)
       // The enclosing context holds its own lock and, for a decorated call, its second declaration's.
       const locksOf = (o: LockOp): Array<{ key: number; purpose: string; backend?: string }> => {
         const spec = o.deco ? plan.decorated[o.deco.method] : undefined;
@@ -86,23 +95,27 @@ describe('simulation plan', () => {
       };
       for (const lock of locksOf(op)) {
         for (const held of locksOf(outer)) {
-          if (lock.key === held.key && lock.backend === 'postgres' && held.backend === 'postgres') {
+          if (lock.key === held.key && lock.backend !== undefined && lock.backend === held.backend) {
             expect(lock.purpose).toBe(held.purpose);
             checked += 1;
+            if (lock.backend === 'zookeeper') checkedZk += 1;
           }
         }
       }
     };
     for (let seed = 1; seed <= 80; seed++) {
       const plan = generatePlan({ ...params, seed });
-      for (const spec of plan.decorated) expect(spec.backend === undefined || spec.backend === 'postgres').toBe(true);
+      for (const spec of plan.decorated) expect([undefined, 'postgres', 'zookeeper']).toContain(spec.backend);
       for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);
       // The negative controls stay on the routed backends.
       for (const control of ['nolock', 'unfenced'] as const) {
-        expect(JSON.stringify(generatePlan({ ...params, seed, control }))).not.toContain('postgres');
+        const controlPlan = JSON.stringify(generatePlan({ ...params, seed, control }));
+        expect(controlPlan).not.toContain('postgres');
+        expect(controlPlan).not.toMatch(/zookeeper|zk-/);
       }
     }
     expect(checked).toBeGreaterThan(20);
+    expect(checkedZk).toBeGreaterThan(10);
   });
 
   it('names the exact replay command, with every non-default parameter', () => {

@@ -7,15 +7,20 @@
 import { Prng } from './prng.js';
 
 export type Purpose = 'efficiency' | 'correctness';
-/** A fenced register: EtcdFence / RedisFence (for leases of the routed backends) or PgFence (for PostgreSQL leases). */
-export type Store = 'etcd' | 'redis' | 'postgres';
+/**
+ * A fenced register: EtcdFence / RedisFence (for leases of the routed backends), PgFence (for
+ * PostgreSQL leases), or 'zookeeper': an EtcdFence register of its own for ZooKeeper leases (their
+ * tokens are the ZooKeeper lock's zxids, not etcd revisions: one register per token sequence).
+ */
+export type Store = 'etcd' | 'redis' | 'postgres' | 'zookeeper';
 /**
  * Where a lock lives: `undefined` routes by purpose (efficiency: Redis, correctness: etcd);
- * 'postgres' names the backend per lock (`backend: 'postgres'`), both purposes. On PostgreSQL a key
- * is one lock whatever the purpose (one lease row per key): efficiency and correctness leases of a
- * key exclude each other there, and a context holding it for one purpose must not nest the other.
+ * 'postgres' or 'zookeeper' names the backend per lock (`backend: …`), both purposes. There a key
+ * is one lock whatever the purpose (one lease row, one line of znodes per key): efficiency and
+ * correctness leases of a key exclude each other, share one token sequence, and a context holding
+ * it for one purpose must not nest the other.
  */
-export type LockBackendName = 'postgres';
+export type LockBackendName = 'postgres' | 'zookeeper';
 export type ControlMode = 'nolock' | 'unfenced';
 
 export type Step =
@@ -79,7 +84,7 @@ export interface LockOp {
   /** Index into the key set. */
   key: number;
   purpose: Purpose;
-  /** 'postgres': `backend: 'postgres'` on the call (decorated: the declaration's, repeated here). */
+  /** 'postgres' / 'zookeeper': `backend: …` on the call (decorated: the declaration's, repeated here). */
   backend?: LockBackendName;
   ttl: number;
   wait: number;
@@ -106,14 +111,18 @@ export type Fault =
   | { kind: 'pg-restart'; at: number; dur: number }
   /** pg_terminate_backend() of every client session (the server stays up): pools, LISTEN sessions, open register transactions. */
   | { kind: 'pg-terminate'; at: number; dur: number }
+  /** kill -9 of the ZooKeeper server, restarted after `dur` (sessions and znodes come back from its log and snapshot). */
+  | { kind: 'zk-kill'; at: number; dur: number }
+  /** SIGSTOP of the ZooKeeper server for `dur` (around and past the session timeout: sessions expire when it resumes). */
+  | { kind: 'zk-pause'; at: number; dur: number }
   /** app.close() while calls wait, then a new app in the same process after `dur`. */
   | { kind: 'app-restart'; at: number; worker: number; dur: number }
   /** kill -9 of the worker process, a new one after `dur`. */
   | { kind: 'worker-crash'; at: number; worker: number; dur: number };
 
 export type FaultKind = Fault['kind'];
-/** 'postgres': the lock backend's connections; 'register': every register client (Redis, etcd, PostgreSQL). */
-export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'register';
+/** 'postgres' / 'zookeeper': those lock backends' connections; 'register': every register client (Redis, etcd, PostgreSQL). */
+export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'register';
 
 export interface SimParams {
   seed: number;
@@ -202,24 +211,25 @@ function genCatalog(rng: Prng, ctx: GenContext): DecoSpec[] {
   });
 }
 
-/** A third of the locks on PostgreSQL (named per lock), the rest routed by purpose; none in the controls. */
+/** A quarter of the locks on PostgreSQL and a quarter on ZooKeeper (named per lock), the rest routed by purpose; none in the controls. */
 function pickBackend(rng: Prng, ctx: GenContext): LockBackendName | undefined {
   if (ctx.control) return undefined;
-  return rng.chance(1 / 3) ? 'postgres' : undefined;
+  return rng.weighted<LockBackendName | undefined>([[2, undefined], [1, 'postgres'], [1, 'zookeeper']]);
 }
 
-/** One lock: the same key on the same backend (PostgreSQL: whatever the purpose; routed: the same purpose, so the same backend). */
+/** One lock: the same key on the same backend (named: whatever the purpose; routed: the same purpose, so the same backend). */
 const sameLock = (a: { key: number; backend?: LockBackendName }, b: { key: number; backend?: LockBackendName }): boolean => a.key === b.key && a.backend === b.backend;
 
 type LockRef = { key: number; purpose: Purpose; backend?: LockBackendName };
 
 /**
- * The PostgreSQL lock `lock` is in the enclosing operation's context with a purpose — its own lock,
- * or a decorated call's second declaration — or undefined. A nested call on it must use that
- * purpose: the library refuses the other one there (one lease row per key).
+ * The lock `lock` of a named backend (PostgreSQL, ZooKeeper) is in the enclosing operation's
+ * context with a purpose — its own lock, or a decorated call's second declaration — or undefined.
+ * A nested call on it must use that purpose: the library refuses the other one there (one lock per
+ * key whatever the purpose).
  */
 function enclosingPurpose(ctx: GenContext, outer: LockOp | undefined, lock: { key: number; backend?: LockBackendName }): Purpose | undefined {
-  if (!outer || lock.backend !== 'postgres') return undefined;
+  if (!outer || lock.backend === undefined) return undefined;
   const held: LockRef[] = [outer];
   const spec = outer.deco ? ctx.decorated[outer.deco.method] : undefined;
   if (spec && outer.deco && (spec.shape === 'stacked' || spec.shape === 'inherited')) held.push({ key: outer.deco.key2, purpose: spec.purpose2, backend: spec.backend2 });
@@ -255,7 +265,7 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
   const reentrant = outer !== undefined && rng.chance(0.3);
   const key = reentrant ? outer.key : rng.int(0, ctx.keys - 1);
   const backend = reentrant ? outer.backend : pickBackend(rng, ctx);
-  // One purpose per lock in one context (on PostgreSQL the other purpose is the same lease row).
+  // One purpose per lock in one context (on a named backend the other purpose is the same lock).
   const purpose: Purpose =
     outer && sameLock({ key, backend }, outer)
       ? outer.purpose
@@ -287,14 +297,14 @@ function genDecorated(rng: Prng, ctx: GenContext, depth: number, outer: LockOp |
     // Reentrant on the enclosing lock now and then, when the purposes and backends agree.
     if (outer && outer.purpose === purpose && outer.backend === backend && outer.key !== not && rng.chance(0.3)) return outer.key;
     // No key left (each is the first declaration's or held by the context with the other purpose).
-    // Routed, that key is another lock (the other purpose's backend); on PostgreSQL it is the same
-    // lease row, which the library refuses in this context.
-    if (candidates.length === 0 && backend === 'postgres') return undefined;
+    // Routed, that key is another lock (the other purpose's backend); on a named backend it is the
+    // same lock, which the library refuses in this context.
+    if (candidates.length === 0 && backend !== undefined) return undefined;
     return rng.pick(candidates.length ? candidates : [0]);
   };
   const key = pickKey(spec.purpose, spec.backend);
   if (key === undefined) {
-    // This method cannot be called here (every PostgreSQL key is held by the context with the
+    // This method cannot be called here (every key of its backend is held by the context with the
     // other purpose): a plain using() of the enclosing lock instead (reentrant).
     const op: LockOp = { kind: 'using', key: outer!.key, purpose: outer!.purpose, ttl: spec.ttl, wait: 200, steps: [] };
     if (outer!.backend) op.backend = outer!.backend;
@@ -350,11 +360,12 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       ctx.maxTtl = Math.max(ctx.maxTtl, t);
       op.steps.push({ s: 'extend', ttl: t });
     } else if (choice === 'rmw') {
-      // A register is fenced by one lock's tokens: a PostgreSQL lease writes the PgFence register
-      // (its tokens and etcd's revisions are different sequences), a routed one etcd's or Redis's.
+      // A register is fenced by one lock's tokens: a PostgreSQL lease writes the PgFence register,
+      // a ZooKeeper one its own EtcdFence register (their tokens and etcd's revisions are different
+      // sequences), a routed one etcd's or Redis's.
       const step: Step = {
         s: 'rmw',
-        store: op.backend === 'postgres' ? 'postgres' : rng.pick<Store>(['etcd', 'redis']),
+        store: op.backend ?? rng.pick<Store>(['etcd', 'redis']),
         // An implicit token needs the lease in the async context: using() and decorated bodies.
         token: (kind === 'using' || kind === 'decorated') && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
         thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
@@ -366,7 +377,7 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       // Read under this lease, write from inside a nested lease of another key: the implicit
       // token there is the *nested* lease's. (PostgreSQL: each statement commits on its own — a
       // transaction kept open across a nested acquisition would hold the row lock while it waits.)
-      const store: Store = op.backend === 'postgres' ? 'postgres' : rng.pick<Store>(['etcd', 'redis']);
+      const store: Store = op.backend ?? rng.pick<Store>(['etcd', 'redis']);
       const nested = genLockOp(rng, ctx, depth + 1, op);
       nested.kind = 'using';
       delete nested.deco;
@@ -398,7 +409,7 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
   const busy = new Map<string, number>();
   const faults: Fault[] = [];
   const session = sessionTtlSeconds * 1_000;
-  // The negative controls take no lock on PostgreSQL: no fault there (their schedules are what they were before it).
+  // The negative controls take no lock on PostgreSQL or ZooKeeper: no fault there (their schedules are what they were before them).
   const pg = params.control === undefined ? 1 : 0;
   for (let i = 0; i < count; i++) {
     const kind = rng.weighted<FaultKind>(
@@ -414,6 +425,8 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
             [1.5 * pg, 'pg-kill'],
             [1 * pg, 'pg-restart'],
             [1 * pg, 'pg-terminate'],
+            [1.5 * pg, 'zk-kill'],
+            [1 * pg, 'zk-pause'],
             [2.5, 'app-restart'],
             [1, 'worker-crash'],
           ],
@@ -461,6 +474,15 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
         fault = { kind, at, dur: 0 };
         resource = 'postgres';
         break;
+      case 'zk-kill':
+        fault = { kind, at, dur: rng.int(100, 1_500) };
+        resource = 'zookeeper';
+        break;
+      case 'zk-pause':
+        // Within the session timeout (sessions survive), or past it (they expire on resume).
+        fault = { kind, at, dur: rng.int(300, session + 1_000) };
+        resource = 'zookeeper';
+        break;
       case 'app-restart':
         fault = { kind, at, worker, dur: rng.int(50, 1_000) };
         resource = `proc${worker}`;
@@ -475,7 +497,7 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     if (at + fault.dur > D * 0.9) continue;
     fault.at = at;
     // What comes back after the fault takes time of its own (elections, crash recovery, a new process).
-    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart'].includes(kind) ? 1_500 : kind === 'pg-terminate' ? 500 : 0;
+    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart', 'zk-kill'].includes(kind) ? 1_500 : kind === 'pg-terminate' || kind === 'zk-pause' ? 500 : 0;
     busy.set(resource, at + fault.dur + recovery);
     faults.push(fault);
   }
@@ -493,13 +515,15 @@ function targets(rng: Prng, pg: boolean): ProxyTarget[] {
     ]);
   }
   return rng.weighted<ProxyTarget[]>([
-    [3, ['redis', 'etcd', 'postgres', 'register']],
+    [3, ['redis', 'etcd', 'postgres', 'zookeeper', 'register']],
     [1, ['redis']],
     [1, ['etcd']],
     [1, ['postgres']],
+    [1, ['zookeeper']],
     [1, ['register']],
     [1, ['etcd', 'register']],
     [1, ['postgres', 'register']],
+    [1, ['zookeeper', 'register']],
   ]);
 }
 
@@ -526,6 +550,10 @@ export function describeFault(fault: Fault & { index?: number }): string {
       return `${id}${at} fast restart of postgres`;
     case 'pg-terminate':
       return `${id}${at} pg_terminate_backend() of every postgres session`;
+    case 'zk-kill':
+      return `${id}${at} kill -9 zookeeper, restart after ${fault.dur} ms`;
+    case 'zk-pause':
+      return `${id}${at} SIGSTOP zookeeper for ${fault.dur} ms`;
     case 'app-restart':
       return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
     case 'worker-crash':

@@ -15,6 +15,8 @@ export interface WorkerConfig {
   postgresUrl: string;
   /** The PgFence register's (the same PostgreSQL, through the worker's register proxy). */
   registerPostgresUrl: string;
+  /** The ZooKeeper backend's connection string (through the worker's 'zookeeper' proxy). */
+  zookeeperConnectionString: string;
   sessionTtlSeconds: number;
   keys: number;
   fibers: FiberOp[][];
@@ -38,7 +40,7 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 
 export type SimEventBody =
   | { ev: 'ready' }
-  /** `backend`: 'postgres' when the lock was taken there (absent: routed by purpose). */
+  /** `backend`: 'postgres' or 'zookeeper' when the lock was taken there (absent: routed by purpose). */
   | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string }
   /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
   | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string }
@@ -73,20 +75,30 @@ export type SimEventBody =
 export type SimEvent = SimEventBody & { t: number; w: number; inc: number };
 
 /**
- * A lock's key: on PostgreSQL a name of its own (`…/pg/k0`), so a context holding key 0 on both
- * PostgreSQL and a routed backend has two keys, and a fence's lockKey names one lock.
+ * A lock's key: on a backend named per lock a name of its own (`…/pg/k0`, `…/zk/k0`), so a context
+ * holding key 0 there and on a routed backend has two keys, and a fence's lockKey names one lock.
  */
-export const lockKeyName = (runId: string, key: number, backend?: LockBackendName): string => (backend === 'postgres' ? `${runId}/pg/k${key}` : `${runId}/k${key}`);
+export const lockKeyName = (runId: string, key: number, backend?: LockBackendName): string =>
+  backend === 'postgres' ? `${runId}/pg/k${key}` : backend === 'zookeeper' ? `${runId}/zk/k${key}` : `${runId}/k${key}`;
 /**
  * The etcd register of key k is named like the lock (a fence can match it to the lease on that
  * key); the Redis one is not (an implicit token must then come from an unambiguous context). The
- * PgFence register of key k is a row whose id is its PostgreSQL lock's key.
+ * PgFence register of key k is a row whose id is its PostgreSQL lock's key. The ZooKeeper leases'
+ * register is an EtcdFence one named like their ZooKeeper lock (its tokens are that lock's zxids,
+ * another sequence than etcd's revisions: another register).
  */
 export const registerName = (runId: string, key: number, store: Store): string =>
-  store === 'etcd' ? `${runId}/k${key}` : store === 'postgres' ? lockKeyName(runId, key, 'postgres') : `${runId}/register-${key}`;
+  store === 'etcd' ? `${runId}/k${key}` : store === 'postgres' || store === 'zookeeper' ? lockKeyName(runId, key, store) : `${runId}/register-${key}`;
 export const REDIS_FENCE_PREFIX = 'sim:';
 export const ETCD_FENCE_PREFIX = 'sim/fence/';
 export const PLAIN_PREFIX = 'sim:plain:';
 /** The PgFence register table (in the PostgreSQL the backend uses): `v` is the JSON list, `fence` PgFence's column. */
 export const PG_REGISTER_TABLE = 'sim_register';
 export const PG_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${PG_REGISTER_TABLE} (id text PRIMARY KEY, v text NOT NULL, fence bigint NOT NULL DEFAULT 0)`;
+
+/**
+ * A per-key cache among the backends' collections (it may keep the seed's keys once nothing is
+ * held, invariant 5): the waiters' `busyAt`, the ZooKeeper backend's idle-line clock `parents`.
+ * Every other collection is per owner and must go back to its baseline.
+ */
+export const isKeyCache = (name: string): boolean => /busy/i.test(name) || /^zookeeper\.requests\.parents$/.test(name);

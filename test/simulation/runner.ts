@@ -11,6 +11,7 @@ import pg from 'pg';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
+import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { check, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
 import { DEFAULT_PARAMS, describeFault, generatePlan, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
@@ -30,6 +31,8 @@ export interface SimServers {
   etcd: EtcdCluster;
   /** The PostgreSQL backend's server, and the PgFence register's (a table in the same database): killed and restarted by the faults. */
   postgres: SimPostgres;
+  /** The ZooKeeper backend's server (its leases' register is in etcd): killed and paused by the faults. */
+  zookeeper: SimZooKeeper;
   stop(): Promise<void>;
 }
 
@@ -37,6 +40,12 @@ export interface SimServers {
 export interface SimPostgres {
   server: PostgresServer;
   up: boolean;
+}
+
+/** The ZooKeeper server and whether a fault has it stopped (SIGSTOP) right now. */
+export interface SimZooKeeper {
+  server: ZooKeeperServer;
+  paused: boolean;
 }
 
 /** One statement on a connection of its own (set-up and seed rows; never through a proxy). */
@@ -71,21 +80,25 @@ async function relaunchPostgres(postgres: SimPostgres): Promise<string> {
 }
 
 export async function startSimServers(): Promise<SimServers> {
-  const [etcd, lockRedis, registerRedis, pgServer] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, pgServer, zkServer] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start({ appendonly: true }),
     RedisServer.start(),
     PostgresServer.start(),
+    // Ticks of 500 ms: sessions of 1–10 s (the plan's are 2–3 s).
+    ZooKeeperServer.start({ tickTimeMs: 500 }),
   ]);
   const postgres: SimPostgres = { server: pgServer, up: true };
+  const zookeeper: SimZooKeeper = { server: zkServer, paused: false };
   await pgQuery(pgServer, PG_REGISTER_DDL);
   return {
     etcd,
     lockRedis,
     registerRedis,
     postgres,
+    zookeeper,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop(), zkServer.stop()]);
     },
   };
 }
@@ -148,9 +161,11 @@ interface WorkerProxies {
   postgres: TcpProxy;
   /** The PgFence register's pool (the 'register' target), to the same server. */
   registerPostgres: TcpProxy;
+  /** The ZooKeeper backend's client (the 'zookeeper' target). */
+  zookeeper: TcpProxy;
 }
 
-const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres];
+const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres, p.zookeeper];
 const pgUrl = (server: PostgresServer, endpoint = `${server.host}:${server.port}`): string => `postgres://${server.user}@${endpoint}/${server.database}`;
 
 export interface RunOptions {
@@ -178,6 +193,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     [servers.lockRedis.port, 'lock redis'],
     [servers.registerRedis.port, 'register redis'],
     [servers.postgres.server.port, 'postgres'],
+    [servers.zookeeper.server.port, 'zookeeper'],
   ]);
   for (const m of servers.etcd.members) portNames.set(port(m.endpoint), `etcd ${m.name}`);
 
@@ -233,6 +249,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     registerEtcdHosts: proxies[w].registerEtcd.map((p) => p.endpoint),
     postgresUrl: pgUrl(servers.postgres.server, proxies[w].postgres.endpoint),
     registerPostgresUrl: pgUrl(servers.postgres.server, proxies[w].registerPostgres.endpoint),
+    zookeeperConnectionString: proxies[w].zookeeper.endpoint,
     sessionTtlSeconds: plan.sessionTtlSeconds,
     keys: plan.keys,
     fibers: plan.fibers[w],
@@ -264,6 +281,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     ...(targets.includes('redis') ? [proxies[w].redis] : []),
     ...(targets.includes('etcd') ? proxies[w].etcd : []),
     ...(targets.includes('postgres') ? [proxies[w].postgres] : []),
+    ...(targets.includes('zookeeper') ? [proxies[w].zookeeper] : []),
     ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd, proxies[w].registerPostgres] : []),
   ];
 
@@ -378,6 +396,30 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           record.description += ` (${await relaunchPostgres(servers.postgres)})`;
         }
         break;
+      case 'zk-kill':
+        // kill -9 of the JVM; the same data directory on restart (sessions and their ephemeral
+        // znodes come back, each session with a fresh timeout from the restart).
+        try {
+          await servers.zookeeper.server.kill9();
+          await sleep(fault.dur);
+        } finally {
+          const t = wallNow();
+          await servers.zookeeper.server.restart();
+          record.description += ` (up ${(wallNow() - t).toFixed(0)} ms after the launch began)`;
+        }
+        break;
+      case 'zk-pause':
+        // The server stops answering and its session clocks stop being checked; on SIGCONT it
+        // expires every session it has not heard from for its timeout.
+        servers.zookeeper.paused = true;
+        servers.zookeeper.server.pause();
+        try {
+          await sleep(fault.dur);
+        } finally {
+          servers.zookeeper.server.resume();
+          servers.zookeeper.paused = false;
+        }
+        break;
       case 'app-restart': {
         const proc = current[fault.worker];
         if (!alive(proc)) {
@@ -426,12 +468,14 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         registerEtcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
         postgres: await TcpProxy.start(servers.postgres.server.port),
         registerPostgres: await TcpProxy.start(servers.postgres.server.port),
+        zookeeper: await TcpProxy.start(servers.zookeeper.server.port),
       };
       proxies.push(p);
       portNames.set(p.redis.port, `w${w}'s proxy to the lock redis`);
       portNames.set(p.register.port, `w${w}'s proxy to the register redis`);
       portNames.set(p.postgres.port, `w${w}'s proxy to postgres (lock backend)`);
       portNames.set(p.registerPostgres.port, `w${w}'s register proxy to postgres (our PgFence pool)`);
+      portNames.set(p.zookeeper.port, `w${w}'s proxy to zookeeper (lock backend)`);
       p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
       p.registerEtcd.forEach((e, i) => portNames.set(e.port, `w${w}'s register proxy to etcd n${i + 1} (our EtcdFence client)`));
     }
@@ -463,6 +507,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     await servers.etcd.waitHealthy(20_000);
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres);
+    await healZooKeeper(servers.zookeeper);
 
     if (plan.endCrash !== undefined && alive(current[plan.endCrash])) {
       faults.push({ index: faults.length, kind: 'end-crash', description: `kill -9 w${plan.endCrash} at the end (it may hold locks)`, worker: plan.endCrash, start: wallNow() });
@@ -500,8 +545,10 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     const probeLocks: NonNullable<WorkerConfig['probe']>['locks'] = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
       Array.from({ length: plan.keys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
     );
-    // A key on PostgreSQL is one lock whatever the purpose: one probe per key.
-    for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose: 'correctness', backend: 'postgres', boundMs: bounds[`postgres:${key}`] });
+    // A key on PostgreSQL or ZooKeeper is one lock whatever the purpose: one probe per key.
+    for (const backend of ['postgres', 'zookeeper'] as const) {
+      for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose: 'correctness', backend, boundMs: bounds[`${backend}:${key}`] });
+    }
     const probe = spawnProc({
       role: 'probe',
       worker: -1,
@@ -513,6 +560,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       registerEtcdHosts: servers.etcd.hosts,
       postgresUrl: pgUrl(servers.postgres.server),
       registerPostgresUrl: pgUrl(servers.postgres.server),
+      zookeeperConnectionString: servers.zookeeper.server.connectionString,
       sessionTtlSeconds: plan.sessionTtlSeconds,
       keys: plan.keys,
       fibers: [],
@@ -545,6 +593,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close().catch(() => undefined)));
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres).catch(() => undefined);
+    await healZooKeeper(servers.zookeeper).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 
@@ -563,6 +612,15 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   return { seed: params.seed, params, runId, elapsedMs: wallNow() - started, result, faults, replay: replayCommand(params), events, plan, error };
 }
 
+/** The ZooKeeper server running and not stopped (a fault may have left it killed or paused). */
+async function healZooKeeper(zookeeper: SimZooKeeper): Promise<void> {
+  if (zookeeper.paused) {
+    zookeeper.server.resume();
+    zookeeper.paused = false;
+  }
+  if (!zookeeper.server.running) await zookeeper.server.restart();
+}
+
 /**
  * How long after the last worker is gone a fresh instance must get each lock: the longest ttl
  * (a killed Redis holder's key lives that long), the session ttl (a killed etcd holder's key
@@ -570,6 +628,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
  * hand-off reservation: 2 × 1.5 s) and 1.5 s of slack for the probe's own start. PostgreSQL (one
  * lock per key, `postgres:k`): a killed holder's row lives its ttl; a dead waiter's queue entry
  * 1.5 s, and a hand-off to it grants it its own ttl — at most the longest ttl + 3 s, as Redis.
+ * ZooKeeper (`zookeeper:k`): a killed holder's or waiter's znode lives until its session expires —
+ * the session timeout (etcd's session ttl here) after the server last heard from it — as etcd.
  */
 export function livenessBounds(plan: Plan): Record<string, number> {
   const bounds: Record<string, number> = {};
@@ -577,6 +637,7 @@ export function livenessBounds(plan: Plan): Record<string, number> {
     bounds[`efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
     bounds[`correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
     bounds[`postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
+    bounds[`zookeeper:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
   }
   return bounds;
 }
@@ -588,9 +649,10 @@ export function summaryLine(r: SeedResult): string {
   const v = r.result.violations;
   const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const pgWrites = Object.entries(s.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ');
+  const zkWrites = Object.entries(s.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
-    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}), ${s.busy} busy, ` +
-    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, zookeeper ${s.zookeeper.grants}), ${s.busy} busy, ` +
+    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

@@ -1,5 +1,5 @@
 // One app instance of the simulation, in its own process (so it can be SIGSTOPped and killed):
-// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres }), running the
+// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres, zookeeper }), running the
 // fibers of its plan and reporting every step to the controller over IPC. Runs from the compiled
 // output (.tmp/compiled/test/simulation/sim-worker.js).
 //
@@ -28,6 +28,8 @@ import {
 import { LockEngine } from '../../lib/engine/lock-engine.js';
 import { TurnWaiters } from '../../lib/backends/wait-turn.util.js';
 import { PostgresListener } from '../../lib/backends/postgres/postgres-listener.js';
+import { ZooKeeperRequests } from '../../lib/backends/zookeeper/zookeeper-requests.js';
+import { ZooKeeperSession } from '../../lib/backends/zookeeper/zookeeper-session.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { wallNow } from './clock.js';
 import type { DecoSpec, FiberOp, LockBackendName, LockOp, Step, Store } from './plan.js';
@@ -35,6 +37,7 @@ import {
   ETCD_FENCE_PREFIX,
   lockKeyName,
   PG_REGISTER_TABLE,
+  isKeyCache,
   PLAIN_PREFIX,
   REDIS_FENCE_PREFIX,
   registerName,
@@ -134,8 +137,11 @@ async function startApp(direct = false): Promise<void> {
         // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
         redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) },
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
-        // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL says `backend: 'postgres'`.
+        // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL or
+        // ZooKeeper says `backend: 'postgres'` / `backend: 'zookeeper'`.
         postgres: { connectionString: config.postgresUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
+        // The session timeout is etcd's session ttl: a killed or paused holder's znodes go with it.
+        zookeeper: { connectionString: config.zookeeperConnectionString, sessionTimeoutMs: config.sessionTtlSeconds * 1_000, connectTimeoutMs: 1_000, commandTimeoutMs: 800 },
         metrics: false,
       }),
     ],
@@ -257,8 +263,8 @@ interface PgTx {
 
 function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence | PgFence {
   // The service is the lease source (current() and every lease of the context), as documented.
-  // The etcd register has its lock's name; the Redis one is mapped to it with lockKey; the
-  // PostgreSQL row's id is its lock's key.
+  // The etcd registers (routed and ZooKeeper leases') have their lock's name; the Redis one is
+  // mapped to it with lockKey; the PostgreSQL row's id is its lock's key.
   const register = /\/register-(\d+)$/;
   const redisOptions = { keyPrefix: REDIS_FENCE_PREFIX, leases: svc, lockKey: (name: string) => name.replace(register, '/k$1') };
   if (store === 'postgres') return new PgFence({ table: PG_REGISTER_TABLE, leases: svc, lockKey: (id) => String(id) });
@@ -883,8 +889,10 @@ function sizes(): Record<string, number> {
   for (const [name, backend] of backends) collect(`${name}`, backend as object, out, 3);
   // The per-owner records of the queueing backends live in their waiters (TurnWaiters and
   // subclasses: RedisWaiters, the PostgreSQL backend's HandOffWaiters): never silently unchecked.
-  for (const name of ['redis', 'postgres']) {
-    if (!(`${name}.waiters.waiters` in out)) throw new Error(`sim: the ${name} backend's waiters (${name}.waiters.waiters) were not found to check for leaks (invariant 5) — update sizes()`);
+  // (The ZooKeeper session's holders are walked too, when a session is open: after a loss the next
+  // call opens one.)
+  for (const path of ['redis.waiters.waiters', 'postgres.waiters.waiters', 'zookeeper.turns.waiters', 'zookeeper.nodes', 'zookeeper.requests.parents']) {
+    if (!(path in out)) throw new Error(`sim: ${path} was not found to check for leaks (invariant 5) — update sizes()`);
   }
   return out;
 }
@@ -905,7 +913,7 @@ function collections(prefix: string, value: object, depth: number): Array<[strin
   const out: Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> = [];
   for (const [prop, v] of Object.entries(value)) {
     if (v instanceof Map || v instanceof Set || Array.isArray(v)) out.push([`${prefix}.${prop}`, v]);
-    else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || ETCD_PARTS.includes(v.constructor?.name))) {
+    else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || v instanceof ZooKeeperRequests || v instanceof ZooKeeperSession || ETCD_PARTS.includes(v.constructor?.name))) {
       out.push(...collections(`${prefix}.${prop}`, v, depth - 1));
     }
   }
@@ -919,8 +927,6 @@ function collect(prefix: string, value: object, out: Record<string, number>, dep
   }
 }
 
-/** Per-owner collections must empty once nothing is held; a per-key cache (busyAt) may keep a few keys. */
-export const isKeyCache = (name: string): boolean => /busy/i.test(name);
 
 async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: Record<string, number>; settledMs: number; above: Record<string, number> }> {
   const started = now();
@@ -941,7 +947,7 @@ async function warmUp(): Promise<void> {
   // One queued wait per backend: opens the Redis subscriber and the etcd session, so the
   // baseline is taken with every connection the module keeps. A (re)started worker may come up
   // in the middle of a server fault: retry for a while.
-  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres']] as const) {
+  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres'], ['correctness', 'zookeeper']] as const) {
     const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}${backend ? `/${backend}` : ''}`;
     const on = backend ? { backend } : {};
     for (let attempt = 0; ; attempt++) {
@@ -994,6 +1000,8 @@ async function probe(): Promise<void> {
     const etcdName = registerName(config.runId, key, 'etcd');
     emit({ ev: 'register', store: 'redis', key, list: parse(await registerRedis.hget(REDIS_FENCE_PREFIX + redisName, 'v')) });
     emit({ ev: 'register', store: 'etcd', key, list: parse(await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(etcdName)).string()) });
+    const zkName = registerName(config.runId, key, 'zookeeper');
+    emit({ ev: 'register', store: 'zookeeper', key, list: parse(await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(zkName)).string()) });
     emit({ ev: 'register', store: 'plain', key, list: parse(await registerRedis.get(PLAIN_PREFIX + redisName)) });
     const row = await registerPg.query(`SELECT v FROM ${PG_REGISTER_TABLE} WHERE id = $1`, [registerName(config.runId, key, 'postgres')]);
     emit({ ev: 'register', store: 'postgres', key, list: parse(row.rows[0]?.v as string | undefined) });
