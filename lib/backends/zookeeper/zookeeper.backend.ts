@@ -1,6 +1,7 @@
 // Over 250 lines on purpose: the acquire protocol (create and read in one write, re-check, watch
-// the predecessor) and its handling of sessions and of writes with an unknown outcome read best
-// together. Paths, the session's validity and the client's requests live in the files beside it.
+// the predecessor) and its handling of lost sessions and of writes with an unknown outcome read
+// best together. Paths, the sessions (opening, validity, replacing) and the client's requests live
+// in the files beside it.
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
 import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
@@ -9,11 +10,11 @@ import { boundedCall } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
-import { ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike } from './zookeeper-client.interface.js';
+import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
 import { ancestry, inLineOrder, lockParent, nodeNamePrefix } from './zookeeper-paths.util.js';
-import { watchConnection } from './zookeeper-connection.js';
 import { ZooKeeperRequests } from './zookeeper-requests.js';
-import { ZooKeeperSession } from './zookeeper-session.js';
+import type { ZooKeeperSession } from './zookeeper-session.js';
+import { ZooKeeperSessions } from './zookeeper-sessions.js';
 
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
@@ -61,12 +62,7 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly nodes = new Map<string, Node>();
   private readonly turns = new TurnWaiters();
   private readonly lossListeners: LockLossListener[] = [];
-  private current?: ZooKeeperSession;
-  private opening?: Promise<ZooKeeperSession>;
-  /** A backend that owns its clients may be built with its first one, connected. */
-  private firstClient?: ZooKeeperClientLike;
-  /** Stops listening to the current session's client. */
-  private detach?: () => void;
+  private readonly sessions: ZooKeeperSessions;
   private closed = false;
   /** Creates (with their read of the line) in flight. */
   private readonly enqueuing = new Set<Promise<unknown>>();
@@ -81,11 +77,17 @@ export class ZooKeeperBackend implements LockBackend {
     this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
     this.requests = new ZooKeeperRequests(
       (operation, key, send, closing) => this.call(operation, key, send, closing),
-      () => (this.current?.lost === false ? this.current.client : undefined),
+      () => this.sessions.liveClient(),
     );
-    this.firstClient = config.ownsClient ? config.client : undefined;
-    if (!config.ownsClient && !config.client) throw new Error('ZooKeeperBackend: a backend that does not own its client needs one (config.client)');
-    if (config.ownsClient && !config.client && !config.reconnect) throw new Error('ZooKeeperBackend: a backend that owns its clients needs config.reconnect');
+    this.sessions = new ZooKeeperSessions({
+      name: this.name,
+      prefix: this.prefix,
+      driftFactor: this.driftFactor,
+      clients: config,
+      requests: this.requests,
+      closed: () => this.closed,
+      lost: (session, detail) => this.sessionLost(session, detail),
+    });
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
@@ -163,7 +165,7 @@ export class ZooKeeperBackend implements LockBackend {
       operation: 'ping',
       closed: this.closed,
       send: async () => {
-        const session = await this.session('ping');
+        const session = await this.sessions.get('ping');
         return this.requests.rawExists(session.client, this.prefix);
       },
       timeoutMs,
@@ -173,7 +175,7 @@ export class ZooKeeperBackend implements LockBackend {
 
   /** Our own connections never keep the process alive (calls in flight do, through their timers). */
   holdProcess(_hold: boolean): void {
-    if (this.config.ownsClient && this.current) unrefClient(this.current.client);
+    this.sessions.unref();
   }
 
   async close(): Promise<void> {
@@ -181,25 +183,18 @@ export class ZooKeeperBackend implements LockBackend {
     // A session being opened closes its new client itself once it sees `closed` (bounded by the
     // connect timeout); creates in flight delete their znodes once answered (bounded by the
     // command timeout) — both before the client goes.
-    await this.opening?.catch(() => undefined);
+    await this.sessions.settle();
     await Promise.allSettled([...this.enqueuing]);
     const nodes = [...this.nodes.values()];
     for (const owner of [...this.nodes.keys()]) this.drop(owner);
-    const session = this.current;
-    this.current = undefined;
-    session?.end();
-    this.detach?.();
+    const session = this.sessions.end();
     // Our znodes first (at once for waiters; the engine released its holders before), then the
     // lines we used if they are empty now, so nothing of ours stays behind. Bounded: a server that
     // does not answer leaves the rest to the session's expiry (and empty parents to the next user).
     if (session) await Promise.allSettled(nodes.filter((n) => n.session === session).map((n) => this.requests.removeQuietly(session.client, n.path)));
     // After a lost session there is no current client: the application's is still there; ours is
     // opened once more, only to delete the empty lines.
-    const client = !this.config.ownsClient
-      ? this.config.client
-      : (session?.client ?? this.takeFirstClient() ?? (this.requests.hasParents && this.config.reconnect ? await this.config.reconnect().catch(() => undefined) : undefined));
-    if (client) await this.requests.reapParents(client, true);
-    if (this.config.ownsClient && client) client.close();
+    await this.sessions.closeWith(session, this.requests.hasParents, (client) => this.requests.reapParents(client, true));
   }
 
   /**
@@ -210,7 +205,7 @@ export class ZooKeeperBackend implements LockBackend {
    */
   private async enqueue(request: AcquireRequest, retried = false): Promise<AcquireResult> {
     const { key, owner, queue } = request;
-    const session = await this.session(key);
+    const session = await this.sessions.get(key);
     const parent = this.parentOf(key);
     const namePrefix = nodeNamePrefix(owner, this.name);
     // A line not used here lately may have no parent yet: create it (and, the first time, the
@@ -324,83 +319,13 @@ export class ZooKeeperBackend implements LockBackend {
     if (node.holding) node.session.unhold(owner);
   }
 
-  /**
-   * The session new znodes go on; a lost one is replaced — a client this backend owns is closed
-   * (its znodes go at once if the server hears it) and a new one opened; an application's client
-   * keeps its connection and gets a new session record (its old znodes are deleted as they can be).
-   */
-  private session(key: string): Promise<ZooKeeperSession> {
-    if (this.current && !this.current.lost) return Promise.resolve(this.current);
-    this.opening ??= this.open(key).finally(() => (this.opening = undefined));
-    return this.opening;
-  }
-
-  private async open(key: string): Promise<ZooKeeperSession> {
-    const closedError = (): Error => new LockBackendUnavailableError(this.name, 'acquire', 'the backend is closed (application shutting down)', { key });
-    if (this.closed) throw closedError();
-    const owned = this.config.ownsClient;
-    // The application's client is always the one it gave us; ours is a new one per session.
-    const client = owned ? (this.takeFirstClient() ?? (await this.config.reconnect!())) : this.config.client!;
-    if (owned) unrefClient(client);
-    try {
-      if (!owned && isDeadClient(client)) {
-        throw new LockBackendUnavailableError(this.name, 'acquire', "the session of the ZooKeeper client the application passed (zookeeper.client) expired (or the client was closed), and such a client cannot reconnect: restart the application with a new client, or configure zookeeper.connectionString so the module replaces expired sessions itself", { key });
-      }
-      if (this.closed) throw closedError();
-      const sentAt = monotonicNow();
-      // Proof of life, and the send time the session's validity counts from.
-      await this.requests.exists(client, key, this.prefix, 'acquire');
-      if (this.closed) throw closedError();
-      return this.started(client, sentAt);
-    } catch (error) {
-      // A client of ours that did not become the session's is closed now: it would keep a
-      // connection (and a session on the server) open for nothing, and the process alive.
-      if (owned) client.close();
-      throw error;
-    }
-  }
-
-  /** The connected client a backend that owns its clients was built with, once. */
-  private takeFirstClient(): ZooKeeperClientLike | undefined {
-    const client = this.firstClient;
-    this.firstClient = undefined;
-    return client;
-  }
-
-  private started(client: ZooKeeperClientLike, sentAt: number): ZooKeeperSession {
-    const session = new ZooKeeperSession(client, client.getSessionTimeout(), this.driftFactor, sentAt, (s, detail) => this.sessionLost(s, detail), () =>
-      this.requests.exists(client, '', this.prefix),
-    );
-    const onState = (state: { code?: number }): void => {
-      if (state?.code === EXPIRED_STATE) this.sessionLost(session, 'the ZooKeeper session expired');
-    };
-    const onConnected = (): void => session.regranted();
-    client.on('state', onState);
-    client.on('connected', onConnected);
-    const unwatch = watchConnection(client);
-    this.detach = () => {
-      client.removeListener('state', onState);
-      client.removeListener('connected', onConnected);
-      unwatch();
-    };
-    this.current = session;
-    return session;
-  }
-
-
   /** The session's znodes are gone (or cannot be trusted): its holders lose, its waiters start over. */
   private sessionLost(session: ZooKeeperSession, detail: string): void {
-    if (session.lost) return;
-    session.end();
-    if (this.current === session) {
-      this.current = undefined;
-      this.detach?.();
-    }
+    // A client of ours is closed with it: that deletes every znode of the session at once, if the
+    // server hears us.
+    if (!this.sessions.retire(session)) return;
     const mine = [...this.nodes.entries()].filter(([, n]) => n.session === session);
-    if (this.config.ownsClient) {
-      // Closing the session deletes every znode of it at once, if the server hears us.
-      session.client.close();
-    } else {
+    if (!this.config.ownsClient) {
       // The application's client may still be connected: delete what it can (the session may well
       // be alive), and keep using it (a new session record on the same client).
       for (const [, node] of mine) this.requests.removeLater(session, node.path);
@@ -427,31 +352,5 @@ export class ZooKeeperBackend implements LockBackend {
       deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
     });
-  }
-}
-
-/** node-zookeeper-client's `State.EXPIRED` code. */
-const EXPIRED_STATE = -122;
-
-/**
- * An expired (or closed) client: it answers nothing again. Its own state says EXPIRED only for a
- * moment (it moves on to DISCONNECTED as its socket closes); its connection manager's stays.
- */
-function isDeadClient(client: ZooKeeperClientLike): boolean {
-  const managerState = (client as { connectionManager?: { state?: number } }).connectionManager?.state;
-  return client.getState?.()?.code === EXPIRED_STATE || managerState === MANAGER_CLOSED || managerState === MANAGER_SESSION_EXPIRED;
-}
-/** node-zookeeper-client's ConnectionManager states CLOSED and SESSION_EXPIRED. */
-const MANAGER_CLOSED = -2;
-const MANAGER_SESSION_EXPIRED = -3;
-
-/** Let the process exit whatever this client's connection does (a new socket per reconnect). */
-export function unrefClient(client: ZooKeeperClientLike): void {
-  const manager = (client as { connectionManager?: { socket?: { unref?(): void }; __ndlUnref?: boolean } }).connectionManager;
-  manager?.socket?.unref?.();
-  if (manager && !manager.__ndlUnref) {
-    manager.__ndlUnref = true;
-    client.on('connected', () => manager.socket?.unref?.());
-    client.on('disconnected', () => manager.socket?.unref?.());
   }
 }
