@@ -14,6 +14,7 @@ export class TcpProxy {
   private mode: ProxyMode = { kind: 'pass' };
   private readonly held: Array<() => void> = [];
   private readonly sockets = new Set<net.Socket>();
+  private readonly clients = new Set<net.Socket>();
 
   private constructor(
     private readonly server: net.Server,
@@ -49,6 +50,11 @@ export class TcpProxy {
     for (const deliver of this.held.splice(0)) deliver();
   }
 
+  /** Client connections open now (a client that closed its end is gone from here). */
+  get openConnections(): number {
+    return this.clients.size;
+  }
+
   /** Reset every connection open now (a server that died): clients must reconnect. */
   cut(): void {
     for (const socket of this.sockets) socket.destroy();
@@ -61,6 +67,8 @@ export class TcpProxy {
 
   private connect(client: net.Socket, port: number, host: string): void {
     const upstream = net.connect({ port, host });
+    this.clients.add(client);
+    client.on('close', () => this.clients.delete(client));
     for (const socket of [client, upstream]) {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));

@@ -529,6 +529,42 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     }
   }, 30_000);
 
+  it('a client of ours is closed for good when the server does not answer: its connection does not outlive the attempt or close() (simulation seed 37)', async () => {
+    // Ref'd sockets of this process to the proxy (they keep it alive; a connected client of ours is unref'd).
+    const socketsTo = (port: number): number =>
+      (process as unknown as { _getActiveHandles(): Array<{ remotePort?: number; destroyed?: boolean; constructor?: { name?: string } }> })
+        ._getActiveHandles()
+        .filter((h) => h.constructor?.name === 'Socket' && h.remotePort === port && !h.destroyed).length;
+    const proxy = await TcpProxy.start(server.port);
+    try {
+      // 1. A server that accepts the connection and never answers the handshake: the connect
+      //    attempt gives up after connectTimeoutMs — and its connection must go with it.
+      proxy.drop();
+      const silent = await start({ connectionString: proxy.endpoint, connectTimeoutMs: 500, commandTimeoutMs: 500 });
+      await expect(silent.locks.tryAcquire(uniqueKey('zk-close-silent'), { purpose: 'correctness' })).rejects.toThrow(/not connected within 500 ms/);
+      const gaveUpAt = Date.now();
+      while ((socketsTo(proxy.port) > 0 || proxy.openConnections > 0) && Date.now() - gaveUpAt < 4_000) await sleep(100);
+      expect({ keepsProcessAlive: socketsTo(proxy.port), open: proxy.openConnections }).toEqual({ keepsProcessAlive: 0, open: 0 });
+      await silent.close();
+
+      // 2. A connected client whose server stops answering before close(): the session's close
+      //    request goes unanswered, and close() still leaves no connection behind.
+      //    (A long session: the server's own expiry of it must not be what ends the connection.)
+      proxy.heal();
+      const app = await start({ connectionString: proxy.endpoint, sessionTimeoutMs: 10_000, connectTimeoutMs: 500, commandTimeoutMs: 500 });
+      await (await app.locks.acquire(uniqueKey('zk-close-silent'), { purpose: 'correctness' })).release();
+      expect(proxy.openConnections).toBe(1);
+      proxy.drop();
+      const closing = Date.now();
+      await app.close();
+      while (proxy.openConnections > 0 && Date.now() - closing < 4_000) await sleep(100);
+      expect(proxy.openConnections).toBe(0);
+    } finally {
+      proxy.heal();
+      await proxy.close();
+    }
+  }, 40_000);
+
   it('leaves nothing behind after many distinct keys: every empty line is deleted at close', async () => {
     const app = await start();
     const base = uniqueKey('zk-many');

@@ -3,6 +3,7 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { ResolvedZooKeeperOptions } from './zookeeper-backend.options.js';
 import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
+import { closeClient } from './zookeeper-connection.js';
 
 const CLIENT_PACKAGE: string = 'node-zookeeper-client';
 
@@ -28,7 +29,10 @@ export async function zooKeeperConnector(o: ResolvedZooKeeperOptions, field: str
   return () => connected(createClient(o.connectionString!, { sessionTimeout: o.sessionTimeoutMs, spinDelay: 200, retries: 0 }), o.connectTimeoutMs, field);
 }
 
-/** Connect `client` and resolve once it is connected, or close it and reject after `timeoutMs`. */
+/**
+ * Connect `client` and resolve once it is connected, or close it and reject after `timeoutMs`.
+ * Closed for good: a connection stuck in the handshake is destroyed at once (there is no session to end).
+ */
 export function connected(client: ZooKeeperClientLike, timeoutMs: number, name: string): Promise<ZooKeeperClientLike> {
   return new Promise((resolve, reject) => {
     const done = (): void => {
@@ -38,7 +42,7 @@ export function connected(client: ZooKeeperClientLike, timeoutMs: number, name: 
     };
     const timer = setTimeout(() => {
       client.removeListener('connected', done);
-      client.close();
+      void closeClient(client, 0);
       reject(new LockBackendUnavailableError(name, 'connect', `not connected within ${timeoutMs} ms (connectTimeoutMs)`));
     }, timeoutMs);
     client.once('connected', done);

@@ -58,3 +58,44 @@ export function watchConnection(client: ZooKeeperClientLike): () => void {
   timer.unref();
   return () => clearInterval(timer);
 }
+
+/** ConnectionManager state CLOSED. */
+const CLOSED = -2;
+/** After the client reports CLOSED, a reconnect already under way may still open a socket (within its spin delay): watch this long. */
+const AFTER_CLOSED_MS = 300;
+
+/**
+ * Close a client of ours for good. `close()` alone asks the server to end the session and waits
+ * for the answer with no limit: a server that does not answer (paused, stuck in a handshake, a
+ * link that loses everything) would keep the connection open — and, for a client that never
+ * connected, the process alive. After `graceMs` the connection is destroyed (the server then
+ * expires the session by itself), and so is one the client opens after that (a reconnect already
+ * under way). Resolves once the client is closed: at the latest `graceMs` + 1 s later.
+ *
+ * `awaited` (shutdown): the caller waits for this, so it keeps the process alive until then — else
+ * a process with nothing else to do would exit in the middle of `app.close()`. In the background
+ * (a lost session's client) it never does.
+ */
+export function closeClient(client: ZooKeeperClientLike, graceMs: number, awaited = false): Promise<void> {
+  client.close();
+  const manager = (client as { connectionManager?: ConnectionManagerLike }).connectionManager;
+  if (!manager) return Promise.resolve();
+  const started = performance.now();
+  let closedAt: number | undefined;
+  return new Promise((resolve) => {
+    const check = (): void => {
+      const now = performance.now();
+      if (manager.state === CLOSED) closedAt ??= now;
+      const socket = manager.socket;
+      if ((closedAt !== undefined || now - started >= graceMs) && socket && !socket.destroyed) socket.destroy();
+      if ((closedAt !== undefined && now - closedAt >= AFTER_CLOSED_MS) || now - started >= graceMs + 1_000) {
+        clearInterval(timer);
+        resolve();
+      }
+    };
+    const timer = setInterval(check, 50);
+    // In the background: a client with a connection left keeps the process alive, and this with it.
+    if (!awaited) timer.unref();
+    check();
+  });
+}

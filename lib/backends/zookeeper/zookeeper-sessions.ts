@@ -2,7 +2,7 @@ import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
-import { watchConnection } from './zookeeper-connection.js';
+import { closeClient, watchConnection } from './zookeeper-connection.js';
 import type { ZooKeeperRequests } from './zookeeper-requests.js';
 import { ZooKeeperSession } from './zookeeper-session.js';
 
@@ -10,6 +10,8 @@ export interface ZooKeeperSessionsConfig {
   readonly name: string;
   readonly prefix: string;
   readonly driftFactor: number;
+  /** How long a client of ours may take to close politely before its connection is destroyed (the command timeout). */
+  readonly closeGraceMs: number;
   /** The backend's clients: the application's one, or ours (`ownsClient`, replaced with `reconnect`). */
   readonly clients: Pick<ZooKeeperBackendConfig, 'client' | 'ownsClient' | 'reconnect'>;
   readonly requests: ZooKeeperRequests;
@@ -67,7 +69,7 @@ export class ZooKeeperSessions {
       this.current = undefined;
       this.detach?.();
     }
-    if (this.config.clients.ownsClient) session.client.close();
+    if (this.config.clients.ownsClient) void closeClient(session.client, this.config.closeGraceMs);
     return true;
   }
 
@@ -97,7 +99,7 @@ export class ZooKeeperSessions {
       : (session?.client ?? this.takeFirstClient() ?? (needed && clients.reconnect ? await clients.reconnect().catch(() => undefined) : undefined));
     if (!client) return;
     await last(client);
-    if (clients.ownsClient) client.close();
+    if (clients.ownsClient) await closeClient(client, this.config.closeGraceMs, true);
   }
 
   private async open(key: string): Promise<ZooKeeperSession> {
@@ -126,7 +128,7 @@ export class ZooKeeperSessions {
     } catch (error) {
       // A client of ours that did not become the session's is closed now: it would keep a
       // connection (and a session on the server) open for nothing, and the process alive.
-      if (owned) client.close();
+      if (owned) void closeClient(client, this.config.closeGraceMs);
       throw error;
     }
   }

@@ -83,6 +83,7 @@ export class ZooKeeperBackend implements LockBackend {
       name: this.name,
       prefix: this.prefix,
       driftFactor: this.driftFactor,
+      closeGraceMs: this.commandTimeoutMs,
       clients: config,
       requests: this.requests,
       closed: () => this.closed,
