@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
 import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
+import { ensurePg } from '../test/harness/postgres.mjs';
+import { ensurePgBouncer } from '../test/harness/pgbouncer.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
@@ -34,10 +36,14 @@ try {
   if (unitOnly) {
     jestArgs.push('--testPathPatterns', '^.*/lib/.*\\.spec\\.ts$');
   } else {
+    // Every server the specs start, installed up front and one at a time: two specs installing the
+    // same package at once (two jest workers on a fresh machine) made one of them fail.
     ensureBinary('redis-server');
     ensureBinary('etcd');
-    // The ZooKeeper specs start their own server (they kill and restart it); install it up front.
     ensureZooKeeper();
+    if (!process.env.PGHOST) ensurePg();
+    ensurePgBouncer();
+    ensureBinary('faketime');
     const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
     servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;

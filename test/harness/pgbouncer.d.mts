@@ -8,3 +8,4 @@ export declare class PgBouncer {
   readonly url: string;
   stop(): Promise<void>;
 }
+export declare function ensurePgBouncer(): string;

@@ -7,7 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { aptInstall, freePort } from './servers.mjs';
 
-function ensurePgBouncer() {
+/** The pgbouncer binary (installed with apt-get when root and missing; else an error naming the package). */
+export function ensurePgBouncer() {
   const find = () => {
     const r = spawnSync('sh', ['-c', 'command -v pgbouncer || ls /usr/sbin/pgbouncer 2>/dev/null'], { encoding: 'utf8' });
     return r.status === 0 ? r.stdout.trim().split('\n')[0] : undefined;

@@ -24,3 +24,5 @@ export declare class PostgresServer implements PgSettings {
   halt(signal: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
 }
+/** initdb and postgres of a PostgreSQL installation (installed with apt-get when root and missing). */
+export declare function ensurePg(): { initdb: string; postgres: string };

@@ -20,7 +20,8 @@ function findPgBin(name) {
   return undefined;
 }
 
-function ensurePg() {
+/** initdb and postgres of a PostgreSQL installation (installed with apt-get when root and missing; else an error naming the package). */
+export function ensurePg() {
   let initdb = findPgBin('initdb');
   const isRoot = process.getuid?.() === 0;
   if (!initdb && isRoot) {

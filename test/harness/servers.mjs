@@ -50,10 +50,12 @@ export function aptInstall(packages) {
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (!isRoot || !which('apt-get')) return false;
   const opts = { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
-  let result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], opts);
+  // Another install may hold dpkg's lock (two specs installing at once): wait for it, bounded.
+  const wait = ['-o', 'DPkg::Lock::Timeout=300'];
+  let result = spawnSync('apt-get', [...wait, 'install', '-y', '--no-install-recommends', ...packages], opts);
   if (result.status !== 0) {
-    spawnSync('apt-get', ['update'], opts);
-    result = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...packages], opts);
+    spawnSync('apt-get', [...wait, 'update'], opts);
+    result = spawnSync('apt-get', [...wait, 'install', '-y', '--no-install-recommends', ...packages], opts);
   }
   return result.status === 0;
 }
