@@ -15,6 +15,7 @@ export {
 export * from './errors/index.js';
 export type { DistributedLockModuleOptions, LockDefaults, LockPurpose } from './interfaces/distributed-lock-options.interface.js';
 export type { RedisBackendOptions } from './backends/redis/redis-backend.options.js';
+export type { RedlockBackendOptions } from './backends/redlock/redlock-backend.options.js';
 export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
 export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/postgres/postgres-backend.options.js';
 export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
@@ -28,6 +29,7 @@ export type {
   LockBackendCapabilities,
 } from './backends/lock-backend.interface.js';
 export { RedisBackend } from './backends/redis/redis.backend.js';
+export { RedlockBackend, type RedlockBackendConfig } from './backends/redlock/redlock.backend.js';
 export type { RedisBackendConfig } from './backends/redis/redis-backend.options.js';
 export { MemoryBackend } from './backends/memory/memory.backend.js';
 export { EtcdBackend } from './backends/etcd/etcd.backend.js';

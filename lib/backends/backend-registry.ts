@@ -3,6 +3,7 @@ import { etcdPlugin } from './etcd/etcd.plugin.js';
 import { memoryPlugin } from './memory/memory.plugin.js';
 import { postgresPlugin } from './postgres/postgres.plugin.js';
 import { redisPlugin } from './redis/redis.plugin.js';
+import { redlockPlugin } from './redlock/redlock.plugin.js';
 import { zookeeperPlugin } from './zookeeper/zookeeper.plugin.js';
 
 /**
@@ -14,6 +15,8 @@ import { zookeeperPlugin } from './zookeeper/zookeeper.plugin.js';
 export const BACKEND_PLUGINS = {
   /** Configure the Redis backend. @example { url: 'redis://127.0.0.1:6379' } */
   redis: redisPlugin,
+  /** Configure the Redlock backend (efficiency only): an odd number ≥ 3 of independent Redis masters. @example { urls: ['redis://a:6379', 'redis://b:6379', 'redis://c:6379'] } */
+  redlock: redlockPlugin,
   /** Configure the etcd backend. @example { hosts: '127.0.0.1:2379' } */
   etcd: etcdPlugin,
   /** Configure the ZooKeeper backend. @example { connectionString: '127.0.0.1:2181' } */

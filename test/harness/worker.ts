@@ -16,9 +16,9 @@ export class LockWorker {
     });
   }
 
-  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL, a ZooKeeper connection string (correctness). */
+  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL, a ZooKeeper connection string (correctness), Redlock's master URLs (efficiency). */
   static async start(
-    backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number },
+    backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
   ): Promise<LockWorker> {
     const b = typeof backends === 'string' ? { redisUrl: backends } : backends;
     const env: NodeJS.ProcessEnv = {
@@ -27,6 +27,7 @@ export class LockWorker {
       WORKER_ETCD_HOSTS: b.etcdHosts?.join(',') ?? '',
       WORKER_POSTGRES_URL: b.postgresUrl ?? '',
       WORKER_ZOOKEEPER: b.zookeeper ?? '',
+      WORKER_REDLOCK: b.redlockUrls?.join(',') ?? '',
     };
     if (b.zkSessionMs !== undefined) env.WORKER_ZK_SESSION_MS = String(b.zkSessionMs);
     if (b.sessionTtlSeconds !== undefined) env.WORKER_SESSION_TTL = String(b.sessionTtlSeconds);

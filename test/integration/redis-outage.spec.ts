@@ -70,4 +70,32 @@ describe('Redis backend: server outages', () => {
       raw.disconnect();
     }
   });
+
+  it('leaves no ghost lock when the connection dies under an unanswered SET and comes back later than connectTimeoutMs (ioredis resends the SET)', async () => {
+    const key = uniqueKey('resent');
+    await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
+    // The SET goes out to a paused server; the server dies before answering; the reconnect comes
+    // only after the cleanup's own wait for a connection (500 ms) has run out.
+    server.pause();
+    const attempt = app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 100));
+    // SIGKILL while stopped (the harness's kill9 would let it run first, and answer).
+    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
+    process.kill(server.pid!, 'SIGKILL');
+    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    await new Promise((r) => setTimeout(r, 1_500));
+    await server.restart();
+    const raw = new Redis(server.url);
+    try {
+      // Once the client is back it resends the unanswered SET to the new (empty) server: the key
+      // must be deleted again, not left to block everyone for its 30 s ttl.
+      const lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 1_000, wait: 5_000 }).catch((e: unknown) => e);
+      expect(lease).not.toBeInstanceOf(Error);
+      await (lease as { release(): Promise<void> }).release();
+      expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+    } finally {
+      raw.disconnect();
+    }
+  }, 30_000);
 });

@@ -31,6 +31,7 @@ async function main(): Promise<void> {
   const etcdHosts = process.env.WORKER_ETCD_HOSTS;
   const postgresUrl = process.env.WORKER_POSTGRES_URL;
   const zookeeper = process.env.WORKER_ZOOKEEPER;
+  const redlock = process.env.WORKER_REDLOCK;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
   let fenceClient: Redis | undefined;
   @Module({
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
         ...(redisUrl ? { redis: { url: redisUrl } } : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
+        ...(redlock ? { redlock: { urls: redlock.split(',') } } : {}),
         ...(zookeeper ? { zookeeper: { connectionString: zookeeper, sessionTimeoutMs: Number(process.env.WORKER_ZK_SESSION_MS ?? 10_000) } } : {}),
       }),
     ],

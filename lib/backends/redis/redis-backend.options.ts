@@ -74,7 +74,7 @@ const FIELDS = Object.keys({ url: 1, options: 1, client: 1, keyPrefix: 1, connec
  * turns TLS on only for a literal `rediss://`, so `REDISS://` would otherwise connect in clear.
  * Errors never echo the credentials the URL may carry.
  */
-function checkRedisUrl(url: unknown, field: string): string {
+export function checkRedisUrl(url: unknown, field: string): string {
   const scheme = typeof url === 'string' ? /^(rediss?):\/\/(?=.)/i.exec(url) : null;
   if (typeof url !== 'string' || !scheme) {
     return failOption(field, `must be a redis:// or rediss:// URL, got ${describeValue(url)}`);

@@ -91,7 +91,7 @@ export class RedisBackend implements LockBackend {
     // instead of a SET NX that fails first. The queue script takes the key itself when free.
     if (!(queue && this.waiters.recentlyBusy(key)) && (!queue || !this.waiters.isQueued(owner))) {
       const lock = this.lockKeyOf(key);
-      const reply = await this.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), owner);
+      const reply = await this.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), { owner, ttlMs });
       if (reply === 'OK') return { acquired: true };
       if (!queue) {
         // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
@@ -115,7 +115,7 @@ export class RedisBackend implements LockBackend {
         'acquire',
         key,
         () => this.script(ENQUEUE, this.keysOf(key), [owner, ttlMs, this.entryLifeMs, this.channel]),
-        owner,
+        { owner, ttlMs },
       )) as [number, number?];
     } catch (error) {
       // Not queued as far as we know (no connection, no answer): forget the owner here; a request
@@ -239,10 +239,10 @@ export class RedisBackend implements LockBackend {
   /**
    * Run one command with a bounded wait for the connection and a bounded command time, so a dead
    * Redis fails fast as `LockBackendUnavailableError` instead of hanging. An acquire whose answer
-   * never came may still be applied later (ioredis resends after reconnecting); `cleanupOwner`
+   * never came may still be applied later (ioredis resends it after reconnecting): `cleanup`
    * queues a compare-and-delete behind it so such a late SET cannot leave a ghost lock.
    */
-  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupOwner?: string): Promise<T> {
+  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: { owner: string; ttlMs: number }): Promise<T> {
     return boundedCall({
       backend: this.name,
       operation,
@@ -257,8 +257,23 @@ export class RedisBackend implements LockBackend {
       deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
-        if (cleanupOwner !== undefined) void this.release(key, cleanupOwner).catch(() => undefined);
+        if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs);
       },
+    });
+  }
+
+  /**
+   * Delete `owner`'s key (owner-checked) after an acquire of unknown outcome. The delete goes out
+   * behind the acquire on the same connection — after ioredis has resent it, when the connection
+   * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
+   * delete is tried again, backing off, until Redis answers, the key's ttl has passed (it is gone
+   * by then anyway) or the backend closes: else the resent SET would block the key for its ttl.
+   */
+  private cleanUp(key: string, owner: string, ttlMs: number, until = performance.now() + ttlMs, attempt = 0): void {
+    this.release(key, owner).catch(() => {
+      const left = until - performance.now();
+      if (this.closed || left <= 0) return;
+      setTimeout(() => this.cleanUp(key, owner, ttlMs, until, attempt + 1), Math.min(left, 100 * 2 ** Math.min(attempt, 5))).unref();
     });
   }
 

@@ -1,0 +1,253 @@
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import { RedisBackend } from '../redis/redis.backend.js';
+import type { RedisClientLike } from '../redis/redis-client.interface.js';
+import { TurnWaiters } from '../wait-turn.util.js';
+import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
+
+/** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
+export interface RedlockBackendConfig {
+  /** One ioredis client per independent master: an odd number, at least 3. */
+  clients: RedisClientLike[];
+  /** Close the clients in `close()` (true only when the module created them). */
+  ownsClients: boolean;
+  /** @default 'lock:' */
+  keyPrefix?: string;
+  /** Per-master time for one command, the wait for its connection included. @default 200 */
+  nodeTimeoutMs?: number;
+  /** A waiter retries after this plus up to as much random jitter. @default 50 */
+  retryDelayMs?: number;
+  name?: string;
+  /** Where connection outages of the clients this backend owns are reported (once per outage). */
+  log?: { warn(message: string): void; log(message: string): void };
+}
+
+/** How the masters answered one request, as soon as the outcome is decided. */
+interface Tally<T> {
+  /** Masters that said yes, by index. */
+  readonly yes: number[];
+  readonly no: number[];
+  readonly failed: number[];
+  /** Masters that had not answered when the outcome was decided. */
+  readonly pending: number[];
+  readonly answers: Array<T | undefined>;
+  readonly errors: unknown[];
+}
+
+/**
+ * The Redlock algorithm (antirez's, as the seeds give it) over independent Redis masters, for
+ * `efficiency` locks only:
+ * - acquire: `SET key owner NX PX ttl` on every master at once, each bounded by a short per-node
+ *   timeout; held when a majority said yes. The engine trusts the lease for ttl − drift from
+ *   *before* the first request was sent (ttl − elapsed − drift when the majority is in), and
+ *   refuses a grant that took longer than that.
+ * - a minority: given back on every master that said yes, and on those that had not answered
+ *   (owner-checked; the delete follows the SET on the same connection) before the next try.
+ * - extend: the owner-checked PEXPIRE on every master; false when a majority no longer has our
+ *   key — the engine then ends the lease and aborts its signal.
+ * - release: the owner-checked delete on every master.
+ * Each master is one single-Redis backend (its scripts, bounded calls, connection handling): only
+ * the voting is new here. No fencing tokens: a master that restarts without its data (no AOF with
+ * `appendfsync always`, no restart delay of at least the longest ttl) can give the key to a
+ * second holder — which is why `correctness` is refused at bootstrap.
+ */
+export class RedlockBackend implements LockBackend {
+  readonly capabilities = REDLOCK_CAPABILITIES;
+  readonly name: string;
+  private readonly nodes: RedisBackend[];
+  private readonly quorum: number;
+  private readonly retryDelayMs: number;
+  private readonly turns = new TurnWaiters();
+  /** Waiters of this process per key, in arrival order: a release here wakes the first at once. */
+  private readonly waiting = new Map<string, string[]>();
+  /**
+   * Per owner holding a lease, the id its key carries on the masters: one per attempt
+   * (`<owner>.<n>`), so the clean-up of an earlier attempt's unanswered SET (retried until a
+   * master answers) can never delete a later attempt's key of the same owner.
+   */
+  private readonly held = new Map<string, string>();
+  private attempts = 0;
+
+  constructor(config: RedlockBackendConfig) {
+    this.name = config.name ?? 'redlock';
+    const count = config.clients.length;
+    if (count < 3 || count % 2 === 0) throw new Error(`RedlockBackend: needs an odd number of masters, at least 3 (got ${count})`);
+    const nodeTimeoutMs = config.nodeTimeoutMs ?? REDLOCK_DEFAULTS.nodeTimeoutMs;
+    this.nodes = config.clients.map(
+      (client, i) =>
+        new RedisBackend({
+          name: `${this.name}[${i}]`,
+          client,
+          ownsClient: config.ownsClients,
+          keyPrefix: config.keyPrefix,
+          // A master that is down or slow counts as a "no" after this, whatever it is doing.
+          connectTimeoutMs: nodeTimeoutMs,
+          commandTimeoutMs: nodeTimeoutMs,
+          log: config.log,
+        }),
+    );
+    this.quorum = Math.floor(count / 2) + 1;
+    this.retryDelayMs = config.retryDelayMs ?? REDLOCK_DEFAULTS.retryDelayMs;
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const { key, owner, queue } = request;
+    const attempt = `${owner}.${(this.attempts++).toString(36)}`;
+    const tally = await this.vote((node) => node.acquire({ ...request, owner: attempt, queue: false }), (answer) => answer.acquired);
+    if (tally.yes.length >= this.quorum) {
+      this.held.set(owner, attempt);
+      this.leaveLine(key, owner);
+      return { acquired: true };
+    }
+    // A minority: give back what we got (a master that had not answered gets the delete behind
+    // the SET on the same connection).
+    await this.giveBack(key, attempt, [...tally.yes, ...tally.pending]);
+    if (tally.failed.length > this.nodes.length - this.quorum) throw this.unavailable('acquire', key, tally);
+    if (queue) this.joinLine(key, owner);
+    const reported = tally.answers.flatMap((a) => (a && !a.acquired && a.holderRemainingMs !== undefined ? [a.holderRemainingMs] : []));
+    return { acquired: false, holderRemainingMs: median(reported) };
+  }
+
+  /** No queue on the masters: retry after the delay plus jitter, or at once when a release here wakes us. */
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const delay = this.retryDelayMs + Math.random() * this.retryDelayMs;
+    return this.turns.wait(owner, Math.min(timeoutMs, delay), signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const attempt = this.held.get(owner);
+    if (attempt === undefined) return false;
+    const tally = await this.vote((node) => node.extend(key, attempt, ttlMs), (extended) => extended);
+    if (tally.yes.length >= this.quorum) return true;
+    if (tally.yes.length + tally.failed.length >= this.quorum && tally.failed.length > 0) {
+      // Not known lost: a majority may still hold it, but too few masters answered to say so.
+      throw this.unavailable('extend', key, tally);
+    }
+    // Lost (the engine aborts the lease's signal and forgets it): what a minority of masters still
+    // keeps for us goes now rather than at its ttl.
+    if (this.held.get(owner) === attempt) this.held.delete(owner);
+    void this.giveBack(key, attempt, [...tally.yes, ...tally.pending]);
+    return false;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    this.leaveLine(key, owner);
+    const attempt = this.held.get(owner);
+    if (attempt === undefined) return false;
+    this.held.delete(owner);
+    const tally = await this.vote((node) => node.release(key, attempt), (released) => released, 'answers');
+    this.wakeNext(key);
+    if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('release', key, tally);
+    return tally.yes.length > 0;
+  }
+
+  /** Every master's `PING` within `timeoutMs`; up when a majority answers. */
+  async ping(timeoutMs: number): Promise<void> {
+    const tally = await this.vote((node) => node.ping(timeoutMs).then(() => true), (ok) => ok);
+    if (tally.yes.length < this.quorum) throw this.unavailable('ping', undefined, tally);
+  }
+
+  holdProcess(hold: boolean): void {
+    for (const node of this.nodes) node.holdProcess(hold);
+  }
+
+  async close(): Promise<void> {
+    for (const owner of [...this.waiting.values()].flat()) this.turns.forget(owner);
+    this.waiting.clear();
+    await Promise.all(this.nodes.map((node) => node.close()));
+  }
+
+  /**
+   * Ask every master at once; settle as soon as the outcome is decided: a majority said yes, or
+   * can no longer say yes because enough said no (`'answers'`: once a majority has answered at
+   * all). Masters still pending go on in the background, each bounded by the per-node timeout.
+   */
+  private vote<T>(ask: (node: RedisBackend) => Promise<T>, isYes: (answer: T) => boolean, until: 'yes' | 'answers' = 'yes'): Promise<Tally<T>> {
+    const n = this.nodes.length;
+    const yes: number[] = [];
+    const no: number[] = [];
+    const failed: number[] = [];
+    const answers: Array<T | undefined> = new Array(n);
+    const errors: unknown[] = [];
+    return new Promise((resolve) => {
+      let done = false;
+      const settle = (): void => {
+        const answered = yes.length + no.length;
+        const pending = n - answered - failed.length;
+        // No majority any more: "taken" (decided now) unless the masters still pending could yet
+        // make it "too few masters answered" (those are waited for, each bounded).
+        const noMajority = n - no.length - failed.length < this.quorum && failed.length + pending <= n - this.quorum;
+        const decided = pending === 0 || (until === 'answers' ? answered >= this.quorum : yes.length >= this.quorum || noMajority);
+        if (done || !decided) return;
+        done = true;
+        const settled = new Set([...yes, ...no, ...failed]);
+        resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: this.nodes.map((_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
+      };
+      this.nodes.forEach((node, i) => {
+        let asked: Promise<T>;
+        try {
+          asked = ask(node);
+        } catch (error) {
+          asked = Promise.reject(error);
+        }
+        asked.then(
+          (answer) => {
+            answers[i] = answer;
+            (isYes(answer) ? yes : no).push(i);
+            settle();
+          },
+          (error: unknown) => {
+            failed.push(i);
+            errors.push(error);
+            settle();
+          },
+        );
+      });
+    });
+  }
+
+  /** The owner-checked delete on these masters (bounded each; failures leave the key to its ttl). */
+  private async giveBack(key: string, owner: string, nodes: number[]): Promise<void> {
+    await Promise.all(nodes.map((i) => this.nodes[i].release(key, owner).catch(() => undefined)));
+  }
+
+  private joinLine(key: string, owner: string): void {
+    this.turns.track(owner);
+    const line = this.waiting.get(key);
+    if (!line) this.waiting.set(key, [owner]);
+    else if (!line.includes(owner)) line.push(owner);
+  }
+
+  private leaveLine(key: string, owner: string): void {
+    this.turns.forget(owner);
+    const line = this.waiting.get(key);
+    if (!line) return;
+    const i = line.indexOf(owner);
+    if (i >= 0) line.splice(i, 1);
+    if (line.length === 0) this.waiting.delete(key);
+  }
+
+  /** The key is free as far as this process knows: its longest waiter here tries at once. */
+  private wakeNext(key: string): void {
+    const next = this.waiting.get(key)?.[0];
+    if (next !== undefined) this.turns.wake(next);
+  }
+
+  private unavailable(operation: string, key: string | undefined, tally: Tally<unknown>): LockBackendUnavailableError {
+    const answered = tally.yes.length + tally.no.length;
+    const first = tally.errors[0] as Error | undefined;
+    return new LockBackendUnavailableError(
+      this.name,
+      operation,
+      `${answered} of ${this.nodes.length} masters answered, ${this.quorum} are needed` + (first ? ` (${first.message})` : ''),
+      { key, cause: first },
+    );
+  }
+}
+
+/** The middle of the values, or undefined when there are none. */
+function median(values: number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}

@@ -1,0 +1,234 @@
+import { Redis } from 'ioredis';
+import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { RedisServer } from '../harness/servers.mjs';
+import { LockWorker } from '../harness/worker.js';
+
+// The Redlock backend against five real, independent redis-servers this spec starts (no
+// persistence: a kill -9 loses every key, as the seeds' restart scenario needs).
+
+describe('Redlock backend: efficiency locks over five independent Redis masters', () => {
+  const masters: RedisServer[] = [];
+  const inspectors: Redis[] = [];
+  const apps: LockApp[] = [];
+  const urls = (): string[] => masters.map((m) => m.url);
+  const start = async (options: Record<string, unknown> = {}, others: Record<string, unknown> = {}): Promise<LockApp> => {
+    const app = await startLockApp({ redlock: { urls: urls(), ...options }, ...others });
+    apps.push(app);
+    return app;
+  };
+  /** Which masters hold `key`, and for which owner (null: not there). */
+  const owners = (key: string): Promise<Array<string | null>> => Promise.all(inspectors.map((r) => r.get(`lock:{${key}}`).catch(() => null)));
+  const holding = async (key: string): Promise<number> => (await owners(key)).filter((o) => o !== null).length;
+  /** How many masters hold `key` once the slower ones have answered too (a grant needs only a majority). */
+  const settledHolding = async (key: string, expected: number): Promise<number> => {
+    for (let i = 0; i < 20 && (await holding(key)) !== expected; i++) await sleep(25);
+    return holding(key);
+  };
+  /** Acquire once the app's clients are back after a restart (ioredis reconnects with a backoff). */
+  const acquireWhenBack = async (app: LockApp, key: string, options: { ttl: number; wait: number }): Promise<Lease> => {
+    const deadline = Date.now() + 5_000;
+    for (;;) {
+      try {
+        return await app.locks.acquire(key, { purpose: 'efficiency', ...options });
+      } catch (error) {
+        if (!(error instanceof LockBackendUnavailableError) || Date.now() > deadline) throw error;
+        await sleep(100);
+      }
+    }
+  };
+  /** kill -9 these masters; the returned function starts them again (empty: no persistence). */
+  const kill = async (indices: number[]): Promise<() => Promise<void>> => {
+    await Promise.all(indices.map((i) => masters[i].kill9()));
+    return async () => {
+      await Promise.all(indices.map((i) => masters[i].restart()));
+    };
+  };
+
+  beforeAll(async () => {
+    for (let i = 0; i < 5; i++) masters.push(await RedisServer.start());
+    for (const m of masters) {
+      const r = new Redis(m.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      r.on('error', () => undefined);
+      inspectors.push(r);
+    }
+  }, 30_000);
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+    for (const r of inspectors) r.disconnect();
+    await Promise.all(masters.map((m) => m.stop()));
+    // ioredis 6's disconnect() of a client whose server died keeps a 2 s timer (its grace before
+    // destroying the socket): let those end here rather than after the run.
+    await sleep(2_100);
+  });
+
+  it('holds a key on a majority (here all five); one holder at a time across processes; a release lets the waiter in', async () => {
+    const worker = await LockWorker.start({ redlockUrls: urls() });
+    const app = await start();
+    const key = uniqueKey('redlock-excl');
+    try {
+      worker.send({ op: 'acquire', key, ttl: 10_000, wait: 0 });
+      await worker.next('acquired');
+      expect(await settledHolding(key, 5)).toBe(5);
+      expect(await app.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
+      // Nothing of the failed try is left behind: every master still has the worker's owner.
+      expect(new Set(await owners(key)).size).toBe(1);
+      const waiting = app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000, wait: 10_000 });
+      await sleep(300);
+      const releasedAt = Date.now();
+      worker.send({ op: 'release' });
+      const lease = await waiting;
+      // Another process: it learns by retrying (50–100 ms apart), not by a wake-up.
+      expect(Date.now() - releasedAt).toBeLessThan(2_000);
+      expect(await holding(key)).toBeGreaterThanOrEqual(3);
+      expect(await settledHolding(key, 5)).toBe(5);
+      expect(lease.token).toBeUndefined(); // no fencing tokens
+      await lease.release();
+      expect(await holding(key)).toBe(0);
+    } finally {
+      worker.send({ op: 'exit' });
+    }
+  }, 30_000);
+
+  it('in one process, a release wakes the next waiter at once, in arrival order', async () => {
+    const app = await start({ retryDelayMs: 2_000 });
+    const key = uniqueKey('redlock-wake');
+    const first = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    const order: string[] = [];
+    const a = app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 10_000 }).then((l) => (order.push('a'), l));
+    await sleep(50);
+    const b = app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 10_000 }).then((l) => (order.push('b'), l));
+    await sleep(100);
+    const releasedAt = Date.now();
+    await first.release();
+    const la = await a;
+    // Woken, not retried: the retry delay is 2–4 s here.
+    expect(Date.now() - releasedAt).toBeLessThan(1_000);
+    await la.release();
+    const lb = await b;
+    expect(Date.now() - releasedAt).toBeLessThan(1_500);
+    await lb.release();
+    expect(order).toEqual(['a', 'b']);
+  }, 30_000);
+
+  it('two of five masters killed: it still acquires, extends and releases, each within about the per-node timeout', async () => {
+    const app = await start();
+    const key = uniqueKey('redlock-two-down');
+    const restart = await kill([3, 4]);
+    try {
+      const t0 = Date.now();
+      const lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000 });
+      const acquireMs = Date.now() - t0;
+      expect(await settledHolding(key, 3)).toBe(3);
+      const t1 = Date.now();
+      await lease.extend(6_000);
+      const extendMs = Date.now() - t1;
+      expect(lease.remainingMs()).toBeGreaterThan(5_000);
+      const t2 = Date.now();
+      await lease.release();
+      const releaseMs = Date.now() - t2;
+      expect(await holding(key)).toBe(0);
+      // The per-node timeout is 200 ms: a dead master costs at most that (twice the measure, loaded CI).
+      for (const ms of [acquireMs, extendMs, releaseMs]) expect(ms).toBeLessThan(1_000);
+    } finally {
+      await restart();
+    }
+  }, 30_000);
+
+  it('three of five masters killed: LockBackendUnavailableError at once, and a holder that can no longer renew loses its lease at its validity end', async () => {
+    const app = await start();
+    const key = uniqueKey('redlock-three-down');
+    const holder = await app.locks.acquire(`${key}:held`, { purpose: 'efficiency', ttl: 1_500, watchdog: true, maxHold: 60_000 });
+    const restart = await kill([0, 2, 4]);
+    try {
+      const t0 = Date.now();
+      const error = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000, wait: 5_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockBackendUnavailableError);
+      expect((error as Error).message).toMatch(/2 of 5 masters answered, 3 are needed/);
+      expect(Date.now() - t0).toBeLessThan(1_000);
+      // The watchdog's renewals reach two masters only: no majority, so the lease ends with its validity.
+      const lost = await new Promise<number>((resolve) => holder.signal.addEventListener('abort', () => resolve(Date.now()), { once: true }));
+      expect((holder.signal.reason as { reason?: string }).reason).toBe('expired');
+      expect(lost - t0).toBeLessThan(3_000);
+    } finally {
+      await restart();
+    }
+  }, 30_000);
+
+  it('a master restarted without its data lets a second holder in (the seeds\' case: why correctness is refused); a restart delayed past the ttl does not', async () => {
+    const a = await start();
+    const b = await start();
+    // 1. Restarted at once, empty: three masters forget A's key, and B gets a majority of them.
+    const key = uniqueKey('redlock-restart');
+    const leaseA = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    await (await kill([0, 1, 2]))();
+    const leaseB = await acquireWhenBack(b, key, { ttl: 10_000, wait: 2_000 });
+    expect(leaseA.remainingMs()).toBeGreaterThan(5_000); // A still believes it holds: two holders
+    expect(leaseB.remainingMs()).toBeGreaterThan(5_000);
+    // A finds out only at its next extension: a majority no longer has its key.
+    await expect(leaseA.extend(10_000)).rejects.toThrow(/no longer has this owner/);
+    expect(leaseA.signal.aborted).toBe(true);
+    await leaseB.release();
+
+    // 2. Restarted only after the longest ttl (the seeds' restart delay): A's lease has ended by then.
+    const key2 = uniqueKey('redlock-delayed');
+    const ttl = 1_500;
+    const heldA: Lease = await a.locks.acquire(key2, { purpose: 'efficiency', ttl });
+    const restart = await kill([0, 1, 2]);
+    try {
+      await expect(b.locks.acquire(key2, { purpose: 'efficiency', ttl: 5_000, wait: 300 })).rejects.toBeInstanceOf(LockBackendUnavailableError);
+      await sleep(ttl + 100);
+    } finally {
+      await restart();
+    }
+    const heldB = await acquireWhenBack(b, key2, { ttl: 5_000, wait: 2_000 });
+    expect(heldA.remainingMs()).toBe(0);
+    expect(heldA.signal.aborted).toBe(true);
+    await heldB.release();
+  }, 30_000);
+
+  it('is refused for correctness at bootstrap, and routes efficiency (Redis first when both are configured)', async () => {
+    await expect(startLockApp({ redlock: { urls: urls() }, purposes: { correctness: 'redlock' } })).rejects.toThrow(InvalidLockOptionsError);
+    await expect(startLockApp({ redlock: { urls: urls() }, purposes: { correctness: 'redlock' } })).rejects.toThrow(/"redlock" issues no fencing tokens/);
+    const alone = await start();
+    await expect(alone.locks.acquire(uniqueKey('redlock-correctness'), { purpose: 'correctness' })).rejects.toThrow(InvalidLockOptionsError);
+    const key = uniqueKey('redlock-route');
+    await (await alone.locks.acquire(key, { purpose: 'efficiency' })).release();
+    const both = await start({}, { redis: { url: redisUrl() } });
+    const viaRedis = await both.locks.acquire(key, { purpose: 'efficiency' });
+    expect(await holding(key)).toBe(0); // on the single Redis
+    await viaRedis.release();
+    // (A majority: the deletes of the previous holder's release may still be landing on the others.)
+    const viaRedlock = await both.locks.acquire(key, { purpose: 'efficiency', backend: 'redlock' });
+    expect(await holding(key)).toBeGreaterThanOrEqual(3);
+    await viaRedlock.release();
+  }, 30_000);
+
+  it('answers pingCheck("redlock") up with two masters down and down with three', async () => {
+    const app = await start();
+    const health = app.app.get(DistributedLockHealthIndicator);
+    expect((await health.pingCheck('redlock'))['redlock'].status).toBe('up');
+    let restart = await kill([1, 3]);
+    try {
+      expect((await health.pingCheck('redlock'))['redlock'].status).toBe('up');
+      await restart();
+      restart = await kill([1, 2, 3]);
+      const down = (await health.pingCheck('redlock'))['redlock'];
+      expect(down.status).toBe('down');
+      expect(down.message).toMatch(/2 of 5 masters answered, 3 are needed/);
+    } finally {
+      await restart();
+    }
+  }, 30_000);
+
+  it('uses application-owned clients and never closes them', async () => {
+    const clients = masters.map((m) => new Redis(m.url));
+    const app = await startLockApp({ redlock: { clients } });
+    const key = uniqueKey('redlock-own');
+    await (await app.locks.acquire(key, { purpose: 'efficiency' })).release();
+    await app.close();
+    expect(clients.map((c) => c.status)).toEqual(['ready', 'ready', 'ready', 'ready', 'ready']);
+    expect(await Promise.all(clients.map((c) => c.ping()))).toEqual(['PONG', 'PONG', 'PONG', 'PONG', 'PONG']);
+    for (const c of clients) c.disconnect();
+  }, 30_000);
+});
