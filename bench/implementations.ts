@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../lib/index.js';
 
-export type Backend = 'redis' | 'etcd' | 'postgres' | 'zookeeper';
+export type Backend = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'redlock';
 
 /** Release function of a held lock. */
 export type Unlock = () => Promise<void>;
@@ -41,6 +41,35 @@ export async function redisFloor(url: string): Promise<Implementation> {
       return async () => void (await client.evalsha(sha, 1, key, id));
     },
     close: async () => void client.disconnect(),
+  };
+}
+
+/**
+ * Raw Redlock over the same masters: `SET NX PX` on all at once; a majority holds, else the ones
+ * that said yes are given back (compare-and-delete) and it polls every 1 ms; unlock deletes on all.
+ * No per-node timeout, no drift, no validity check: the floor of what the algorithm costs.
+ */
+export async function redlockFloor(urls: string[]): Promise<Implementation> {
+  const clients = urls.map((url) => new Redis(url));
+  const shas = await Promise.all(clients.map((c) => c.script('LOAD', COMPARE_AND_DELETE) as Promise<string>));
+  const quorum = Math.floor(clients.length / 2) + 1;
+  const del = (key: string, id: string, which: number[]): Promise<unknown> => Promise.all(which.map((i) => clients[i].evalsha(shas[i], 1, key, id)));
+  return {
+    name: 'redlock floor (SET NX on 5 + Lua del)',
+    backend: 'redlock',
+    floor: true,
+    async lock(key) {
+      const id = owner();
+      for (;;) {
+        const replies = await Promise.all(clients.map((c) => c.set(key, id, 'PX', TTL, 'NX')));
+        const yes = replies.flatMap((r, i) => (r === 'OK' ? [i] : []));
+        if (yes.length >= quorum) break;
+        if (yes.length) await del(key, id, yes);
+        await sleep(1);
+      }
+      return async () => void (await del(key, id, clients.map((_, i) => i)));
+    },
+    close: async () => clients.forEach((c) => c.disconnect()),
   };
 }
 
@@ -146,6 +175,7 @@ function moduleOptions(backend: Backend, target: Target): Parameters<typeof Dist
   if (backend === 'redis') return { redis: { url: target as string } };
   if (backend === 'etcd') return { etcd: { hosts: target as string[] } };
   if (backend === 'zookeeper') return { zookeeper: { connectionString: target as string } };
+  if (backend === 'redlock') return { redlock: { urls: target as string[] } };
   return { postgres: { connectionString: target as string } };
 }
 
@@ -159,7 +189,7 @@ async function lockApp(options: Parameters<typeof DistributedLockModule.forRoot>
 export async function ours(backend: Backend, target: Target): Promise<Implementation> {
   const app = await lockApp(moduleOptions(backend, target));
   const locks = app.get(DistributedLockService);
-  const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
+  const purpose = backend === 'redis' || backend === 'redlock' ? 'efficiency' : 'correctness';
   return {
     name: `ours: service (${backend})`,
     backend,
@@ -173,7 +203,7 @@ export async function ours(backend: Backend, target: Target): Promise<Implementa
 
 /** Ours, through a @DistributedLock-decorated method: the critical section runs inside the call. */
 export async function oursDecorator(backend: Backend, target: Target): Promise<Implementation> {
-  const purpose = backend === 'redis' ? 'efficiency' : 'correctness';
+  const purpose = backend === 'redis' || backend === 'redlock' ? 'efficiency' : 'correctness';
   @Injectable()
   class Guarded {
     @DistributedLock({ purpose, key: (key: string) => key, ttl: TTL, wait: 60_000 })

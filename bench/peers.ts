@@ -69,3 +69,31 @@ export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Impl
     },
   ];
 }
+
+/** redlock 4 and @sesamecare-oss/redlock on the same masters as ours, retrying every 2 ms (+2 ms jitter) while held. */
+export function redlockPeers(urls: string[]): Implementation[] {
+  const forRedlock = urls.map((url) => new Redis(url));
+  const redlock = new Redlock(forRedlock as never[], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
+  const forSesame = urls.map((url) => new Redis(url));
+  const sesame = new SesameRedlock(forSesame, { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
+  return [
+    {
+      name: 'redlock 4 (5 masters)',
+      backend: 'redlock',
+      async lock(key): Promise<Unlock> {
+        const lock = await redlock.lock(`redlock:${key}`, TTL);
+        return async () => void (await lock.unlock());
+      },
+      close: async () => forRedlock.forEach((c) => c.disconnect()),
+    },
+    {
+      name: '@sesamecare-oss/redlock (5 masters)',
+      backend: 'redlock',
+      async lock(key): Promise<Unlock> {
+        const lock = await sesame.acquire([`sesame:${key}`], TTL);
+        return async () => void (await lock.release());
+      },
+      close: async () => forSesame.forEach((c) => c.disconnect()),
+    },
+  ];
+}

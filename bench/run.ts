@@ -5,7 +5,7 @@
 //   npm run bench                     3 runs
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
-//   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper; printed; docs/ left as they are)
+//   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper, redlock; printed; docs/ left as they are)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,8 +14,8 @@ import pg from 'pg';
 import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
 import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
-import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
-import { peers } from './peers.js';
+import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
+import { peers, redlockPeers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'spread';
 interface Sample {
@@ -222,6 +222,9 @@ async function runPhaseFor(impl: Implementation, ms: number): Promise<number> {
 async function main(): Promise<void> {
   if (args.includes('--soak')) return soak();
   const [redis, etcd, postgres, zookeeper] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 }), PostgresServer.start(), ZooKeeperServer.start()]);
+  // Redlock's five independent masters (no persistence), only when its rows are measured.
+  const masters = onlyBackend === undefined || onlyBackend === 'redlock' ? await Promise.all(Array.from({ length: 5 }, () => RedisServer.start())) : [];
+  const masterUrls = masters.map((m) => m.url);
   const raw = new Redis(redis.url);
   const pgCounter = new pg.Client({ connectionString: postgres.url });
   await pgCounter.connect();
@@ -244,6 +247,10 @@ async function main(): Promise<void> {
         ['zookeeper', () => zkFloor(zookeeper.connectionString)],
         ['zookeeper', () => ours('zookeeper', zookeeper.connectionString)],
         ['zookeeper', () => oursDecorator('zookeeper', zookeeper.connectionString)],
+        ['redlock', () => redlockFloor(masterUrls)],
+        ['redlock', () => ours('redlock', masterUrls)],
+        ['redlock', () => oursDecorator('redlock', masterUrls)],
+        ['redlock', async () => redlockPeers(masterUrls)],
       ];
       const impls: Implementation[] = [];
       for (const [backend, make] of makers) {
@@ -270,7 +277,7 @@ async function main(): Promise<void> {
   } finally {
     raw.disconnect();
     await pgCounter.end();
-    await Promise.all([redis.stop(), etcd.stop(), postgres.stop(), zookeeper.stop()]);
+    await Promise.all([redis.stop(), etcd.stop(), postgres.stop(), zookeeper.stop(), ...masters.map((m) => m.stop())]);
   }
   // Median over runs of every figure.
   const final: Row[] = allRuns[0].map((row) => {
@@ -315,7 +322,7 @@ function chart(rows: Row[]): string {
       const r = rows.find((x) => x.impl === impl && x.phase === phase);
       if (!r || !Number.isFinite(r.ratio)) return;
       const y = y0 + 8 + i * barH;
-      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'], zookeeper: ['#8e44ad', '#d2b4de'] }[r.backend as Backend];
+      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'], zookeeper: ['#8e44ad', '#d2b4de'], redlock: ['#d35400', '#f0b27a'] }[r.backend as Backend];
       const color = impl.startsWith('ours') ? palette[0] : palette[1];
       parts.push(`<text x="${left - 6}" y="${y + 10}" font-size="11" text-anchor="end">${impl}</text>`);
       parts.push(`<rect x="${left}" y="${y}" width="${Math.min(2, r.ratio) * scale}" height="${barH - 3}" fill="${color}"/>`);
