@@ -60,6 +60,11 @@ export interface RedisBackendConfig {
   name?: string;
   /** Where connection outages of the clients this backend owns are reported (once per outage). */
   log?: { warn(message: string): void; log(message: string): void };
+  /**
+   * false: callers never queue here (`acquire` with `queue: false` only, as a Redlock master is
+   * used): a release is a plain owner-checked delete, with no queue to hand the key on to. @default true
+   */
+  queueing?: boolean;
 }
 
 /** `RedisBackendOptions` after `resolveRedisOptions()`: defaults filled in. */

@@ -11,7 +11,7 @@ import { AnswerDeadlines } from '../answer-deadlines.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
-import { ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
+import { DELETE_IF_OWNER, ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
 
 /**
  * `efficiency` locks on one Redis (standalone, Sentinel or Cluster client). Acquire is one
@@ -159,6 +159,9 @@ export class RedisBackend implements LockBackend {
   }
 
   async release(key: string, owner: string): Promise<boolean> {
+    if (this.config.queueing === false) {
+      return (await this.call('release', key, () => this.script(DELETE_IF_OWNER, [this.lockKeyOf(key)], [owner]))) === 1;
+    }
     this.waiters.forget(owner);
     const reply = await this.call('release', key, () =>
       this.script(RELEASE, this.keysOf(key), [owner, this.entryLifeMs, this.channel]),

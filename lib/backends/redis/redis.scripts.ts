@@ -131,3 +131,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `);
+
+/**
+ * Delete the key if ARGV[1] holds it: the release of a backend that never queues (a Redlock
+ * master), where RELEASE's hand-on would find no queue. ARGV: owner. Returns 1 or 0.
+ */
+export const DELETE_IF_OWNER = script(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`);

@@ -84,6 +84,8 @@ export class RedlockBackend implements LockBackend {
           connectTimeoutMs: nodeTimeoutMs,
           commandTimeoutMs: nodeTimeoutMs,
           log: config.log,
+          // Never queued on: a release is the plain owner-checked delete.
+          queueing: false,
         }),
     );
     this.quorum = Math.floor(count / 2) + 1;
@@ -93,6 +95,9 @@ export class RedlockBackend implements LockBackend {
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, queue } = request;
     const attempt = `${owner}.${(this.attempts++).toString(36)}`;
+    // In line before asking: a release here while we ask wakes us (remembered), so a waiter whose
+    // try lost to a holder that released a moment later tries again at once, not after the delay.
+    if (queue) this.joinLine(key, owner);
     const tally = await this.vote((node) => node.acquire({ ...request, owner: attempt, queue: false }), (answer) => answer.acquired);
     if (tally.yes.length >= this.quorum) {
       this.held.set(owner, attempt);
@@ -102,8 +107,10 @@ export class RedlockBackend implements LockBackend {
     // A minority: give back what we got (a master that had not answered gets the delete behind
     // the SET on the same connection).
     await this.giveBack(key, attempt, [...tally.yes, ...tally.pending]);
-    if (tally.failed.length > this.nodes.length - this.quorum) throw this.unavailable('acquire', key, tally);
-    if (queue) this.joinLine(key, owner);
+    if (tally.failed.length > this.nodes.length - this.quorum) {
+      this.leaveLine(key, owner);
+      throw this.unavailable('acquire', key, tally);
+    }
     const reported = tally.answers.flatMap((a) => (a && !a.acquired && a.holderRemainingMs !== undefined ? [a.holderRemainingMs] : []));
     return { acquired: false, holderRemainingMs: median(reported) };
   }
