@@ -4,6 +4,7 @@ import { RedisBackend } from '../redis/redis.backend.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
+import { median, vote, type Tally } from './redlock-vote.js';
 
 /** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
 export interface RedlockBackendConfig {
@@ -20,18 +21,6 @@ export interface RedlockBackendConfig {
   name?: string;
   /** Where connection outages of the clients this backend owns are reported (once per outage). */
   log?: { warn(message: string): void; log(message: string): void };
-}
-
-/** How the masters answered one request, as soon as the outcome is decided. */
-interface Tally<T> {
-  /** Masters that said yes, by index. */
-  readonly yes: number[];
-  readonly no: number[];
-  readonly failed: number[];
-  /** Masters that had not answered when the outcome was decided. */
-  readonly pending: number[];
-  readonly answers: Array<T | undefined>;
-  readonly errors: unknown[];
 }
 
 /**
@@ -98,7 +87,7 @@ export class RedlockBackend implements LockBackend {
     // In line before asking: a release here while we ask wakes us (remembered), so a waiter whose
     // try lost to a holder that released a moment later tries again at once, not after the delay.
     if (queue) this.joinLine(key, owner);
-    const tally = await this.vote((node) => node.acquire({ ...request, owner: attempt, queue: false }), (answer) => answer.acquired);
+    const tally = await vote(this.nodes, this.quorum, (node) => node.acquire({ ...request, owner: attempt, queue: false }), (answer) => answer.acquired);
     if (tally.yes.length >= this.quorum) {
       this.held.set(owner, attempt);
       this.leaveLine(key, owner);
@@ -124,7 +113,7 @@ export class RedlockBackend implements LockBackend {
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
     const attempt = this.held.get(owner);
     if (attempt === undefined) return false;
-    const tally = await this.vote((node) => node.extend(key, attempt, ttlMs), (extended) => extended);
+    const tally = await vote(this.nodes, this.quorum, (node) => node.extend(key, attempt, ttlMs), (extended) => extended);
     if (tally.yes.length >= this.quorum) return true;
     if (tally.yes.length + tally.failed.length >= this.quorum && tally.failed.length > 0) {
       // Not known lost: a majority may still hold it, but too few masters answered to say so.
@@ -142,7 +131,7 @@ export class RedlockBackend implements LockBackend {
     const attempt = this.held.get(owner);
     if (attempt === undefined) return false;
     this.held.delete(owner);
-    const tally = await this.vote((node) => node.release(key, attempt), (released) => released, 'answers');
+    const tally = await vote(this.nodes, this.quorum, (node) => node.release(key, attempt), (released) => released, 'answers');
     this.wakeNext(key);
     if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('release', key, tally);
     return tally.yes.length > 0;
@@ -150,7 +139,7 @@ export class RedlockBackend implements LockBackend {
 
   /** Every master's `PING` within `timeoutMs`; up when a majority answers. */
   async ping(timeoutMs: number): Promise<void> {
-    const tally = await this.vote((node) => node.ping(timeoutMs).then(() => true), (ok) => ok);
+    const tally = await vote(this.nodes, this.quorum, (node) => node.ping(timeoutMs).then(() => true), (ok) => ok);
     if (tally.yes.length < this.quorum) throw this.unavailable('ping', undefined, tally);
   }
 
@@ -162,55 +151,6 @@ export class RedlockBackend implements LockBackend {
     for (const owner of [...this.waiting.values()].flat()) this.turns.forget(owner);
     this.waiting.clear();
     await Promise.all(this.nodes.map((node) => node.close()));
-  }
-
-  /**
-   * Ask every master at once; settle as soon as the outcome is decided: a majority said yes, or
-   * can no longer say yes because enough said no (`'answers'`: once a majority has answered at
-   * all). Masters still pending go on in the background, each bounded by the per-node timeout.
-   */
-  private vote<T>(ask: (node: RedisBackend) => Promise<T>, isYes: (answer: T) => boolean, until: 'yes' | 'answers' = 'yes'): Promise<Tally<T>> {
-    const n = this.nodes.length;
-    const yes: number[] = [];
-    const no: number[] = [];
-    const failed: number[] = [];
-    const answers: Array<T | undefined> = new Array(n);
-    const errors: unknown[] = [];
-    return new Promise((resolve) => {
-      let done = false;
-      const settle = (): void => {
-        const answered = yes.length + no.length;
-        const pending = n - answered - failed.length;
-        // No majority any more: "taken" (decided now) unless the masters still pending could yet
-        // make it "too few masters answered" (those are waited for, each bounded).
-        const noMajority = n - no.length - failed.length < this.quorum && failed.length + pending <= n - this.quorum;
-        const decided = pending === 0 || (until === 'answers' ? answered >= this.quorum : yes.length >= this.quorum || noMajority);
-        if (done || !decided) return;
-        done = true;
-        const settled = new Set([...yes, ...no, ...failed]);
-        resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: this.nodes.map((_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
-      };
-      this.nodes.forEach((node, i) => {
-        let asked: Promise<T>;
-        try {
-          asked = ask(node);
-        } catch (error) {
-          asked = Promise.reject(error);
-        }
-        asked.then(
-          (answer) => {
-            answers[i] = answer;
-            (isYes(answer) ? yes : no).push(i);
-            settle();
-          },
-          (error: unknown) => {
-            failed.push(i);
-            errors.push(error);
-            settle();
-          },
-        );
-      });
-    });
   }
 
   /** The owner-checked delete on these masters (bounded each; failures leave the key to its ttl). */
@@ -250,11 +190,4 @@ export class RedlockBackend implements LockBackend {
       { key, cause: first },
     );
   }
-}
-
-/** The middle of the values, or undefined when there are none. */
-function median(values: number[]): number | undefined {
-  if (values.length === 0) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }

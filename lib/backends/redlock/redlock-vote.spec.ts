@@ -1,0 +1,85 @@
+import type { RedisBackend } from '../redis/redis.backend.js';
+import { median, vote } from './redlock-vote.js';
+
+interface Masters {
+  nodes: RedisBackend[];
+  /** Settle master i's answer: yes (true), no (false) or a failure. */
+  answer(i: number, value: boolean | Error): void;
+  ask(node: RedisBackend): Promise<boolean>;
+}
+
+/** Five masters whose answers the test gives, one at a time (pure logic: no Redis here). */
+function masters(): Masters {
+  const settle: Array<(value: boolean | Error) => void> = [];
+  return {
+    nodes: Array.from({ length: 5 }, (_, i) => ({ i }) as unknown as RedisBackend),
+    answer: (i, value) => settle[i](value),
+    ask: (node) =>
+      new Promise((resolve, reject) => {
+        settle[(node as unknown as { i: number }).i] = (v) => (v instanceof Error ? reject(v) : resolve(v));
+      }),
+  };
+}
+
+const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('the Redlock vote', () => {
+  const start = (until?: 'yes' | 'answers') => {
+    const m = masters();
+    let settled: Awaited<ReturnType<typeof vote<boolean>>> | undefined;
+    void vote(m.nodes, 3, m.ask, (v) => v, until).then((t) => (settled = t));
+    return { ...m, settled: () => settled };
+  };
+
+  it('settles as soon as a majority says yes, leaving the others pending', async () => {
+    const v = start();
+    v.answer(0, true);
+    v.answer(1, true);
+    await flush();
+    expect(v.settled()).toBeUndefined();
+    v.answer(2, true);
+    await flush();
+    expect(v.settled()).toMatchObject({ yes: [0, 1, 2], pending: [3, 4] });
+  });
+
+  it('settles as "taken" once enough said no, unless the pending ones could still make it "unreachable"', async () => {
+    const v = start();
+    v.answer(0, false);
+    v.answer(1, false);
+    v.answer(2, false);
+    await flush();
+    expect(v.settled()).toMatchObject({ no: [0, 1, 2], failed: [], pending: [3, 4] });
+
+    const w = start();
+    w.answer(0, false);
+    w.answer(1, false);
+    w.answer(2, new Error('down'));
+    await flush();
+    // 2 no + 1 failed: no majority can say yes, but with both pending failing too it is "unreachable".
+    expect(w.settled()).toBeUndefined();
+    w.answer(3, new Error('down'));
+    await flush();
+    expect(w.settled()).toBeUndefined();
+    w.answer(4, new Error('down'));
+    await flush();
+    expect(w.settled()).toMatchObject({ no: [0, 1], failed: [2, 3, 4], pending: [] });
+  });
+
+  it("'answers': settles once a majority answered at all, yes or no", async () => {
+    const v = start('answers');
+    v.answer(4, true);
+    v.answer(3, false);
+    v.answer(2, new Error('down'));
+    await flush();
+    expect(v.settled()).toBeUndefined();
+    v.answer(1, false);
+    await flush();
+    expect(v.settled()).toMatchObject({ yes: [4], no: [3, 1], failed: [2], pending: [0] });
+  });
+
+  it('takes the median of what was reported', () => {
+    expect(median([])).toBeUndefined();
+    expect(median([5, 1, 3])).toBe(3);
+    expect(median([4, 1])).toBe(4);
+  });
+});

@@ -1,0 +1,75 @@
+import type { RedisBackend } from '../redis/redis.backend.js';
+
+/** How the masters answered one request, as soon as the outcome is decided. */
+export interface Tally<T> {
+  /** Masters that said yes, by index. */
+  readonly yes: number[];
+  readonly no: number[];
+  readonly failed: number[];
+  /** Masters that had not answered when the outcome was decided. */
+  readonly pending: number[];
+  readonly answers: Array<T | undefined>;
+  readonly errors: unknown[];
+}
+
+/**
+ * Ask every master at once; settle as soon as the outcome is decided: a majority said yes, or
+ * can no longer say yes because enough said no (`'answers'`: once a majority has answered at
+ * all). Masters still pending go on in the background, each bounded by the per-node timeout.
+ */
+export function vote<T>(
+  nodes: readonly RedisBackend[],
+  quorum: number,
+  ask: (node: RedisBackend) => Promise<T>,
+  isYes: (answer: T) => boolean,
+  until: 'yes' | 'answers' = 'yes',
+): Promise<Tally<T>> {
+  const n = nodes.length;
+  const yes: number[] = [];
+  const no: number[] = [];
+  const failed: number[] = [];
+  const answers: Array<T | undefined> = new Array(n);
+  const errors: unknown[] = [];
+  return new Promise((resolve) => {
+    let done = false;
+    const settle = (): void => {
+      const answered = yes.length + no.length;
+      const pending = n - answered - failed.length;
+      // No majority any more: "taken" (decided now) unless the masters still pending could yet
+      // make it "too few masters answered" (those are waited for, each bounded).
+      const noMajority = n - no.length - failed.length < quorum && failed.length + pending <= n - quorum;
+      const decided = pending === 0 || (until === 'answers' ? answered >= quorum : yes.length >= quorum || noMajority);
+      if (done || !decided) return;
+      done = true;
+      const settled = new Set([...yes, ...no, ...failed]);
+      resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: nodes.map((_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
+    };
+    nodes.forEach((node, i) => {
+      let asked: Promise<T>;
+      try {
+        asked = ask(node);
+      } catch (error) {
+        asked = Promise.reject(error);
+      }
+      asked.then(
+        (answer) => {
+          answers[i] = answer;
+          (isYes(answer) ? yes : no).push(i);
+          settle();
+        },
+        (error: unknown) => {
+          failed.push(i);
+          errors.push(error);
+          settle();
+        },
+      );
+    });
+  });
+}
+
+/** The middle of the values, or undefined when there are none. */
+export function median(values: number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
