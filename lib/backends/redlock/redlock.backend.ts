@@ -87,7 +87,8 @@ export class RedlockBackend implements LockBackend {
     // In line before asking: a release here while we ask wakes us (remembered), so a waiter whose
     // try lost to a holder that released a moment later tries again at once, not after the delay.
     if (queue) this.joinLine(key, owner);
-    const tally = await vote(this.nodes, this.quorum, (node) => node.acquire({ ...request, owner: attempt, queue: false }), (answer) => answer.acquired);
+    const perMaster: AcquireRequest = { ...request, owner: attempt, queue: false };
+    const tally = await vote(this.nodes, this.quorum, (node) => node.acquire(perMaster), (answer) => answer.acquired);
     if (tally.yes.length >= this.quorum) {
       this.held.set(owner, attempt);
       this.leaveLine(key, owner);
