@@ -90,6 +90,24 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   }, 30_000);
 
+  it('keeps a read-modify-write whole across three contending processes (no update lost)', async () => {
+    const workers = await Promise.all([0, 1, 2].map(() => LockWorker.start({ redlockUrls: urls() })));
+    const key = uniqueKey('redlock-count');
+    const counter = `counter:${key}`;
+    const plain = new Redis(redisUrl());
+    try {
+      for (const w of workers) w.send({ op: 'count', key, url: redisUrl(), counter, rounds: 40 });
+      const results = await Promise.all(workers.map((w) => w.next('counted', 60_000)));
+      expect(results.map((r) => r.failed)).toEqual([0, 0, 0]);
+      // Each round read, yielded and wrote back: two holders at once would have lost an increment.
+      expect(Number(await plain.get(counter))).toBe(120);
+    } finally {
+      for (const w of workers) w.send({ op: 'exit' });
+      await plain.del(counter);
+      plain.disconnect();
+    }
+  }, 90_000);
+
   it('in one process, a release wakes the next waiter at once, in arrival order', async () => {
     const app = await start({ retryDelayMs: 2_000 });
     const key = uniqueKey('redlock-wake');

@@ -13,6 +13,11 @@ export type WorkerCommand =
   | { op: 'fenced-update'; table: string; id: string; set: Record<string, unknown> }
   /** A RedisFence write of `key` on the Redis at `url` with the held lease's token. */
   | { op: 'fenced-write'; url: string; key: string; value: string }
+  /**
+   * `rounds` times: take `key`, read the plain counter `counter` on the Redis at `url`, yield a
+   * little, write it back + 1, release — a read-modify-write only the lock keeps whole.
+   */
+  | { op: 'count'; key: string; url: string; counter: string; rounds: number; purpose?: 'efficiency' | 'correctness' }
   | { op: 'exit' };
 
 export type WorkerEvent =
@@ -22,6 +27,7 @@ export type WorkerEvent =
   | { event: 'lost'; reason: string; at: number }
   | { event: 'released' }
   | { event: 'written'; token: string }
+  | { event: 'counted'; rounds: number; failed: number }
   | { event: 'error'; name: string; message: string };
 
 const send = (message: WorkerEvent): void => void process.send?.(message);
@@ -70,6 +76,22 @@ async function main(): Promise<void> {
           fenceClient ??= new Redis(command.url, { maxRetriesPerRequest: 1 });
           await new RedisFence(fenceClient).write(command.key, command.value, lease!.token!);
           send({ event: 'written', token: lease!.token!.toString() });
+        } else if (command.op === 'count') {
+          fenceClient ??= new Redis(command.url, { maxRetriesPerRequest: 1 });
+          const plain = fenceClient;
+          let failed = 0;
+          for (let i = 0; i < command.rounds; i++) {
+            try {
+              await locks.using(command.key, { purpose: command.purpose ?? 'efficiency', ttl: 5_000, wait: 20_000 }, async () => {
+                const value = Number((await plain.get(command.counter)) ?? 0);
+                await new Promise((resolve) => setTimeout(resolve, 1));
+                await plain.set(command.counter, String(value + 1));
+              });
+            } catch {
+              failed += 1;
+            }
+          }
+          send({ event: 'counted', rounds: command.rounds, failed });
         } else if (command.op === 'release') {
           await lease?.release();
           send({ event: 'released' });
