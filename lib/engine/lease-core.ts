@@ -407,12 +407,21 @@ export class LeaseCore {
       // after a claim or extend still unanswered, which would otherwise move that end. (A plain
       // release need not wait: a call landing after it finds the key not ours.)
       let keepMs = 1;
-      const wasOwner = await this.inOrder(() => {
-        keepMs = Math.max(1, Math.ceil(this.keepUntil - monotonicNow()));
-        return this.backend.extend(this.key, this.owner, keepMs);
-      });
+      const releaseLater = (): void => void setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), keepMs).unref();
+      let wasOwner: boolean;
+      try {
+        wasOwner = await this.inOrder(() => {
+          keepMs = Math.max(1, Math.ceil(this.keepUntil - monotonicNow()));
+          return this.backend.extend(this.key, this.owner, keepMs);
+        });
+      } catch (error) {
+        // Unknown whether the key was shortened: it is still deleted (owner-checked) once the
+        // at-least time has passed, and a backend forgets the owner then — not only at its ttl.
+        releaseLater();
+        throw error;
+      }
       this.observer.released(this, wasOwner);
-      if (wasOwner) setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), keepMs).unref();
+      if (wasOwner) releaseLater();
       return;
     }
     const wasOwner = await this.backend.release(this.key, this.owner);

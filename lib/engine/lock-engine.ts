@@ -59,6 +59,12 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
   private readonly stopping = new AbortController();
   /** Leases shut down with work still running under them: their keys go when it settles. */
   private readonly draining: Array<Promise<void>> = [];
+  /**
+   * Acquire attempts still unanswered, and the give-backs of grants that came during shutdown:
+   * the backends close only once they have settled (each is bounded by its backend's timeouts),
+   * or a grant answered after `close()` would hold its key for the whole ttl.
+   */
+  private readonly inFlight = new Set<Promise<unknown>>();
   /** Detach this engine's loss listeners from the backends when the application closes. */
   private readonly lossListenerRemovals: Array<() => void> = [];
   private readonly reportReleaseFailure = (lease: Lease, error: unknown): void => this.registry.releaseFailed(lease, error);
@@ -150,17 +156,17 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
       for (;;) {
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
-        const attempt = backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy });
+        const attempt = this.tracked(backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy }));
         // A caller's signal stops the wait for the answer too; whatever the answer turns out to be
         // (a grant, a queue place) is given back, owner-checked, when it comes.
         const attemptOwner = owner;
         const result = o.signal || enclosing.length > 0
-          ? await unlessAborted(attempt, waiting.signal, () => void backend.release(o.key, attemptOwner).catch(() => undefined))
+          ? await unlessAborted(attempt, waiting.signal, () => void this.tracked(backend.release(o.key, attemptOwner).catch(() => undefined)))
           : await attempt;
         if (result.acquired) {
           if (this.shuttingDown) {
             // Shutdown began while we asked: no work may start now. Give the key straight back.
-            await backend.release(o.key, owner).catch(() => undefined);
+            await this.tracked(backend.release(o.key, owner).catch(() => undefined));
             queued = false;
             throw this.shutdownError(o);
           }
@@ -205,6 +211,14 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     this.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, waitedMs });
     if (!throwWhenBusy) return null;
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
+  }
+
+  /** `promise`, remembered until it settles (see `inFlight`). */
+  private tracked<T>(promise: Promise<T>): Promise<T> {
+    this.inFlight.add(promise);
+    const forget = (): void => void this.inFlight.delete(promise);
+    promise.then(forget, forget);
+    return promise;
   }
 
   private shutdownError(o: LockRequest): LockBackendUnavailableError {
@@ -312,6 +326,8 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
   async onApplicationShutdown(): Promise<void> {
     if (!this.shuttingDown) await this.beforeApplicationShutdown();
     await Promise.all(this.draining.splice(0));
+    // Attempts still unanswered, then the give-backs their answers start (bounded passes).
+    for (let pass = 0; pass < 3 && this.inFlight.size > 0; pass++) await Promise.allSettled([...this.inFlight]);
     for (const remove of this.lossListenerRemovals.splice(0)) remove();
     // Backends passed in `backends` belong to the application, like a client it passes in.
     await Promise.all(this.ownBackends().map((backend) => backend.close().catch(() => undefined)));

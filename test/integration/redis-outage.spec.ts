@@ -98,4 +98,25 @@ describe('Redis backend: server outages', () => {
       raw.disconnect();
     }
   }, 30_000);
+
+  it('closing the app while an acquire is unanswered gives the key back when the answer comes, before the client closes (review finding F2)', async () => {
+    const closing = await startLockApp({ redis: { url: server.url, connectTimeoutMs: 500, commandTimeoutMs: 500 } });
+    const key = uniqueKey('close-in-flight');
+    await closing.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
+    server.pause();
+    const attempt = closing.locks.acquire(key, { purpose: 'efficiency', ttl: 20_000 }).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 10));
+    const closed = closing.close();
+    await new Promise((r) => setTimeout(r, 150));
+    server.resume();
+    await closed;
+    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError); // shutting down: no lease
+    const raw = new Redis(server.url);
+    try {
+      // The SET landed when Redis resumed: it must not stay for its 20 s ttl.
+      expect(await raw.exists(`lock:{${key}}`)).toBe(0);
+    } finally {
+      raw.disconnect();
+    }
+  }, 30_000);
 });

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
+import { backendsOf } from '../harness/backends-of.js';
 import { LockWorker } from '../harness/worker.js';
 
 // The Redlock backend against five real, independent redis-servers this spec starts (no
@@ -18,7 +19,14 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     return app;
   };
   /** Which masters hold `key`, and for which owner (null: not there). */
-  const owners = (key: string): Promise<Array<string | null>> => Promise.all(inspectors.map((r) => r.get(`lock:{${key}}`).catch(() => null)));
+  const owners = (key: string): Promise<Array<string | null>> =>
+    Promise.all(
+      inspectors.map(async (r, i) => {
+        // An inspector of a master restarted a moment ago may still be reconnecting.
+        for (let n = 0; n < 60 && !down.has(i) && r.status !== 'ready'; n++) await sleep(50);
+        return r.get(`lock:{${key}}`).catch(() => null);
+      }),
+    );
   const holding = async (key: string): Promise<number> => (await owners(key)).filter((o) => o !== null).length;
   /** How many masters hold `key` once the slower ones have answered too (a grant needs only a majority). */
   const settledHolding = async (key: string, expected: number): Promise<number> => {
@@ -38,10 +46,13 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   };
   /** kill -9 these masters; the returned function starts them again (empty: no persistence). */
+  const down = new Set<number>();
   const kill = async (indices: number[]): Promise<() => Promise<void>> => {
+    for (const i of indices) down.add(i);
     await Promise.all(indices.map((i) => masters[i].kill9()));
     return async () => {
       await Promise.all(indices.map((i) => masters[i].restart()));
+      for (const i of indices) down.delete(i);
     };
   };
 
@@ -239,8 +250,25 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   }, 30_000);
 
+  it('a lockAtLeastFor release whose shortening cannot reach a majority still gives the key up and forgets the owner (review finding F1)', async () => {
+    const app = await start();
+    const key = uniqueKey('redlock-at-least');
+    const lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 1_500, lockAtLeastFor: 800 });
+    for (const i of [0, 1, 2]) masters[i].pause();
+    try {
+      await expect(lease.release()).rejects.toThrow(/masters answered/);
+    } finally {
+      for (const i of [0, 1, 2]) masters[i].resume();
+    }
+    const backend = backendsOf(app.app).get('redlock') as unknown as { held: Map<string, string> };
+    await sleep(1_600); // past the at-least time and the ttl
+    expect(backend.held.size).toBe(0);
+    expect(await holding(key)).toBe(0);
+  }, 30_000);
+
   it('uses application-owned clients and never closes them', async () => {
     const clients = masters.map((m) => new Redis(m.url));
+    await Promise.all(clients.map((c) => new Promise((resolve) => c.once('ready', resolve))));
     const app = await startLockApp({ redlock: { clients } });
     const key = uniqueKey('redlock-own');
     await (await app.locks.acquire(key, { purpose: 'efficiency' })).release();

@@ -269,14 +269,16 @@ export class RedisBackend implements LockBackend {
    * Delete `owner`'s key (owner-checked) after an acquire of unknown outcome. The delete goes out
    * behind the acquire on the same connection — after ioredis has resent it, when the connection
    * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
-   * delete is tried again, backing off, until Redis answers, the key's ttl has passed (it is gone
-   * by then anyway) or the backend closes: else the resent SET would block the key for its ttl.
+   * delete is tried again (50, 100, then every 200 ms, each try bounded) until Redis answers, the
+   * key's ttl has passed (it is gone by then anyway) or the backend closes: else the resent SET
+   * would block the key for its ttl.
    */
   private cleanUp(key: string, owner: string, ttlMs: number, until = performance.now() + ttlMs, attempt = 0): void {
     this.release(key, owner).catch(() => {
       const left = until - performance.now();
       if (this.closed || left <= 0) return;
-      setTimeout(() => this.cleanUp(key, owner, ttlMs, until, attempt + 1), Math.min(left, 100 * 2 ** Math.min(attempt, 5))).unref();
+      // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
+      setTimeout(() => this.cleanUp(key, owner, ttlMs, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
     });
   }
 
