@@ -187,7 +187,9 @@ export class RedlockBackend implements LockBackend {
     return new LockBackendUnavailableError(
       this.name,
       operation,
-      `${answered} of ${this.nodes.length} masters answered, ${this.quorum} are needed` + (first ? ` (${first.message})` : ''),
+      `${answered} of ${this.nodes.length} masters answered, ${this.quorum} are needed — the others are down, unreachable or ` +
+        `slower than redlock.nodeTimeoutMs; the lock cannot be taken or kept until a majority answers` +
+        (first ? ` (first error: ${first.message})` : ''),
       { key, cause: first },
     );
   }
