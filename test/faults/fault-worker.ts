@@ -13,7 +13,7 @@ import { wallNow } from '../simulation/clock.js';
 
 export interface FaultWorkerConfig {
   id: number;
-  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper';
+  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper' | 'redlock';
   fenced: boolean;
   /** ZooKeeper scenarios: the connection string and the session timeout to ask for. */
   zookeeper?: string;
@@ -21,6 +21,8 @@ export interface FaultWorkerConfig {
   etcdHosts?: string[];
   sessionTtlSeconds?: number;
   lockRedisUrl?: string;
+  /** Redlock scenarios: the five masters. */
+  redlockUrls?: string[];
   /** Redis register (etcd and Redis scenarios). */
   registerRedisUrl?: string;
   /** PostgreSQL scenarios: the lock backend and the register table are in this one database. */
@@ -110,6 +112,7 @@ function lockOptions(config: FaultWorkerConfig): Parameters<typeof DistributedLo
   if (config.backend === 'etcd') return { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } };
   if (config.backend === 'zookeeper') return { zookeeper: { connectionString: config.zookeeper!, sessionTimeoutMs: config.zkSessionMs ?? 1_000, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 } };
   if (config.backend === 'postgres') return { postgres: { connectionString: config.postgresUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
+  if (config.backend === 'redlock') return { redlock: { urls: config.redlockUrls! } };
   return { redis: { url: config.lockRedisUrl!, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
 }
 
@@ -120,7 +123,7 @@ async function main(): Promise<void> {
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
   const locks = app.get(DistributedLockService);
   const register = config.backend === 'postgres' ? postgresRegister(config) : redisRegister(config);
-  const purpose = config.backend === 'redis' ? 'efficiency' : 'correctness';
+  const purpose = config.backend === 'redis' || config.backend === 'redlock' ? 'efficiency' : 'correctness';
 
   let stopping = false;
   process.on('message', (message: { op: string }) => {

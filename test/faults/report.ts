@@ -15,7 +15,7 @@ export function summaryTable(results: ScenarioResult[]): string {
     r.unknownWrites,
     r.staleRejected,
     r.staleAccepted,
-    spec.backend === 'redis' ? '–' : r.tokenRegressions,
+    spec.backend === 'redis' || spec.backend === 'redlock' ? '–' : r.tokenRegressions,
     r.lostUpdates,
     r.overlaps,
     `${r.validityOverlaps} (${r.unexplainedOverlaps})`,

@@ -40,17 +40,20 @@ export interface FaultServers {
   postgres: PostgresServer;
   /** The ZooKeeper scenarios' lock server (their register is the register Redis, fenced). */
   zookeeper: ZooKeeperServer;
+  /** The Redlock scenarios' five independent masters, without persistence (their register is the register Redis, unfenced). */
+  redlockMasters: RedisServer[];
   stop(): Promise<void>;
 }
 
-/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL, a ZooKeeper. */
+/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL, a ZooKeeper, five Redlock masters. */
 export async function startFaultServers(): Promise<FaultServers> {
-  const [etcd, lockRedis, registerRedis, postgres, zookeeper] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, postgres, zookeeper, redlockMasters] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start(),
     RedisServer.start(),
     PostgresServer.start(),
     ZooKeeperServer.start(),
+    Promise.all(Array.from({ length: 5 }, () => RedisServer.start())),
   ]);
   return {
     etcd,
@@ -58,8 +61,9 @@ export async function startFaultServers(): Promise<FaultServers> {
     registerRedis,
     postgres,
     zookeeper,
+    redlockMasters,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop(), zookeeper.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop(), zookeeper.stop(), ...redlockMasters.map((m) => m.stop())]);
     },
   };
 }
@@ -119,7 +123,7 @@ export async function cycles(ctx: FaultContext, quietMs: number, steps: Step[]):
 export interface ScenarioSpec {
   name: string;
   description: string;
-  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper';
+  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper' | 'redlock';
   fenced: boolean;
   /**
    * Two workers must never be told their leases are valid at once, unless the earlier one was
@@ -181,6 +185,7 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       etcdHosts: viaProxy ? proxies.slice(0, -1).map((p) => p.endpoint) : servers.etcd.hosts,
       sessionTtlSeconds: 1,
       lockRedisUrl: servers.lockRedis.url,
+      redlockUrls: servers.redlockMasters.map((m) => m.url),
       registerRedisUrl: viaProxy ? `redis://${proxies[proxies.length - 1].endpoint}` : servers.registerRedis.url,
       postgresUrl: `postgres://${servers.postgres.user}@${pgHost}/${servers.postgres.database}`,
       zookeeper: viaProxy && spec.backend === 'zookeeper' ? proxies[0].endpoint : servers.zookeeper.connectionString,

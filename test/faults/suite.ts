@@ -1,4 +1,5 @@
 import { pgScenarios } from './pg-suite.js';
+import { redlockScenarios } from './redlock-suite.js';
 import { zkScenarios } from './zk-suite.js';
 import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
 
@@ -131,5 +132,6 @@ export function scenarios(scale = 1): ScenarioSpec[] {
     },
     ...pgScenarios(scale),
     ...zkScenarios(scale),
+    ...redlockScenarios(scale),
   ];
 }
