@@ -40,8 +40,18 @@ describe('forRoot({ redlock }) options', () => {
     expect(same.field).toBe('redlock.urls[2]');
     expect(same.message).not.toContain('pw'); // never echoes a password
     expect(refused({ urls: ['redis://a', 'redis://b:6379', 'redis://a:6379'] }).field).toBe('redlock.urls[2]'); // the default port
-    // Different databases of one server are still one server... but the path differs: refused only when it is the same.
     expect(resolveRedlockOptions({ urls: ['redis://a:6379/0', 'redis://b:6379', 'redis://c:6379'] }, 'redlock').urls).toHaveLength(3);
+    // Two databases of one server are one server: its loss would take two votes at once.
+    expect(refused({ urls: ['redis://a:6379/0', 'redis://b:6379', 'redis://a:6379/1'] }).field).toBe('redlock.urls[2]');
+    expect(refused({ urls: ['redis://a:6379', 'redis://b:6379', 'redis://a:6379/2'] }).field).toBe('redlock.urls[2]');
+    // The loopback names of one port are one server; other ports on one machine are other servers.
+    expect(refused({ urls: ['redis://localhost:7001', 'redis://b:6379', 'redis://127.0.0.1:7001'] }).field).toBe('redlock.urls[2]');
+    expect(refused({ urls: ['redis://[::1]:7001', 'redis://b:6379', 'redis://localhost:7001'] }).field).toBe('redlock.urls[2]');
+    expect(resolveRedlockOptions({ urls: ['redis://localhost:7001', 'redis://localhost:7002', 'redis://127.0.0.1:7003'] }, 'redlock').urls).toHaveLength(3);
+    // Clients the application built: compared by the host and port they were given.
+    const at = (host: string, port: number, db = 0): Record<string, unknown> => client({ options: { host, port, db } });
+    expect(refused({ clients: [at('a', 6379), at('b', 6379), at('a', 6379, 3)] }).field).toBe('redlock.clients[2]');
+    expect(resolveRedlockOptions({ clients: [at('a', 6379), at('b', 6379), at('c', 6379)] }, 'redlock').clients).toHaveLength(3);
   });
 
   it('refuses bad values naming the field', () => {

@@ -1,5 +1,4 @@
 import { checkPositiveMs, failOption, isPlainObject, MODULE_OPTIONS, rejectUnknown } from '../../common/checks.util.js';
-import { redactUrl } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import { checkRedisUrl } from '../redis/redis-backend.options.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
@@ -70,6 +69,30 @@ function checkMasterCount(count: number, field: string): void {
   }
 }
 
+/**
+ * Which server an address reaches, as far as its text tells: host and port, with the loopback
+ * names of one machine as one (`localhost`, `127.0.0.1`, `[::1]`). Not the database: two databases
+ * of one server are one server, whose loss takes both votes.
+ */
+function serverOf(hostname: string, port: string | number | undefined): string {
+  const host = hostname.toLowerCase().replace(/^\[|\]$/g, '');
+  const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
+  return `${loopback ? 'loopback' : host}:${port === undefined || port === '' ? 6379 : Number(port)}`;
+}
+
+/** Fail at the second of two masters that name one server (`what(i)` names a master's field). */
+function checkDistinctServers(servers: Array<string | undefined>, field: string, what: (i: number) => string): void {
+  const seen = new Map<string, number>();
+  servers.forEach((server, i) => {
+    if (server === undefined) return;
+    const first = seen.get(server);
+    if (first !== undefined) {
+      failOption(`${field}${what(i)}`, `is the same server as ${what(first).slice(1)} (${server.replace(/^loopback/, 'localhost')}): every master must be a different, independent server`);
+    }
+    seen.set(server, i);
+  });
+}
+
 /** `forRoot({ redlock })` checked, with defaults. */
 export function resolveRedlockOptions(raw: unknown, field: string): ResolvedRedlockOptions {
   if (!isPlainObject(raw)) return failOption(field, "must be an object such as { urls: ['redis://a:6379', 'redis://b:6379', 'redis://c:6379'] }");
@@ -87,19 +110,26 @@ export function resolveRedlockOptions(raw: unknown, field: string): ResolvedRedl
       if (c?.isCluster === true) failOption(`${field}.clients[${i}]`, 'is a Redis Cluster client: Redlock needs independent masters (a Cluster is one store; use the redis backend with it)');
     });
     if (new Set(clients).size !== clients.length) failOption(`${field}.clients`, 'names one client twice: every master must be a different, independent server');
+    // By the address each client was given (a client over a unix socket names its path).
+    const addresses = clients.map((client) => {
+      const o = (client as { options?: { host?: unknown; port?: unknown; path?: unknown } }).options;
+      if (typeof o?.path === 'string' && o.path) return `unix:${o.path}`;
+      return typeof o?.host === 'string' ? serverOf(o.host, o.port as number | undefined) : undefined;
+    });
+    checkDistinctServers(addresses, field, (i) => `.clients[${i}]`);
     checkMasterCount(clients.length, `${field}.clients`);
   } else {
     if (urls === undefined) failOption(field, 'needs urls (or clients): one per independent Redis master, an odd number ≥ 3');
     if (!Array.isArray(urls)) failOption(`${field}.urls`, 'must be an array of redis:// URLs, one per independent master');
     checkedUrls = urls.map((url, i) => checkRedisUrl(url, `${field}.urls[${i}]`));
-    const seen = new Map<string, number>();
-    checkedUrls.forEach((url, i) => {
-      const where = new URL(url);
-      const node = `${where.hostname}:${where.port || '6379'}${where.pathname}`;
-      const first = seen.get(node);
-      if (first !== undefined) failOption(`${field}.urls[${i}]`, `is the same server as urls[${first}] (${redactUrl(url)}): every master must be a different, independent server`);
-      seen.set(node, i);
-    });
+    checkDistinctServers(
+      checkedUrls.map((url) => {
+        const where = new URL(url);
+        return serverOf(where.hostname, where.port);
+      }),
+      field,
+      (i) => `.urls[${i}]`,
+    );
     checkMasterCount(checkedUrls.length, `${field}.urls`);
     if (options !== undefined && !isPlainObject(options)) failOption(`${field}.options`, 'must be an object of ioredis options');
   }
