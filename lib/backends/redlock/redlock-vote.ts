@@ -1,5 +1,3 @@
-import type { RedisBackend } from '../redis/redis.backend.js';
-
 /** How the masters answered one request, as soon as the outcome is decided. */
 export interface Tally<T> {
   /** Masters that said yes, by index. */
@@ -18,13 +16,12 @@ export interface Tally<T> {
  * all). Masters still pending go on in the background, each bounded by the per-node timeout.
  */
 export function vote<T>(
-  nodes: readonly RedisBackend[],
+  n: number,
   quorum: number,
-  ask: (node: RedisBackend) => Promise<T>,
+  ask: (i: number) => Promise<T>,
   isYes: (answer: T) => boolean,
   until: 'yes' | 'answers' = 'yes',
 ): Promise<Tally<T>> {
-  const n = nodes.length;
   const yes: number[] = [];
   const no: number[] = [];
   const failed: number[] = [];
@@ -42,12 +39,12 @@ export function vote<T>(
       if (done || !decided) return;
       done = true;
       const settled = new Set([...yes, ...no, ...failed]);
-      resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: nodes.map((_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
+      resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: Array.from({ length: n }, (_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
     };
-    nodes.forEach((node, i) => {
+    for (let i = 0; i < n; i++) {
       let asked: Promise<T>;
       try {
-        asked = ask(node);
+        asked = ask(i);
       } catch (error) {
         asked = Promise.reject(error);
       }
@@ -63,7 +60,7 @@ export function vote<T>(
           settle();
         },
       );
-    });
+    }
   });
 }
 

@@ -1,4 +1,5 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import { withTimeout } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
@@ -56,6 +57,12 @@ export class RedlockBackend implements LockBackend {
    */
   private readonly held = new Map<string, string>();
   private attempts = 0;
+  /** Per master, the `run_id` of the server its connection reached (read on every 'ready'). */
+  private readonly serverIds: Array<string | undefined>;
+  /** Masters whose connection reaches the same server as an earlier one: their answers are not votes. */
+  private sameServerAs = new Map<number, number>();
+  private readonly log?: RedlockBackendConfig['log'];
+  private readonly unwatch: Array<() => void> = [];
 
   constructor(config: RedlockBackendConfig) {
     this.name = config.name ?? 'redlock';
@@ -79,6 +86,61 @@ export class RedlockBackend implements LockBackend {
     );
     this.quorum = Math.floor(count / 2) + 1;
     this.retryDelayMs = config.retryDelayMs ?? REDLOCK_DEFAULTS.retryDelayMs;
+    this.log = config.log;
+    this.serverIds = new Array(count);
+    config.clients.forEach((client, i) => {
+      const identify = (): void => this.identify(client, i, nodeTimeoutMs);
+      client.on('ready', identify);
+      const off = (client as { off?: (event: string, listener: () => void) => unknown }).off;
+      if (off) this.unwatch.push(() => void off.call(client, 'ready', identify));
+      if (client.status === 'ready') identify();
+    });
+  }
+
+  /**
+   * Two masters that are one server under two names (a DNS alias, a proxy, another database) would
+   * give it two votes: the options catch what their text shows, this the rest. Each connection's
+   * server is its `run_id` (INFO server, once per connection); a later master on an earlier one's
+   * server counts as not answering, and the operator is told. (Until the first answer, one server
+   * with one key prefix and database still votes once: its second SET NX finds the first's key.)
+   */
+  private identify(client: RedisClientLike, i: number, timeoutMs: number): void {
+    const info = (client as { info?: (section: string) => Promise<unknown> }).info;
+    if (typeof info !== 'function') return;
+    void withTimeout(info.call(client, 'server'), timeoutMs * 5, () => new Error('INFO timed out')).then(
+      (reply) => {
+        this.serverIds[i] = /(?:^|\r?\n)run_id:(\w+)/.exec(String(reply))?.[1];
+        this.findSameServers();
+      },
+      () => undefined, // unknown until its next connection; a master that does not answer has no vote anyway
+    );
+  }
+
+  private findSameServers(): void {
+    const first = new Map<string, number>();
+    const same = new Map<number, number>();
+    this.serverIds.forEach((id, i) => {
+      if (id === undefined) return;
+      const earlier = first.get(id);
+      if (earlier === undefined) first.set(id, i);
+      else same.set(i, earlier);
+    });
+    for (const [i, earlier] of same) {
+      if (this.sameServerAs.get(i) !== earlier) {
+        this.log?.warn(
+          `${this.name}: masters [${earlier}] and [${i}] reach one Redis server (run_id ${this.serverIds[i]!.slice(0, 8)}…): it votes once, ` +
+            `so ${this.quorum} of the other masters are needed — give Redlock ${this.nodes.length} independent servers`,
+        );
+      }
+    }
+    this.sameServerAs = same;
+  }
+
+  /** `ask` master `i`, unless it is an earlier master's server again (then it counts as not answering). */
+  private ask<T>(i: number, ask: (node: RedisBackend) => Promise<T>): Promise<T> {
+    const earlier = this.sameServerAs.get(i);
+    if (earlier !== undefined) return Promise.reject(new Error(`master [${i}] is the same Redis server as master [${earlier}]`));
+    return ask(this.nodes[i]);
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -88,7 +150,7 @@ export class RedlockBackend implements LockBackend {
     // try lost to a holder that released a moment later tries again at once, not after the delay.
     if (queue) this.joinLine(key, owner);
     const perMaster: AcquireRequest = { ...request, owner: attempt, queue: false };
-    const tally = await vote(this.nodes, this.quorum, (node) => node.acquire(perMaster), (answer) => answer.acquired);
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.acquire(perMaster)), (answer) => answer.acquired);
     if (tally.yes.length >= this.quorum) {
       this.held.set(owner, attempt);
       this.leaveLine(key, owner);
@@ -114,7 +176,7 @@ export class RedlockBackend implements LockBackend {
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
     const attempt = this.held.get(owner);
     if (attempt === undefined) return false;
-    const tally = await vote(this.nodes, this.quorum, (node) => node.extend(key, attempt, ttlMs), (extended) => extended);
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.extend(key, attempt, ttlMs)), (extended) => extended);
     if (tally.yes.length >= this.quorum) return true;
     if (tally.yes.length + tally.failed.length >= this.quorum && tally.failed.length > 0) {
       // Not known lost: a majority may still hold it, but too few masters answered to say so.
@@ -132,7 +194,7 @@ export class RedlockBackend implements LockBackend {
     const attempt = this.held.get(owner);
     if (attempt === undefined) return false;
     this.held.delete(owner);
-    const tally = await vote(this.nodes, this.quorum, (node) => node.release(key, attempt), (released) => released, 'answers');
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.release(key, attempt)), (released) => released, 'answers');
     this.wakeNext(key);
     if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('release', key, tally);
     return tally.yes.length > 0;
@@ -140,7 +202,7 @@ export class RedlockBackend implements LockBackend {
 
   /** Every master's `PING` within `timeoutMs`; up when a majority answers. */
   async ping(timeoutMs: number): Promise<void> {
-    const tally = await vote(this.nodes, this.quorum, (node) => node.ping(timeoutMs).then(() => true), (ok) => ok);
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.ping(timeoutMs).then(() => true)), (ok) => ok);
     if (tally.yes.length < this.quorum) throw this.unavailable('ping', undefined, tally);
   }
 
@@ -151,6 +213,7 @@ export class RedlockBackend implements LockBackend {
   async close(): Promise<void> {
     for (const owner of [...this.waiting.values()].flat()) this.turns.forget(owner);
     this.waiting.clear();
+    for (const unwatch of this.unwatch.splice(0)) unwatch();
     await Promise.all(this.nodes.map((node) => node.close()));
   }
 
