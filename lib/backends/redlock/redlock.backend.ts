@@ -1,10 +1,10 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
-import { withTimeout } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
+import { RedlockServers } from './redlock-servers.js';
 import { median, vote, type Tally } from './redlock-vote.js';
 
 /** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
@@ -57,12 +57,8 @@ export class RedlockBackend implements LockBackend {
    */
   private readonly held = new Map<string, string>();
   private attempts = 0;
-  /** Per master, the `run_id` of the server its connection reached (read on every 'ready'). */
-  private readonly serverIds: Array<string | undefined>;
-  /** Masters whose connection reaches the same server as an earlier one: their answers are not votes. */
-  private sameServerAs = new Map<number, number>();
-  private readonly log?: RedlockBackendConfig['log'];
-  private readonly unwatch: Array<() => void> = [];
+  /** Which masters are one server under two names (their later one has no vote). */
+  private readonly servers: RedlockServers;
 
   constructor(config: RedlockBackendConfig) {
     this.name = config.name ?? 'redlock';
@@ -86,59 +82,17 @@ export class RedlockBackend implements LockBackend {
     );
     this.quorum = Math.floor(count / 2) + 1;
     this.retryDelayMs = config.retryDelayMs ?? REDLOCK_DEFAULTS.retryDelayMs;
-    this.log = config.log;
-    this.serverIds = new Array(count);
-    config.clients.forEach((client, i) => {
-      const identify = (): void => this.identify(client, i, nodeTimeoutMs);
-      client.on('ready', identify);
-      const off = (client as { off?: (event: string, listener: () => void) => unknown }).off;
-      if (off) this.unwatch.push(() => void off.call(client, 'ready', identify));
-      if (client.status === 'ready') identify();
-    });
-  }
-
-  /**
-   * Two masters that are one server under two names (a DNS alias, a proxy, another database) would
-   * give it two votes: the options catch what their text shows, this the rest. Each connection's
-   * server is its `run_id` (INFO server, once per connection); a later master on an earlier one's
-   * server counts as not answering, and the operator is told. (Until the first answer, one server
-   * with one key prefix and database still votes once: its second SET NX finds the first's key.)
-   */
-  private identify(client: RedisClientLike, i: number, timeoutMs: number): void {
-    const info = (client as { info?: (section: string) => Promise<unknown> }).info;
-    if (typeof info !== 'function') return;
-    void withTimeout(info.call(client, 'server'), timeoutMs * 5, () => new Error('INFO timed out')).then(
-      (reply) => {
-        this.serverIds[i] = /(?:^|\r?\n)run_id:(\w+)/.exec(String(reply))?.[1];
-        this.findSameServers();
-      },
-      () => undefined, // unknown until its next connection; a master that does not answer has no vote anyway
+    this.servers = new RedlockServers(config.clients, nodeTimeoutMs * 5, (earlier, later, runId) =>
+      config.log?.warn(
+        `${this.name}: masters [${earlier}] and [${later}] reach one Redis server (run_id ${runId.slice(0, 8)}…): it votes once, ` +
+          `so ${this.quorum} of the other masters are needed — give Redlock ${count} independent servers`,
+      ),
     );
-  }
-
-  private findSameServers(): void {
-    const first = new Map<string, number>();
-    const same = new Map<number, number>();
-    this.serverIds.forEach((id, i) => {
-      if (id === undefined) return;
-      const earlier = first.get(id);
-      if (earlier === undefined) first.set(id, i);
-      else same.set(i, earlier);
-    });
-    for (const [i, earlier] of same) {
-      if (this.sameServerAs.get(i) !== earlier) {
-        this.log?.warn(
-          `${this.name}: masters [${earlier}] and [${i}] reach one Redis server (run_id ${this.serverIds[i]!.slice(0, 8)}…): it votes once, ` +
-            `so ${this.quorum} of the other masters are needed — give Redlock ${this.nodes.length} independent servers`,
-        );
-      }
-    }
-    this.sameServerAs = same;
   }
 
   /** `ask` master `i`, unless it is an earlier master's server again (then it counts as not answering). */
   private ask<T>(i: number, ask: (node: RedisBackend) => Promise<T>): Promise<T> {
-    const earlier = this.sameServerAs.get(i);
+    const earlier = this.servers.sameAs(i);
     if (earlier !== undefined) return Promise.reject(new Error(`master [${i}] is the same Redis server as master [${earlier}]`));
     return ask(this.nodes[i]);
   }
@@ -213,7 +167,7 @@ export class RedlockBackend implements LockBackend {
   async close(): Promise<void> {
     for (const owner of [...this.waiting.values()].flat()) this.turns.forget(owner);
     this.waiting.clear();
-    for (const unwatch of this.unwatch.splice(0)) unwatch();
+    this.servers.close();
     await Promise.all(this.nodes.map((node) => node.close()));
   }
 
