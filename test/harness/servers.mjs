@@ -84,7 +84,7 @@ export function ensureBinary(binary) {
 async function waitForRedis(port, timeoutMs, child) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited with code ${child.exitCode}`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on port ${port} exited (${child.exitCode ?? child.signalCode})`);
     const ok = await new Promise((resolve) => {
       const socket = net.connect({ port, host: '127.0.0.1' });
       socket.setTimeout(200);
@@ -94,6 +94,8 @@ async function waitForRedis(port, timeoutMs, child) {
         resolve(data.toString().startsWith('+PONG'));
       });
       socket.on('error', () => resolve(false));
+      // A server killed after it read the PING closes without answering: try again (it never settled before).
+      socket.on('close', () => resolve(false));
       socket.on('timeout', () => {
         socket.destroy();
         resolve(false);

@@ -8,7 +8,8 @@ const ev = (t: number, w: number, body: SimEventBody, inc = 0): SimEvent => ({ .
 
 /**
  * A correctness lease on key 0: requested, granted (valid `validMs`), released at `relAt` (unless
- * undefined). On the routed backends an efficiency lease has no token; on PostgreSQL every lease has one.
+ * undefined). On the routed backends an efficiency lease has no token; on PostgreSQL and ZooKeeper
+ * every lease has one; on Redlock none has.
  */
 function lease(
   w: number,
@@ -19,11 +20,12 @@ function lease(
   validMs: number,
   relAt?: number,
   purpose: 'correctness' | 'efficiency' = 'correctness',
-  backend?: 'postgres' | 'zookeeper',
+  backend?: 'postgres' | 'zookeeper' | 'redlock',
 ): SimEvent[] {
+  const tokened = purpose === 'correctness' || backend === 'postgres' || backend === 'zookeeper';
   const out = [
     ev(reqAt, w, { ev: 'req', id, key: 0, purpose, backend, kind: 'acquire', ttl: validMs, wait: 1000 }),
-    ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, backend, token: purpose === 'correctness' || backend ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
+    ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, backend, token: tokened ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
   ];
   if (relAt !== undefined) out.push(ev(relAt, w, { ev: 'rel', id }), ev(relAt + 1, w, { ev: 'rel-done', id, ok: true }));
   return out;
@@ -344,6 +346,54 @@ describe('simulation checker', () => {
       }
       // The idle-line clock is per key: more than the seed's keys is a leak too.
       expect(kinds(check(input(log({ ...base, 'zookeeper.requests.parents': 4 }))).violations)).toEqual(['5:grown']);
+    });
+  });
+
+  describe('Redlock: one lock per key, efficiency only, no tokens', () => {
+    const rlLease = (w: number, id: string, reqAt: number, grantAt: number, validMs: number, relAt?: number): SimEvent[] =>
+      lease(w, id, '', reqAt, grantAt, validMs, relAt, 'efficiency', 'redlock');
+    const rlProbes = [...input([]).probes!, { key: 0, purpose: 'efficiency' as const, backend: 'redlock' as const, ok: true, elapsedMs: 900 }];
+    const rlInput = (events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput =>
+      input(events, { registers: [], probes: rlProbes, livenessBoundMs: { ...input([]).livenessBoundMs, 'redlock:0': 4_000 }, ...overrides });
+
+    it('reports two holders valid at once (e.g. a master restarted empty too soon); a routed efficiency lease on key 0 is another lock', () => {
+      // B won a majority while A still believed it held: what an immediate empty restart of masters allows.
+      const both = [...rlLease(1, 'A', 0, 5, 1_000), ...rlLease(2, 'B', 100, 500, 1_000, 900)];
+      const r = check(rlInput(both));
+      expect(kinds(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('redlock:0');
+      expect(r.violations[0].detail).toMatch(/token -/);
+      expect(r.stats.redlock.grants).toBe(2);
+      expect(r.stats.zookeeper.grants + r.stats.postgres.grants).toBe(0);
+      // One after the other, and beside a Redis (routed efficiency) lease of key 0: no violation.
+      const apart = [...rlLease(1, 'A', 0, 5, 1_000, 400), ...rlLease(2, 'B', 100, 410, 1_000, 900), ...lease(3, 'C', '', 100, 200, 1_000, 900, 'efficiency')];
+      expect(check(rlInput(apart)).violations).toEqual([]);
+    });
+
+    it('asks no token of its leases (efficiency only)', () => {
+      const r = check(rlInput([...rlLease(1, 'A', 0, 5, 100, 50), ...rlLease(2, 'B', 60, 70, 100, 150)]));
+      expect(r.violations).toEqual([]);
+      expect(r.intervals.map((i) => i.token)).toEqual([undefined, undefined]);
+    });
+
+    it('needs its own probe, within its bound', () => {
+      const events = rlLease(1, 'A', 0, 5, 1_000, 200);
+      expect(kinds(check(rlInput(events, { probes: input([]).probes })).violations)).toEqual(['4:probe-missing']);
+      const late = rlProbes.map((p) => (p.backend ? { ...p, elapsedMs: 4_500 } : p));
+      expect(kinds(check(rlInput(events, { probes: late })).violations)).toEqual(['4:held-too-long']);
+    });
+
+    it("reports its waiters, line, holders or a master's waiters left behind", () => {
+      const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
+      const base = { 'redlock.turns.waiters': 0, 'redlock.waiting': 0, 'redlock.held': 0, 'redlock.nodes.length': 5, 'redlock.nodes.2.waiters.waiters': 0 };
+      const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
+      expect(check(input(log(base))).violations).toEqual([]);
+      // Per key, yet not a cache: a key's line goes once nobody here waits for it.
+      for (const leak of ['redlock.turns.waiters', 'redlock.waiting', 'redlock.held', 'redlock.nodes.2.waiters.waiters']) {
+        const leaked = check(input(log({ ...base, [leak]: 1 })));
+        expect(kinds(leaked.violations)).toEqual(['5:grown']);
+        expect(leaked.violations[0].lock).toBe(leak);
+      }
     });
   });
 

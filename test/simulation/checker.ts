@@ -7,7 +7,9 @@
  * A lock is `purpose:key` on the routed backends (efficiency: Redis, correctness: etcd),
  * `postgres:key` on PostgreSQL and `zookeeper:key` on ZooKeeper, where a key is one lock whatever
  * the purpose (one lease row, one line of znodes): its efficiency and correctness leases must
- * exclude each other, and its tokens (every lease there has one) form one sequence.
+ * exclude each other, and its tokens (every lease there has one) form one sequence; and
+ * `redlock:key` on Redlock — one lock per key, efficiency only, no tokens (invariant 1 applies,
+ * invariant 3 does not).
  *
  * 1. Mutual exclusion: never two unended leases with time left on one lock. A lease's interval
  *    is [grant received, min(signal aborted, release called, the latest validity end the holder
@@ -17,8 +19,9 @@
  *    learns it lost the lease.
  * 2. Fenced registers: no acknowledged element missing from the final value, no element twice,
  *    nothing in it that a write was told was refused, tokens in append order never decreasing.
- * 3. Fencing tokens per lock (correctness): unique, and a grant requested after another was
- *    received carries a higher token; a reentrant handle carries its outer lease's token.
+ * 3. Fencing tokens per lock (correctness; not Redlock's, which has none): unique, and a grant
+ *    requested after another was received carries a higher token; a reentrant handle carries its
+ *    outer lease's token.
  * 4. Liveness: every lock can be acquired by a fresh instance within ttl + session ttl (+ slack)
  *    of the last worker being gone; no worker's calls hang past the drain deadline.
  * 5. No unbounded growth: per-owner collections of the service and backends empty once nothing
@@ -55,7 +58,7 @@ export interface CheckInput {
   registers: Array<{ store: string; key: number; list: RegisterList | null }>;
   /** Liveness probe answers; undefined if the probe did not run. */
   probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }>;
-  /** Per lock (`purpose:key`, `postgres:key`, `zookeeper:key`): how long after the last worker was gone a fresh instance must get it, ms. */
+  /** Per lock (`purpose:key`, `postgres:key`, `zookeeper:key`, `redlock:key`): how long after the last worker was gone a fresh instance must get it, ms. */
   livenessBoundMs: Record<string, number>;
   workers: WorkerEnd[];
   /** Slack for comparing times taken in different processes, ms. */
@@ -101,6 +104,8 @@ export interface CheckStats {
   postgres: { grants: number; writes: Record<string, number> };
   /** The ZooKeeper part: leases granted there and writes to its (EtcdFence) register by outcome. */
   zookeeper: { grants: number; writes: Record<string, number> };
+  /** The Redlock part: leases granted there (efficiency only: no register, no tokens). */
+  redlock: { grants: number };
 }
 
 export interface CheckResult {
@@ -111,7 +116,7 @@ export interface CheckResult {
 
 /**
  * The lock a lease is on: `purpose:key` when routed by purpose, `backend:key` on a backend named
- * per lock (PostgreSQL, ZooKeeper: both purposes, one lock per key).
+ * per lock (PostgreSQL, ZooKeeper: both purposes, one lock per key; Redlock: efficiency only).
  */
 export const lockId = (purpose: string, key: number, backend?: string): string => (backend ? `${backend}:${key}` : `${purpose}:${key}`);
 /** Every lease of a lock on a named backend has a token, whatever its purpose: one sequence per key. */
@@ -171,6 +176,7 @@ export function check(input: CheckInput): CheckResult {
     reasons: {},
     postgres: { grants: 0, writes: {} },
     zookeeper: { grants: 0, writes: {} },
+    redlock: { grants: 0 },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -301,7 +307,7 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
-  // ---- invariant 3: tokens per lock (correctness; on PostgreSQL and ZooKeeper every lease of the key, both purposes)
+  // ---- invariant 3: tokens per lock (correctness; on PostgreSQL and ZooKeeper every lease of the key, both purposes; Redlock has none)
   const fenced = (l: LeaseTrack): boolean => l.token !== undefined && (l.purpose === 'correctness' || NAMED.test(l.lock));
   for (const [lock, list] of groupBy([...leases.values()].filter(fenced), (l) => l.lock)) {
     const seen = new Map<string, string>();

@@ -112,6 +112,7 @@ async function main(): Promise<void> {
     writes: mergeCounts(results.map((r) => r.result.stats.writes)),
     postgres: { grants: sum((r) => r.result.stats.postgres.grants), writes: mergeCounts(results.map((r) => r.result.stats.postgres.writes)) },
     zookeeper: { grants: sum((r) => r.result.stats.zookeeper.grants), writes: mergeCounts(results.map((r) => r.result.stats.zookeeper.writes)) },
+    redlock: { grants: sum((r) => r.result.stats.redlock.grants) },
     failures: mergeCounts(results.map((r) => r.result.stats.failures)),
     writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
     reasons: Object.fromEntries(Object.entries(mergeCounts(results.map((r) => r.result.stats.reasons))).sort((a, b) => b[1] - a[1])),
@@ -140,6 +141,7 @@ async function main(): Promise<void> {
   console.log(`fenced writes: ${Object.entries(summary.writes).map(([k, n]) => `${k} ${n}`).join(', ')} (${summary.writesAfterLeaseEnd} acknowledged after the writer's lease had ended)`);
   console.log(`postgres: ${summary.postgres.grants} grants, PgFence writes ${Object.entries(summary.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`zookeeper: ${summary.zookeeper.grants} grants, register writes ${Object.entries(summary.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+  console.log(`redlock: ${summary.redlock.grants} grants (efficiency only: no register)`);
   console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
   console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);
   if (summary.runErrors) console.log(`run errors: ${summary.runErrors}`);

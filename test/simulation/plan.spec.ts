@@ -18,6 +18,8 @@ describe('simulation plan', () => {
     const filtered = generatePlan({ ...params, faultFilter: [] });
     expect(filtered.fibers).toEqual(three.fibers);
     expect(filtered.faults).toEqual([]);
+    // Minimising with fewer operations keeps the faults (the Redlock restart delay does not follow the drawn ttls).
+    expect(generatePlan({ ...params, maxOps: 2 }).faults).toEqual(three.faults);
   });
 
   it('keeps the indices of the faults a filter keeps (minimising a failing seed)', () => {
@@ -56,7 +58,7 @@ describe('simulation plan', () => {
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
     for (const s of ['hold', 'extend', 'read/etcd', 'read/redis', 'write-outer/etcd', 'write-outer/redis', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
     for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
-    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'zk-kill', 'zk-pause', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'zk-kill', 'zk-pause', 'redlock-kill', 'redlock-pause', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
     // PostgreSQL: every kind of call for both purposes, its register both ways, its proxy.
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/postgres`);
     for (const s of ['rmw/postgres/explicit', 'rmw/postgres/implicit', 'rmw/postgres/explicit/tx', 'rmw/postgres/implicit/tx', 'read/postgres', 'write-outer/postgres']) expect(steps).toContain(s);
@@ -64,16 +66,21 @@ describe('simulation plan', () => {
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/zookeeper`);
     for (const s of ['rmw/zookeeper/explicit', 'rmw/zookeeper/implicit', 'read/zookeeper', 'write-outer/zookeeper']) expect(steps).toContain(s);
     for (const s of steps) expect(s.startsWith('rmw/zookeeper/') && s.endsWith('/tx')).toBe(false);
-    for (const t of ['redis', 'etcd', 'postgres', 'zookeeper', 'register']) expect(targets).toContain(t);
+    // Redlock: every kind of call, efficiency only (no tokens: no register of its own).
+    for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) expect(ops).toContain(`${kind}/efficiency/redlock`);
+    for (const op of ops) expect(op.endsWith('/correctness/redlock')).toBe(false);
+    for (const t of ['redis', 'etcd', 'postgres', 'zookeeper', 'redlock', 'register']) expect(targets).toContain(t);
   });
 
-  it('keeps each register to one lock\'s tokens, and one purpose per PostgreSQL or ZooKeeper key in a context', () => {
+  it('keeps each register to one lock\'s tokens, one purpose per PostgreSQL or ZooKeeper key in a context, and Redlock to efficiency', () => {
     let checked = 0;
     let checkedZk = 0;
     const visit = (plan: Plan, op: LockOp, outer: LockOp | undefined): void => {
       // Every lock is on a key of the plan.
       const keys = [op.key, ...(op.deco ? [op.deco.key2] : [])];
       for (const k of keys) expect(Number.isInteger(k) && k >= 0 && k < plan.keys).toBe(true);
+      // The library refuses correctness on Redlock (no fencing tokens).
+      if (op.backend === 'redlock') expect(op.purpose).toBe('efficiency');
       for (const s of op.steps) {
         // PgFence registers for PostgreSQL leases only, the ZooKeeper register for ZooKeeper leases
         // only (their tokens and etcd's revisions are different sequences).
@@ -103,17 +110,37 @@ describe('simulation plan', () => {
         }
       }
     };
+    const redlockKills: number[] = [];
     for (let seed = 1; seed <= 80; seed++) {
       const plan = generatePlan({ ...params, seed });
-      for (const spec of plan.decorated) expect([undefined, 'postgres', 'zookeeper']).toContain(spec.backend);
+      for (const spec of plan.decorated) {
+        expect([undefined, 'postgres', 'zookeeper', 'redlock']).toContain(spec.backend);
+        if (spec.backend === 'redlock') expect(spec.purpose).toBe('efficiency');
+        if (spec.backend2 === 'redlock') expect(spec.purpose2).toBe('efficiency');
+      }
+      for (const f of plan.faults) {
+        if (f.kind !== 'redlock-kill' && f.kind !== 'redlock-pause') continue;
+        expect(new Set(f.masters).size).toBe(f.masters.length);
+        for (const m of f.masters) expect(m >= 0 && m < 5).toBe(true);
+        if (f.kind === 'redlock-pause') expect(f.masters.length).toBeLessThanOrEqual(2);
+        else {
+          // Restarted empty only once every lease and extend of the plan has run out (the README's
+          // delayed restart).
+          expect(f.dur).toBeGreaterThanOrEqual(plan.maxTtl + 500);
+          redlockKills.push(f.masters.length);
+        }
+      }
       for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);
       // The negative controls stay on the routed backends.
       for (const control of ['nolock', 'unfenced'] as const) {
         const controlPlan = JSON.stringify(generatePlan({ ...params, seed, control }));
         expect(controlPlan).not.toContain('postgres');
-        expect(controlPlan).not.toMatch(/zookeeper|zk-/);
+        expect(controlPlan).not.toMatch(/zookeeper|zk-|redlock/);
       }
     }
+    // Mostly a minority of the masters killed, now and then a majority.
+    expect(redlockKills).toEqual(expect.arrayContaining([1, 2, 3]));
+    expect(redlockKills.filter((n) => n === 3).length).toBeLessThan(redlockKills.length / 4);
     expect(checked).toBeGreaterThan(20);
     expect(checkedZk).toBeGreaterThan(10);
   });

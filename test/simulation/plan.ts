@@ -18,9 +18,10 @@ export type Store = 'etcd' | 'redis' | 'postgres' | 'zookeeper';
  * 'postgres' or 'zookeeper' names the backend per lock (`backend: …`), both purposes. There a key
  * is one lock whatever the purpose (one lease row, one line of znodes per key): efficiency and
  * correctness leases of a key exclude each other, share one token sequence, and a context holding
- * it for one purpose must not nest the other.
+ * it for one purpose must not nest the other. 'redlock' (five independent Redis masters) is
+ * efficiency only: it issues no tokens and the library refuses `purpose: 'correctness'` there.
  */
-export type LockBackendName = 'postgres' | 'zookeeper';
+export type LockBackendName = 'postgres' | 'zookeeper' | 'redlock';
 export type ControlMode = 'nolock' | 'unfenced';
 
 export type Step =
@@ -115,14 +116,26 @@ export type Fault =
   | { kind: 'zk-kill'; at: number; dur: number }
   /** SIGSTOP of the ZooKeeper server for `dur` (around and past the session timeout: sessions expire when it resumes). */
   | { kind: 'zk-pause'; at: number; dur: number }
+  /**
+   * kill -9 of these Redlock masters (indices of the five; no persistence), restarted empty after
+   * `dur` — at least the longest ttl + 500 ms, the README's delayed restart: by then every lease
+   * they knew has ended. Mostly a minority (1 or 2); now and then a majority (3: no lock can be
+   * taken or kept meanwhile, liveness afterwards).
+   */
+  | { kind: 'redlock-kill'; at: number; masters: number[]; dur: number }
+  /** SIGSTOP of these Redlock masters (1 or 2 of the five) for `dur`; they keep their data. */
+  | { kind: 'redlock-pause'; at: number; masters: number[]; dur: number }
   /** app.close() while calls wait, then a new app in the same process after `dur`. */
   | { kind: 'app-restart'; at: number; worker: number; dur: number }
   /** kill -9 of the worker process, a new one after `dur`. */
   | { kind: 'worker-crash'; at: number; worker: number; dur: number };
 
 export type FaultKind = Fault['kind'];
-/** 'postgres' / 'zookeeper': those lock backends' connections; 'register': every register client (Redis, etcd, PostgreSQL). */
-export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'register';
+/**
+ * 'postgres' / 'zookeeper': those lock backends' connections; 'redlock': the worker's connections
+ * to all five Redlock masters; 'register': every register client (Redis, etcd, PostgreSQL).
+ */
+export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'redlock' | 'register';
 
 export interface SimParams {
   seed: number;
@@ -155,14 +168,19 @@ export interface Plan {
 
 export const DEFAULT_PARAMS: Omit<SimParams, 'seed'> = { durationMs: 9_000, workers: 3, fibers: 2 };
 
+/** The Redlock masters the runner starts (an odd number: a majority of 3 survives 2 down). */
+export const REDLOCK_MASTERS = 5;
+/** ttls of leases and extends; extends also draw short ones (30..EXTEND_SHORT_MAX ms). */
+const TTLS = [150, 250, 250, 400, 400, 700, 1_000, 1_500, 2_500];
+const EXTEND_SHORT_MAX = 300;
+
 export function generatePlan(params: SimParams): Plan {
   const root = new Prng(params.seed);
   const shape = root.fork('shape');
   const keys = shape.int(2, 3);
   const sessionTtlSeconds = shape.pick([2, 2, 3]);
   // ttls around and beyond the session ttl; extends include very short ones.
-  const ttls = [150, 250, 250, 400, 400, 700, 1_000, 1_500, 2_500];
-  const ctx: GenContext = { keys, ttls, control: params.control, maxTtl: 0, decorated: [] };
+  const ctx: GenContext = { keys, ttls: TTLS, control: params.control, maxTtl: 0, decorated: [] };
   if (params.control !== 'nolock') ctx.decorated = genCatalog(root.fork('decorated'), ctx);
 
   const fibers: FiberOp[][][] = [];
@@ -183,7 +201,11 @@ export function generatePlan(params: SimParams): Plan {
     fibers.push(perWorker);
   }
 
-  const faults = genFaults(root.fork('faults'), params, sessionTtlSeconds);
+  // The Redlock restart delay must outlast every lease and extend of the plan: the longest ttl
+  // either can draw — never below the plan's own max (ctx.maxTtl, extends included; plan.spec
+  // checks it), and not taken from the drawn operations, so the schedule stays the same under
+  // --max-ops (minimising).
+  const faults = genFaults(root.fork('faults'), params, sessionTtlSeconds, Math.max(...TTLS, EXTEND_SHORT_MAX));
   const endRng = root.fork('end');
   const endCrash = endRng.chance(0.4) ? endRng.int(0, params.workers - 1) : undefined;
   const kept = faults
@@ -207,14 +229,20 @@ function genCatalog(rng: Prng, ctx: GenContext): DecoSpec[] {
     if (backend) spec.backend = backend;
     const backend2 = two ? pickBackend(rng, ctx) : backend;
     if (backend2) spec.backend2 = backend2;
+    // A Redlock declaration is efficiency (correctness there is refused at bootstrap).
+    if (backend === 'redlock') spec.purpose = 'efficiency';
+    if (backend2 === 'redlock') spec.purpose2 = 'efficiency';
     return spec;
   });
 }
 
-/** A quarter of the locks on PostgreSQL and a quarter on ZooKeeper (named per lock), the rest routed by purpose; none in the controls. */
+/**
+ * A fifth of the locks each on PostgreSQL, ZooKeeper and Redlock (named per lock; Redlock ones
+ * efficiency only), the rest routed by purpose; none in the controls.
+ */
 function pickBackend(rng: Prng, ctx: GenContext): LockBackendName | undefined {
   if (ctx.control) return undefined;
-  return rng.weighted<LockBackendName | undefined>([[2, undefined], [1, 'postgres'], [1, 'zookeeper']]);
+  return rng.weighted<LockBackendName | undefined>([[2, undefined], [1, 'postgres'], [1, 'zookeeper'], [1, 'redlock']]);
 }
 
 /** One lock: the same key on the same backend (named: whatever the purpose; routed: the same purpose, so the same backend). */
@@ -223,7 +251,7 @@ const sameLock = (a: { key: number; backend?: LockBackendName }, b: { key: numbe
 type LockRef = { key: number; purpose: Purpose; backend?: LockBackendName };
 
 /**
- * The lock `lock` of a named backend (PostgreSQL, ZooKeeper) is in the enclosing operation's
+ * The lock `lock` of a named backend (PostgreSQL, ZooKeeper, Redlock) is in the enclosing operation's
  * context with a purpose — its own lock, or a decorated call's second declaration — or undefined.
  * A nested call on it must use that purpose: the library refuses the other one there (one lock per
  * key whatever the purpose).
@@ -265,15 +293,18 @@ function genLockOp(rng: Prng, ctx: GenContext, depth: number, outer: LockOp | un
   const reentrant = outer !== undefined && rng.chance(0.3);
   const key = reentrant ? outer.key : rng.int(0, ctx.keys - 1);
   const backend = reentrant ? outer.backend : pickBackend(rng, ctx);
-  // One purpose per lock in one context (on a named backend the other purpose is the same lock).
+  // One purpose per lock in one context (on a named backend the other purpose is the same lock);
+  // a Redlock lock is always efficiency.
   const purpose: Purpose =
-    outer && sameLock({ key, backend }, outer)
-      ? outer.purpose
-      : enclosingPurpose(ctx, outer, { key, backend })
-        ? enclosingPurpose(ctx, outer, { key, backend })!
-      : ctx.control === 'unfenced'
-        ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']])
-        : rng.pick<Purpose>(['efficiency', 'correctness']);
+    backend === 'redlock'
+      ? 'efficiency'
+      : outer && sameLock({ key, backend }, outer)
+        ? outer.purpose
+        : enclosingPurpose(ctx, outer, { key, backend })
+          ? enclosingPurpose(ctx, outer, { key, backend })!
+          : ctx.control === 'unfenced'
+            ? rng.weighted<Purpose>([[4, 'correctness'], [1, 'efficiency']])
+            : rng.pick<Purpose>(['efficiency', 'correctness']);
   const ttl = rng.pick(ctx.ttls);
   ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
   const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 200], [3, 1_000], [2, 3_000]]);
@@ -356,7 +387,7 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       const ms = rng.chance(0.8) ? rng.int(0, Math.floor(ttl * 0.3)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4));
       op.steps.push({ s: 'hold', ms });
     } else if (choice === 'extend') {
-      const t = rng.chance(0.3) ? rng.int(30, 300) : rng.pick(ctx.ttls);
+      const t = rng.chance(0.3) ? rng.int(30, EXTEND_SHORT_MAX) : rng.pick(ctx.ttls);
       ctx.maxTtl = Math.max(ctx.maxTtl, t);
       op.steps.push({ s: 'extend', ttl: t });
     } else if (choice === 'rmw') {
@@ -365,7 +396,7 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       // sequences), a routed one etcd's or Redis's.
       const step: Step = {
         s: 'rmw',
-        store: op.backend ?? rng.pick<Store>(['etcd', 'redis']),
+        store: fencedStore(rng, op),
         // An implicit token needs the lease in the async context: using() and decorated bodies.
         token: (kind === 'using' || kind === 'decorated') && ctx.control !== 'nolock' && rng.chance(0.5) ? 'implicit' : 'explicit',
         thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
@@ -377,7 +408,7 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
       // Read under this lease, write from inside a nested lease of another key: the implicit
       // token there is the *nested* lease's. (PostgreSQL: each statement commits on its own — a
       // transaction kept open across a nested acquisition would hold the row lock while it waits.)
-      const store: Store = op.backend ?? rng.pick<Store>(['etcd', 'redis']);
+      const store = fencedStore(rng, op);
       const nested = genLockOp(rng, ctx, depth + 1, op);
       nested.kind = 'using';
       delete nested.deco;
@@ -402,14 +433,17 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
   }
 }
 
+/** The register a correctness lease fences: its named backend's, or etcd's or Redis's when routed (a Redlock lease is never correctness). */
+const fencedStore = (rng: Prng, op: LockOp): Store => (op.backend === 'postgres' || op.backend === 'zookeeper' ? op.backend : rng.pick<Store>(['etcd', 'redis']));
+
 /** Faults at seeded times; at most one per resource at a time (one etcd member down: quorum stays). */
-function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fault[] {
+function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number, maxTtl: number): Fault[] {
   const D = params.durationMs;
   const count = params.control === 'nolock' ? 2 : Math.max(2, Math.round(D / 1_300));
   const busy = new Map<string, number>();
   const faults: Fault[] = [];
   const session = sessionTtlSeconds * 1_000;
-  // The negative controls take no lock on PostgreSQL or ZooKeeper: no fault there (their schedules are what they were before them).
+  // The negative controls take no lock on PostgreSQL, ZooKeeper or Redlock: no fault there (their schedules are what they were before them).
   const pg = params.control === undefined ? 1 : 0;
   for (let i = 0; i < count; i++) {
     const kind = rng.weighted<FaultKind>(
@@ -427,6 +461,8 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
             [1 * pg, 'pg-terminate'],
             [1.5 * pg, 'zk-kill'],
             [1 * pg, 'zk-pause'],
+            [3 * pg, 'redlock-kill'],
+            [1.5 * pg, 'redlock-pause'],
             [2.5, 'app-restart'],
             [1, 'worker-crash'],
           ],
@@ -434,74 +470,117 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number): Fau
     const worker = rng.int(0, params.workers - 1);
     let at = rng.int(Math.floor(D * 0.05), Math.floor(D * 0.8));
     let fault: Fault;
-    let resource: string;
     switch (kind) {
       case 'delay': {
         const ms = rng.pick([30, 150, 400, 900, 1_800]);
         fault = { kind, at, worker, ms, dur: rng.int(500, 2_500), targets: targets(rng, pg > 0) };
-        resource = `net${worker}`;
         break;
       }
       case 'blackhole':
         fault = { kind, at, worker, dur: rng.int(300, 3_000), targets: targets(rng, pg > 0) };
-        resource = `net${worker}`;
         break;
       case 'pause':
         fault = { kind, at, worker, dur: rng.int(200, Math.max(session + 800, 3_000)) };
-        resource = `proc${worker}`;
         break;
       case 'pause-holder':
         fault = { kind, at, dur: rng.pick([0.5, 1.5, 3]) * rng.pick([700, 1_000, 1_500]) };
-        resource = 'holder';
         break;
       case 'redis-kill':
         fault = { kind, at, dur: rng.int(100, 1_500) };
-        resource = 'redis';
         break;
       case 'etcd-kill':
         fault = { kind, at, member: rng.chance(0.5) ? 'leader' : rng.int(0, 2), dur: rng.int(300, 2_500) };
-        resource = 'etcd';
         break;
       case 'pg-kill':
         fault = { kind, at, dur: rng.int(100, 1_500) };
-        resource = 'postgres';
         break;
       case 'pg-restart':
         fault = { kind, at, dur: 1_000 };
-        resource = 'postgres';
         break;
       case 'pg-terminate':
         fault = { kind, at, dur: 0 };
-        resource = 'postgres';
         break;
       case 'zk-kill':
         fault = { kind, at, dur: rng.int(100, 1_500) };
-        resource = 'zookeeper';
         break;
       case 'zk-pause':
         // Within the session timeout (sessions survive), or past it (they expire on resume).
         fault = { kind, at, dur: rng.int(300, session + 1_000) };
-        resource = 'zookeeper';
+        break;
+      case 'redlock-kill': {
+        // Mostly a minority (the lock keeps working on the others); now and then a majority.
+        const down = rng.weighted([[3, 1], [4, 2], [1, 3]]);
+        // Restarted empty only once every lease those masters knew has ended (README: keep a
+        // restarted master out for at least the longest ttl), with 500 ms to spare.
+        const dur = rng.int(maxTtl + 500, maxTtl + 1_500);
+        // A long fault: drawn late, it starts earlier rather than not fit in the run.
+        at = Math.min(at, Math.floor(D * 0.9) - dur);
+        fault = { kind, at, masters: pickMasters(rng, down), dur };
+        break;
+      }
+      case 'redlock-pause':
+        fault = { kind, at, masters: pickMasters(rng, rng.int(1, 2)), dur: rng.int(200, 3_000) };
         break;
       case 'app-restart':
         fault = { kind, at, worker, dur: rng.int(50, 1_000) };
-        resource = `proc${worker}`;
         break;
       case 'worker-crash':
         fault = { kind, at, worker, dur: rng.int(100, 1_000) };
-        resource = `proc${worker}`;
         break;
     }
     // Slide past a busy resource; drop what no longer fits before 90 % of the run.
+    const resource = faultResource(fault);
     at = Math.max(at, (busy.get(resource) ?? 0) + 100);
     if (at + fault.dur > D * 0.9) continue;
     fault.at = at;
     // What comes back after the fault takes time of its own (elections, crash recovery, a new process).
-    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart', 'zk-kill'].includes(kind) ? 1_500 : kind === 'pg-terminate' || kind === 'zk-pause' ? 500 : 0;
+    // Redlock: the clients reconnect to a restarted or resumed master.
+    const recovery = ['etcd-kill', 'worker-crash', 'app-restart', 'pg-kill', 'pg-restart', 'zk-kill'].includes(kind)
+      ? 1_500
+      : ['pg-terminate', 'zk-pause', 'redlock-kill', 'redlock-pause'].includes(kind)
+        ? 500
+        : 0;
     busy.set(resource, at + fault.dur + recovery);
     faults.push(fault);
   }
   return faults.sort((a, b) => a.at - b.at);
+}
+
+/** What a fault holds while it lasts: one fault per resource at a time (the runner waits for the previous one, in real time too). */
+export function faultResource(fault: Fault): string {
+  switch (fault.kind) {
+    case 'delay':
+    case 'blackhole':
+      return `net${fault.worker}`;
+    case 'pause':
+    case 'app-restart':
+    case 'worker-crash':
+      return `proc${fault.worker}`;
+    case 'pause-holder':
+      return 'holder';
+    case 'redis-kill':
+      return 'redis';
+    case 'etcd-kill':
+      return 'etcd';
+    case 'pg-kill':
+    case 'pg-restart':
+    case 'pg-terminate':
+      return 'postgres';
+    case 'zk-kill':
+    case 'zk-pause':
+      return 'zookeeper';
+    case 'redlock-kill':
+    case 'redlock-pause':
+      return 'redlock';
+  }
+}
+
+/** `count` distinct masters of the five, in ascending order. */
+function pickMasters(rng: Prng, count: number): number[] {
+  const left = Array.from({ length: REDLOCK_MASTERS }, (_, i) => i);
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) out.push(...left.splice(rng.int(0, left.length - 1), 1));
+  return out.sort((a, b) => a - b);
 }
 
 function targets(rng: Prng, pg: boolean): ProxyTarget[] {
@@ -515,7 +594,7 @@ function targets(rng: Prng, pg: boolean): ProxyTarget[] {
     ]);
   }
   return rng.weighted<ProxyTarget[]>([
-    [3, ['redis', 'etcd', 'postgres', 'zookeeper', 'register']],
+    [3, ['redis', 'etcd', 'postgres', 'zookeeper', 'redlock', 'register']],
     [1, ['redis']],
     [1, ['etcd']],
     [1, ['postgres']],
@@ -524,8 +603,11 @@ function targets(rng: Prng, pg: boolean): ProxyTarget[] {
     [1, ['etcd', 'register']],
     [1, ['postgres', 'register']],
     [1, ['zookeeper', 'register']],
+    [1, ['redlock']],
   ]);
 }
+
+const masterNames = (masters: number[]): string => masters.map((m) => `m${m + 1}`).join(',');
 
 /** A line per fault, for logs and the replay message. */
 export function describeFault(fault: Fault & { index?: number }): string {
@@ -554,6 +636,10 @@ export function describeFault(fault: Fault & { index?: number }): string {
       return `${id}${at} kill -9 zookeeper, restart after ${fault.dur} ms`;
     case 'zk-pause':
       return `${id}${at} SIGSTOP zookeeper for ${fault.dur} ms`;
+    case 'redlock-kill':
+      return `${id}${at} kill -9 redlock ${masterNames(fault.masters)} (${fault.masters.length} of ${REDLOCK_MASTERS}), restart empty after ${fault.dur} ms`;
+    case 'redlock-pause':
+      return `${id}${at} SIGSTOP redlock ${masterNames(fault.masters)} for ${fault.dur} ms`;
     case 'app-restart':
       return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
     case 'worker-crash':

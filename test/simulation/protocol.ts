@@ -17,6 +17,8 @@ export interface WorkerConfig {
   registerPostgresUrl: string;
   /** The ZooKeeper backend's connection string (through the worker's 'zookeeper' proxy). */
   zookeeperConnectionString: string;
+  /** The Redlock backend's five masters (each through one of the worker's 'redlock' proxies). */
+  redlockUrls: string[];
   sessionTtlSeconds: number;
   keys: number;
   fibers: FiberOp[][];
@@ -40,7 +42,7 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 
 export type SimEventBody =
   | { ev: 'ready' }
-  /** `backend`: 'postgres' or 'zookeeper' when the lock was taken there (absent: routed by purpose). */
+  /** `backend`: 'postgres', 'zookeeper' or 'redlock' when the lock was taken there (absent: routed by purpose). */
   | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string }
   /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
   | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string }
@@ -74,12 +76,15 @@ export type SimEventBody =
 /** `t`: the worker's wall clock (Date-calibrated performance.now()), ms; `w`/`inc`: worker and incarnation. */
 export type SimEvent = SimEventBody & { t: number; w: number; inc: number };
 
+const NAMED_KEY_SEGMENT: Record<LockBackendName, string> = { postgres: 'pg', zookeeper: 'zk', redlock: 'rl' };
+
 /**
- * A lock's key: on a backend named per lock a name of its own (`…/pg/k0`, `…/zk/k0`), so a context
- * holding key 0 there and on a routed backend has two keys, and a fence's lockKey names one lock.
+ * A lock's key: on a backend named per lock a name of its own (`…/pg/k0`, `…/zk/k0`, `…/rl/k0`), so
+ * a context holding key 0 there and on a routed backend has two keys, and a fence's lockKey names
+ * one lock.
  */
 export const lockKeyName = (runId: string, key: number, backend?: LockBackendName): string =>
-  backend === 'postgres' ? `${runId}/pg/k${key}` : backend === 'zookeeper' ? `${runId}/zk/k${key}` : `${runId}/k${key}`;
+  backend === undefined ? `${runId}/k${key}` : `${runId}/${NAMED_KEY_SEGMENT[backend]}/k${key}`;
 /**
  * The etcd register of key k is named like the lock (a fence can match it to the lease on that
  * key); the Redis one is not (an implicit token must then come from an unambiguous context). The

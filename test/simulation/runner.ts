@@ -14,7 +14,7 @@ import { TcpProxy } from '../harness/tcp-proxy.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { check, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
-import { DEFAULT_PARAMS, describeFault, generatePlan, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
+import { DEFAULT_PARAMS, describeFault, faultResource, generatePlan, REDLOCK_MASTERS, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
 import { PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
@@ -33,6 +33,8 @@ export interface SimServers {
   postgres: SimPostgres;
   /** The ZooKeeper backend's server (its leases' register is in etcd): killed and paused by the faults. */
   zookeeper: SimZooKeeper;
+  /** The Redlock backend's five independent masters (no persistence): killed and paused by the faults. */
+  redlock: SimRedlock;
   stop(): Promise<void>;
 }
 
@@ -46,6 +48,13 @@ export interface SimPostgres {
 export interface SimZooKeeper {
   server: ZooKeeperServer;
   paused: boolean;
+}
+
+/** The Redlock masters, and which of them a fault has killed (until restarted, empty) or stopped (SIGSTOP) right now. */
+export interface SimRedlock {
+  masters: RedisServer[];
+  down: Set<number>;
+  paused: Set<number>;
 }
 
 /** One statement on a connection of its own (set-up and seed rows; never through a proxy). */
@@ -80,16 +89,19 @@ async function relaunchPostgres(postgres: SimPostgres): Promise<string> {
 }
 
 export async function startSimServers(): Promise<SimServers> {
-  const [etcd, lockRedis, registerRedis, pgServer, zkServer] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, pgServer, zkServer, masters] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start({ appendonly: true }),
     RedisServer.start(),
     PostgresServer.start(),
     // Ticks of 500 ms: sessions of 1–10 s (the plan's are 2–3 s).
     ZooKeeperServer.start({ tickTimeMs: 500 }),
+    // No appendonly: a killed master comes back empty (the faults keep it out past the longest ttl).
+    Promise.all(Array.from({ length: REDLOCK_MASTERS }, () => RedisServer.start())),
   ]);
   const postgres: SimPostgres = { server: pgServer, up: true };
   const zookeeper: SimZooKeeper = { server: zkServer, paused: false };
+  const redlock: SimRedlock = { masters, down: new Set(), paused: new Set() };
   await pgQuery(pgServer, PG_REGISTER_DDL);
   return {
     etcd,
@@ -97,8 +109,9 @@ export async function startSimServers(): Promise<SimServers> {
     registerRedis,
     postgres,
     zookeeper,
+    redlock,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop(), zkServer.stop()]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop(), zkServer.stop(), ...masters.map((m) => m.stop())]);
     },
   };
 }
@@ -163,9 +176,11 @@ interface WorkerProxies {
   registerPostgres: TcpProxy;
   /** The ZooKeeper backend's client (the 'zookeeper' target). */
   zookeeper: TcpProxy;
+  /** The Redlock backend's clients, one per master (the 'redlock' target). */
+  redlock: TcpProxy[];
 }
 
-const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres, p.zookeeper];
+const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres, p.zookeeper, ...p.redlock];
 const pgUrl = (server: PostgresServer, endpoint = `${server.host}:${server.port}`): string => `postgres://${server.user}@${endpoint}/${server.database}`;
 
 export interface RunOptions {
@@ -196,6 +211,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     [servers.zookeeper.server.port, 'zookeeper'],
   ]);
   for (const m of servers.etcd.members) portNames.set(port(m.endpoint), `etcd ${m.name}`);
+  servers.redlock.masters.forEach((m, i) => portNames.set(m.port, `redlock master m${i + 1}`));
 
   const spawnProc = (config: WorkerConfig): Proc => {
     const file = path.join(dir, `${config.role}-w${config.worker}.${config.incarnation}.json`);
@@ -250,6 +266,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     postgresUrl: pgUrl(servers.postgres.server, proxies[w].postgres.endpoint),
     registerPostgresUrl: pgUrl(servers.postgres.server, proxies[w].registerPostgres.endpoint),
     zookeeperConnectionString: proxies[w].zookeeper.endpoint,
+    redlockUrls: proxies[w].redlock.map((p) => `redis://${p.endpoint}`),
     sessionTtlSeconds: plan.sessionTtlSeconds,
     keys: plan.keys,
     fibers: plan.fibers[w],
@@ -282,6 +299,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     ...(targets.includes('etcd') ? proxies[w].etcd : []),
     ...(targets.includes('postgres') ? [proxies[w].postgres] : []),
     ...(targets.includes('zookeeper') ? [proxies[w].zookeeper] : []),
+    ...(targets.includes('redlock') ? proxies[w].redlock : []),
     ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd, proxies[w].registerPostgres] : []),
   ];
 
@@ -420,6 +438,34 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
           servers.zookeeper.paused = false;
         }
         break;
+      case 'redlock-kill': {
+        // kill -9 of these masters at once; back empty (no AOF, no RDB) once the longest ttl and
+        // more has passed: the library README's delayed restart, for masters without persistence.
+        const masters = fault.masters.map((i) => servers.redlock.masters[i]);
+        record.description += ` (ports ${masters.map((m) => m.port).join(', ')})`;
+        try {
+          for (const i of fault.masters) servers.redlock.down.add(i);
+          await Promise.all(masters.map((m) => m.kill9()));
+          await sleep(fault.dur);
+        } finally {
+          await Promise.all(masters.map((m) => m.restart()));
+          for (const i of fault.masters) servers.redlock.down.delete(i);
+        }
+        break;
+      }
+      case 'redlock-pause': {
+        // Stopped, their keys kept: what a holder sent them meanwhile runs when they resume.
+        const masters = fault.masters.map((i) => servers.redlock.masters[i]);
+        for (const i of fault.masters) servers.redlock.paused.add(i);
+        for (const m of masters) m.pause();
+        try {
+          await sleep(fault.dur);
+        } finally {
+          for (const m of masters) m.resume();
+          for (const i of fault.masters) servers.redlock.paused.delete(i);
+        }
+        break;
+      }
       case 'app-restart': {
         const proc = current[fault.worker];
         if (!alive(proc)) {
@@ -469,6 +515,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         postgres: await TcpProxy.start(servers.postgres.server.port),
         registerPostgres: await TcpProxy.start(servers.postgres.server.port),
         zookeeper: await TcpProxy.start(servers.zookeeper.server.port),
+        redlock: await Promise.all(servers.redlock.masters.map((m) => TcpProxy.start(m.port))),
       };
       proxies.push(p);
       portNames.set(p.redis.port, `w${w}'s proxy to the lock redis`);
@@ -478,6 +525,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       portNames.set(p.zookeeper.port, `w${w}'s proxy to zookeeper (lock backend)`);
       p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
       p.registerEtcd.forEach((e, i) => portNames.set(e.port, `w${w}'s register proxy to etcd n${i + 1} (our EtcdFence client)`));
+      p.redlock.forEach((r, i) => portNames.set(r.port, `w${w}'s proxy to redlock master m${i + 1}`));
     }
     await Promise.all(Array.from({ length: params.workers }, (_, w) => startWorker(w, 0)));
     const t0 = wallNow();
@@ -485,17 +533,26 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     phase('workers ready');
     log(`seed ${params.seed}: ${params.workers} workers × ${params.fibers} fibers, ${plan.keys} keys, session ttl ${plan.sessionTtlSeconds} s, ${plan.faults.length} faults, ${params.durationMs} ms`);
     for (const proc of current) send(proc, { cmd: 'go' });
+    // One fault per resource at a time in real time too: a fault that ends later than planned (a
+    // slow restart) holds the next one on its resource back. Two at once raced on one server — a
+    // kill -9 during the previous fault's restart left that restart's readiness probe waiting for
+    // good (seed 28: two lock-Redis kills 100 ms apart in the plan).
+    const lastOn = new Map<string, Promise<void>>();
     for (const [i, fault] of plan.faults.entries()) {
       const record = faults[i];
-      injectors.push(
-        sleep(Math.max(0, fault.at - (wallNow() - t0))).then(() =>
+      const resource = faultResource(fault);
+      const previous = lastOn.get(resource);
+      const injected = sleep(Math.max(0, fault.at - (wallNow() - t0)))
+        .then(() => previous)
+        .then(() =>
           runFault(fault, record)
             .catch((e: unknown) => {
               record.skipped = `failed: ${(e as Error).message}`;
             })
             .then(() => log(`  fault ${record.description}${record.skipped ? ` — skipped: ${record.skipped}` : ''}`)),
-        ),
-      );
+        );
+      lastOn.set(resource, injected);
+      injectors.push(injected);
     }
     await sleep(Math.max(0, params.durationMs - (wallNow() - t0)));
     await Promise.all(injectors);
@@ -508,6 +565,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     await servers.etcd.waitHealthy(20_000);
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres);
     await healZooKeeper(servers.zookeeper);
+    await healRedlock(servers.redlock);
 
     if (plan.endCrash !== undefined && alive(current[plan.endCrash])) {
       faults.push({ index: faults.length, kind: 'end-crash', description: `kill -9 w${plan.endCrash} at the end (it may hold locks)`, worker: plan.endCrash, start: wallNow() });
@@ -545,9 +603,11 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     const probeLocks: NonNullable<WorkerConfig['probe']>['locks'] = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
       Array.from({ length: plan.keys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
     );
-    // A key on PostgreSQL or ZooKeeper is one lock whatever the purpose: one probe per key.
-    for (const backend of ['postgres', 'zookeeper'] as const) {
-      for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose: 'correctness', backend, boundMs: bounds[`${backend}:${key}`] });
+    // A key on PostgreSQL or ZooKeeper is one lock whatever the purpose: one probe per key; on
+    // Redlock too (efficiency only).
+    for (const backend of ['postgres', 'zookeeper', 'redlock'] as const) {
+      const purpose: Purpose = backend === 'redlock' ? 'efficiency' : 'correctness';
+      for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose, backend, boundMs: bounds[`${backend}:${key}`] });
     }
     const probe = spawnProc({
       role: 'probe',
@@ -561,6 +621,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       postgresUrl: pgUrl(servers.postgres.server),
       registerPostgresUrl: pgUrl(servers.postgres.server),
       zookeeperConnectionString: servers.zookeeper.server.connectionString,
+      redlockUrls: servers.redlock.masters.map((m) => m.url),
       sessionTtlSeconds: plan.sessionTtlSeconds,
       keys: plan.keys,
       fibers: [],
@@ -594,6 +655,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres).catch(() => undefined);
     await healZooKeeper(servers.zookeeper).catch(() => undefined);
+    await healRedlock(servers.redlock).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }
 
@@ -621,6 +683,14 @@ async function healZooKeeper(zookeeper: SimZooKeeper): Promise<void> {
   if (!zookeeper.server.running) await zookeeper.server.restart();
 }
 
+/** Every Redlock master running and not stopped (a fault may have left some paused or killed). */
+async function healRedlock(redlock: SimRedlock): Promise<void> {
+  for (const i of redlock.paused) redlock.masters[i].resume();
+  redlock.paused.clear();
+  await Promise.all([...redlock.down].map((i) => redlock.masters[i].restart()));
+  redlock.down.clear();
+}
+
 /**
  * How long after the last worker is gone a fresh instance must get each lock: the longest ttl
  * (a killed Redis holder's key lives that long), the session ttl (a killed etcd holder's key
@@ -630,6 +700,11 @@ async function healZooKeeper(zookeeper: SimZooKeeper): Promise<void> {
  * 1.5 s, and a hand-off to it grants it its own ttl — at most the longest ttl + 3 s, as Redis.
  * ZooKeeper (`zookeeper:k`): a killed holder's or waiter's znode lives until its session expires —
  * the session timeout (etcd's session ttl here) after the server last heard from it — as etcd.
+ * Redlock (`redlock:k`): no queue on the masters, so a dead waiter leaves nothing; a killed
+ * holder's key — or an unanswered try's, landed late, its clean-up dead with its worker — lives
+ * at most the longest ttl on each master after the last SET or PEXPIRE, all sent before the last
+ * worker was gone (every master is up and running again at the heal, before that); a waiter
+ * retries every 50–100 ms: the longest ttl + 1.5 s of slack for the probe's start and its retries.
  */
 export function livenessBounds(plan: Plan): Record<string, number> {
   const bounds: Record<string, number> = {};
@@ -638,6 +713,7 @@ export function livenessBounds(plan: Plan): Record<string, number> {
     bounds[`correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
     bounds[`postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
     bounds[`zookeeper:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+    bounds[`redlock:${key}`] = plan.maxTtl + 1_500;
   }
   return bounds;
 }
@@ -651,7 +727,7 @@ export function summaryLine(r: SeedResult): string {
   const pgWrites = Object.entries(s.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const zkWrites = Object.entries(s.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
-    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, zookeeper ${s.zookeeper.grants}), ${s.busy} busy, ` +
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
     `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );

@@ -1,5 +1,5 @@
 // One app instance of the simulation, in its own process (so it can be SIGSTOPped and killed):
-// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres, zookeeper }), running the
+// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres, zookeeper, redlock }), running the
 // fibers of its plan and reporting every step to the controller over IPC. Runs from the compiled
 // output (.tmp/compiled/test/simulation/sim-worker.js).
 //
@@ -28,6 +28,7 @@ import {
 import { LockEngine } from '../../lib/engine/lock-engine.js';
 import { TurnWaiters } from '../../lib/backends/wait-turn.util.js';
 import { PostgresListener } from '../../lib/backends/postgres/postgres-listener.js';
+import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
 import { ZooKeeperRequests } from '../../lib/backends/zookeeper/zookeeper-requests.js';
 import { ZooKeeperSession } from '../../lib/backends/zookeeper/zookeeper-session.js';
 import { backendsOf } from '../harness/backends-of.js';
@@ -137,11 +138,14 @@ async function startApp(direct = false): Promise<void> {
         // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
         redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) },
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
-        // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL or
-        // ZooKeeper says `backend: 'postgres'` / `backend: 'zookeeper'`.
+        // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL,
+        // ZooKeeper or Redlock says `backend: 'postgres'` / `'zookeeper'` / `'redlock'`.
         postgres: { connectionString: config.postgresUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
         // The session timeout is etcd's session ttl: a killed or paused holder's znodes go with it.
         zookeeper: { connectionString: config.zookeeperConnectionString, sessionTimeoutMs: config.sessionTtlSeconds * 1_000, connectTimeoutMs: 1_000, commandTimeoutMs: 800 },
+        // Five masters, each through its own proxy; the defaults (a master that does not answer in
+        // nodeTimeoutMs, 200 ms, counts as a "no"), as a user would run it. Efficiency only.
+        redlock: { urls: config.redlockUrls },
         metrics: false,
       }),
     ],
@@ -890,8 +894,10 @@ function sizes(): Record<string, number> {
   // The per-owner records of the queueing backends live in their waiters (TurnWaiters and
   // subclasses: RedisWaiters, the PostgreSQL backend's HandOffWaiters): never silently unchecked.
   // (The ZooKeeper session's holders are walked too, when a session is open: after a loss the next
-  // call opens one.)
-  for (const path of ['redis.waiters.waiters', 'postgres.waiters.waiters', 'zookeeper.turns.waiters', 'zookeeper.nodes', 'zookeeper.requests.parents']) {
+  // call opens one.) Redlock: its waiters, its line per key and its holders' attempt ids, and each
+  // master's own single-Redis waiters.
+  const redlockPaths = ['redlock.turns.waiters', 'redlock.waiting', 'redlock.held', ...Array.from({ length: config.redlockUrls.length }, (_, i) => `redlock.nodes.${i}.waiters.waiters`)];
+  for (const path of ['redis.waiters.waiters', 'postgres.waiters.waiters', 'zookeeper.turns.waiters', 'zookeeper.nodes', 'zookeeper.requests.parents', ...redlockPaths]) {
     if (!(path in out)) throw new Error(`sim: ${path} was not found to check for leaks (invariant 5) — update sizes()`);
   }
   return out;
@@ -907,13 +913,18 @@ const ETCD_PARTS = ['EtcdSession', 'EtcdSessions', 'EtcdQueue'];
 /**
  * Every Map, Set and array of `value`, by path, and — `depth` levels down — of the bookkeeping
  * objects the backends keep them in: waiters (TurnWaiters and its subclasses), etcd's sessions,
- * queue and clean-up, the PostgreSQL LISTEN session's pending probes.
+ * queue and clean-up, the PostgreSQL LISTEN session's pending probes, and the single-Redis
+ * backends in an array (Redlock's masters, by index).
  */
 function collections(prefix: string, value: object, depth: number): Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> {
   const out: Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> = [];
   for (const [prop, v] of Object.entries(value)) {
-    if (v instanceof Map || v instanceof Set || Array.isArray(v)) out.push([`${prefix}.${prop}`, v]);
-    else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || v instanceof ZooKeeperRequests || v instanceof ZooKeeperSession || ETCD_PARTS.includes(v.constructor?.name))) {
+    if (v instanceof Map || v instanceof Set || Array.isArray(v)) {
+      out.push([`${prefix}.${prop}`, v]);
+      if (depth > 1 && Array.isArray(v)) {
+        for (const [i, item] of v.entries()) if (item instanceof RedisBackend) out.push(...collections(`${prefix}.${prop}.${i}`, item, depth - 1));
+      }
+    } else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || v instanceof ZooKeeperRequests || v instanceof ZooKeeperSession || ETCD_PARTS.includes(v.constructor?.name))) {
       out.push(...collections(`${prefix}.${prop}`, v, depth - 1));
     }
   }
@@ -944,10 +955,11 @@ async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: 
 }
 
 async function warmUp(): Promise<void> {
-  // One queued wait per backend: opens the Redis subscriber and the etcd session, so the
-  // baseline is taken with every connection the module keeps. A (re)started worker may come up
-  // in the middle of a server fault: retry for a while.
-  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres'], ['correctness', 'zookeeper']] as const) {
+  // One queued wait per backend (Redlock: a waiter that retries): opens the Redis subscriber, the
+  // etcd session and every Redlock master's connection, so the baseline is taken with every
+  // connection the module keeps. A (re)started worker may come up in the middle of a server
+  // fault: retry for a while.
+  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres'], ['correctness', 'zookeeper'], ['efficiency', 'redlock']] as const) {
     const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}${backend ? `/${backend}` : ''}`;
     const on = backend ? { backend } : {};
     for (let attempt = 0; ; attempt++) {

@@ -10,8 +10,8 @@ import { runSeed, startSimServers, summaryLine, violationReport, type SeedResult
  * schedule, checked for the five invariants; and a negative control the checker must catch.
  * A failing seed prints the command that replays its plan. SIM_SEEDS=a,b,c picks other seeds.
  *
- * Servers are started here — Redis, three etcd members, PostgreSQL and ZooKeeper (the run's
- * default ones cannot be killed by the faults).
+ * Servers are started here — Redis, three etcd members, PostgreSQL, ZooKeeper and five Redlock
+ * masters (the run's default ones cannot be killed by the faults).
  */
 const SEEDS = (process.env.SIM_SEEDS ?? '1,2,3').split(',').map(Number);
 
@@ -47,10 +47,11 @@ describe('seeded simulation: real apps, random operations, random faults', () =>
       // The run must have done something worth checking.
       expect(r.result.stats.ops).toBeGreaterThan(30);
       expect(r.result.stats.grants).toBeGreaterThan(15);
-      // …on PostgreSQL and ZooKeeper too (a quarter of the locks name each): a backend that only
-      // ever failed would pass the invariants.
+      // …on PostgreSQL, ZooKeeper and Redlock too (a fifth of the locks name each): a backend that
+      // only ever failed would pass the invariants.
       expect(r.result.stats.postgres.grants).toBeGreaterThan(2);
       expect(r.result.stats.zookeeper.grants).toBeGreaterThan(2);
+      expect(r.result.stats.redlock.grants).toBeGreaterThan(2);
       expect(r.faults.filter((f) => !f.skipped).length).toBeGreaterThan(0);
     }, 120_000);
   }
