@@ -5,8 +5,9 @@ import { LockEngine } from './engine/lock-engine.js';
 import type { LockEvents } from './engine/lock-events.js';
 import { SKIPPED } from './engine/lock-request.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
+import type { LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 import type { LockOptions } from './interfaces/lock-options.interface.js';
-import { resolveLockOptions, type ResolvedLockOptions } from './options/lock-options.util.js';
+import { checkKey, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
 /** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
@@ -75,6 +76,30 @@ export class DistributedLockService {
    */
   current(key?: string): Lease | undefined {
     return this.engine.context.current(key);
+  }
+
+  /**
+   * Who holds `key` on the backend `target` names (its purpose's, or `{ backend }`): what is left of
+   * the hold, how many wait, the token (fencing backends); `null` when nobody holds it. Any holder,
+   * not only this process's: for operators' pages and status endpoints.
+   * @throws LockBackendUnavailableError the backend could not be reached in time
+   */
+  async inspect(key: string, target: LockTarget): Promise<LockInfo | null> {
+    const where = `inspect(${JSON.stringify(key)})`;
+    return this.engine.admin.inspect(checkKey(key, where), resolveLockTarget(target, this.options, where), where);
+  }
+
+  /**
+   * End the hold on `key`, whoever holds it — a stuck job's lock, by an operator. The next waiter
+   * gets the key (on fencing backends with a larger token, so a late write of the old holder is
+   * refused); the old holder's `lease.signal` aborts with `LeaseLostError('force-released')` as
+   * soon as its process learns it (at once in this process; see the README for each backend).
+   * false: nobody held it.
+   * @throws LockBackendUnavailableError the backend could not be reached in time
+   */
+  async forceRelease(key: string, target: LockTarget): Promise<boolean> {
+    const where = `forceRelease(${JSON.stringify(key)})`;
+    return this.engine.admin.forceRelease(checkKey(key, where), resolveLockTarget(target, this.options, where), where);
   }
 
   /**

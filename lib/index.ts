@@ -21,10 +21,12 @@ export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/p
 export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { LockOptions } from './interfaces/lock-options.interface.js';
+export type { LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type {
   AcquireRequest,
   AcquireResult,
+  HeldLock,
   LockBackend,
   LockBackendCapabilities,
 } from './backends/lock-backend.interface.js';

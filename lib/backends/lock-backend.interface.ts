@@ -50,10 +50,20 @@ export type AcquireResult =
     };
 
 /**
- * Told when the backend learns that `owner`'s lease is gone (for example its etcd session lease).
- * `reason` defaults to `'session-lost'`.
+ * Told when the backend learns that `owner`'s lease is gone (for example its etcd session lease,
+ * or an operator's `forceRelease()`). `reason` defaults to `'session-lost'`.
  */
-export type LockLossListener = (owner: string, detail: string, reason?: 'expired' | 'not-owner' | 'session-lost') => void;
+export type LockLossListener = (owner: string, detail: string, reason?: 'expired' | 'not-owner' | 'session-lost' | 'force-released') => void;
+
+/** A key's hold as its backend sees it (`inspect()`): what is left of it, who waits, its token. */
+export interface HeldLock {
+  /** How long the server keeps the holder's key if nothing renews or releases it, ms. */
+  readonly remainingMs: number;
+  /** Callers queued for the key (0 on a backend whose waiters poll). */
+  readonly waiters: number;
+  /** The holder's fencing token (fencing backends). */
+  readonly token?: bigint;
+}
 
 /**
  * A lock backend supplies only the primitive operations on one server technology. Ownership
@@ -96,6 +106,18 @@ export interface LockBackend {
    * stops waiting calls this too). Never touches another owner's key. false: `owner` did not hold it.
    */
   release(key: string, owner: string): Promise<boolean>;
+
+  /** Who holds `key` now, as the server sees it; null when nobody does. Must not hang. */
+  inspect?(key: string): Promise<HeldLock | null>;
+
+  /**
+   * End the current hold on `key`, whoever holds it (an operator's act): the key is free for the
+   * next waiter, whose token (fencing backends) is larger. Resolves with the owner whose hold
+   * ended, or undefined when nobody held it. The holder's process is told through `onLeaseLost`
+   * (reason `'force-released'`) as soon as the backend can reach it, else it learns at its next
+   * renewal or its validity end. Never deletes a later holder's key.
+   */
+  forceRelease?(key: string): Promise<string | undefined>;
 
   /**
    * Check that the server answers (Redis `PING`, etcd status) within `timeoutMs`; reject otherwise.

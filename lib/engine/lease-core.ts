@@ -277,7 +277,7 @@ export class LeaseCore {
       const giveUp = (): void => void this.release().catch(() => undefined);
       if (this.lockDelayMs > 0) setTimeout(giveUp, this.lockDelayMs).unref();
       else giveUp();
-    } else if (reason === 'not-owner' && !this.releasing) {
+    } else if ((reason === 'not-owner' || reason === 'force-released') && !this.releasing) {
       // Nothing of ours is left on the server: the engine forgets it even if no one releases.
       this.observer.ended(this);
     }

@@ -14,7 +14,7 @@ const noop = (): void => undefined;
  */
 export class LeaseRegistry implements LeaseObserver {
   private readonly held = new Set<LeaseCore>();
-  /** The held leases of backends that report losses by owner (onLeaseLost), by owner. */
+  /** The held leases by owner: a backend reports a loss by owner (onLeaseLost), forceRelease() names one. */
   private readonly owners = new Map<string, LeaseCore>();
   /** Releases in flight, by backend, then key: an acquisition of the key by this process waits for them. */
   private readonly releasingKeys = new Map<string, Map<string, { core: LeaseCore; done: Promise<void> }>>();
@@ -26,7 +26,7 @@ export class LeaseRegistry implements LeaseObserver {
 
   add(core: LeaseCore): void {
     this.held.add(core);
-    if (core.backend.onLeaseLost) this.owners.set(core.owner, core);
+    this.owners.set(core.owner, core);
   }
 
   byOwner(owner: string): LeaseCore | undefined {

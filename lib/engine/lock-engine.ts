@@ -12,6 +12,7 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
 import { Lease } from './lease.js';
+import { LockAdmin } from './lock-admin.js';
 import { LeaseContext } from './lease-context.js';
 import { LeaseCore } from './lease-core.js';
 import { LeaseRegistry } from './lease-registry.js';
@@ -54,6 +55,8 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
   readonly context = new LeaseContext();
   private readonly logger = new Logger(LOGGER_CONTEXT);
   private readonly registry = new LeaseRegistry(this.events, this.logger);
+  /** inspect() and forceRelease(): an operator's view of any holder's key. */
+  readonly admin: LockAdmin;
   private shuttingDown = false;
   /** Aborts when shutdown begins: every call still waiting for a lock stops waiting. */
   private readonly stopping = new AbortController();
@@ -73,6 +76,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
     @Inject(LOCK_ENGINE_CONFIG) private readonly config: LockEngineConfig,
   ) {
+    this.admin = new LockAdmin(backends, this.registry);
     // Every waiting call listens on it for as long as it waits: no limit, nothing is leaked.
     setMaxListeners(0, this.stopping.signal);
     // Until the application has bootstrapped, our own clients must not keep the process alive: a

@@ -8,6 +8,8 @@ export type LeaseLossReason =
   | 'not-owner'
   /** The backend's session that kept the lease alive failed. */
   | 'session-lost'
+  /** An operator ended it: `forceRelease()` (the next holder's token is larger). */
+  | 'force-released'
   /** The application is shutting down and released it. */
   | 'shutdown';
 

@@ -107,6 +107,25 @@ export function resolveCommon(
   };
 }
 
+/**
+ * The backend `inspect()` / `forceRelease()` look at: `{ purpose }` routes as an acquisition would,
+ * `{ backend }` names one (with both, the backend must be able to serve the purpose).
+ */
+export function resolveLockTarget(target: unknown, module: ResolvedModuleOptions, where: string): string {
+  if (typeof target !== 'object' || target === null) {
+    throw new InvalidLockOptionsError('options', "must be an object: { purpose: 'efficiency' | 'correctness' } or { backend: '<name>' }", where);
+  }
+  for (const field of Object.keys(target)) {
+    if (field !== 'purpose' && field !== 'backend') throw new InvalidLockOptionsError(field, 'unknown option (known: purpose, backend)', where);
+  }
+  const { purpose, backend } = target as { purpose?: unknown; backend?: unknown };
+  if (purpose !== undefined || backend === undefined) return routeBackend(checkPurpose(purpose, where), backend, module, where);
+  if (typeof backend !== 'string' || !(backend in module.capabilities)) {
+    throw new InvalidLockOptionsError('backend', `unknown backend ${JSON.stringify(backend)} (configured: ${Object.keys(module.capabilities).join(', ')})`, where);
+  }
+  return backend;
+}
+
 /** Validate one acquisition's options before any backend call; every error names the field. */
 export function resolveLockOptions(
   key: unknown,

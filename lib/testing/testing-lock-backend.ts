@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
-import type { AcquireRequest, AcquireResult, LockLossListener } from '../backends/lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock } from '../backends/lock-backend.interface.js';
 
 /**
  * NOT DISTRIBUTED. The in-memory backend with the controls a unit test needs to drive a locked
@@ -11,17 +11,8 @@ import type { AcquireRequest, AcquireResult, LockLossListener } from '../backend
  * `DistributedLockTestingModule`.
  */
 export class TestingLockBackend extends MemoryBackend {
-  private readonly lossListeners: LockLossListener[] = [];
   private unavailable?: string;
   private acquireDelayMs = 0;
-
-  onLeaseLost(listener: LockLossListener): () => void {
-    this.lossListeners.push(listener);
-    return () => {
-      const index = this.lossListeners.indexOf(listener);
-      if (index >= 0) this.lossListeners.splice(index, 1);
-    };
-  }
 
   /**
    * Hold `key` as another owner (another replica), for `ttl` ms or until the returned function is
@@ -40,13 +31,7 @@ export class TestingLockBackend extends MemoryBackend {
    * holder's `lease.signal` aborts with `LeaseLostError('expired')`. false: nobody held it.
    */
   expire(key: string): boolean {
-    const holder = this.liveHolder(key, performance.now());
-    if (!holder) return false;
-    this.holders.delete(key);
-    const next = this.queues.get(key)?.[0];
-    if (next) this.turns.wake(next);
-    for (const listener of this.lossListeners) listener(holder.owner, 'expired by TestingLockBackend.expire()', 'expired');
-    return true;
+    return this.takeAway(key, 'expired by TestingLockBackend.expire()', 'expired') !== undefined;
   }
 
   /**
@@ -81,12 +66,10 @@ export class TestingLockBackend extends MemoryBackend {
    */
   reset(): void {
     this.restore();
-    const holders = [...this.holders.values()];
+    const owners = [...this.holders.values()].map((holder) => holder.owner);
     this.holders.clear();
     this.queues.clear();
-    for (const holder of holders) {
-      for (const listener of [...this.lossListeners]) listener(holder.owner, 'the key was taken away by TestingLockBackend.reset()', 'not-owner');
-    }
+    this.tellLost(owners, 'the key was taken away by TestingLockBackend.reset()', 'not-owner');
   }
 
   override async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -107,6 +90,16 @@ export class TestingLockBackend extends MemoryBackend {
 
   override async ping(): Promise<void> {
     this.failIfUnavailable('ping');
+  }
+
+  override async inspect(key: string): Promise<HeldLock | null> {
+    this.failIfUnavailable('inspect', key);
+    return super.inspect(key);
+  }
+
+  override async forceRelease(key: string): Promise<string | undefined> {
+    this.failIfUnavailable('forceRelease', key);
+    return super.forceRelease(key);
   }
 
   private failIfUnavailable(operation: string, key?: string): void {

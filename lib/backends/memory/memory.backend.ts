@@ -1,10 +1,11 @@
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 
 export interface MemoryLockHolder {
   owner: string;
   expiresAt: number;
+  token: bigint;
 }
 
 /**
@@ -18,8 +19,17 @@ export class MemoryBackend implements LockBackend {
   protected readonly queues = new Map<string, string[]>();
   protected readonly turns = new TurnWaiters();
   private lastToken = 0n;
+  private readonly lossListeners: LockLossListener[] = [];
 
   constructor(readonly name = 'memory') {}
+
+  onLeaseLost(listener: LockLossListener): () => void {
+    this.lossListeners.push(listener);
+    return () => {
+      const index = this.lossListeners.indexOf(listener);
+      if (index >= 0) this.lossListeners.splice(index, 1);
+    };
+  }
 
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
     const now = performance.now();
@@ -28,8 +38,9 @@ export class MemoryBackend implements LockBackend {
     if (!holder && (waiting.length === 0 || waiting[0] === owner)) {
       if (waiting[0] === owner) this.dequeue(key, owner);
       this.turns.forget(owner);
-      this.holders.set(key, { owner, expiresAt: now + ttlMs });
-      return { acquired: true, token: ++this.lastToken };
+      const token = ++this.lastToken;
+      this.holders.set(key, { owner, expiresAt: now + ttlMs, token });
+      return { acquired: true, token };
     }
     if (queue && !waiting.includes(owner)) {
       this.turns.track(owner);
@@ -65,12 +76,39 @@ export class MemoryBackend implements LockBackend {
     return wasOwner;
   }
 
+  async inspect(key: string): Promise<HeldLock | null> {
+    const now = performance.now();
+    const holder = this.liveHolder(key, now);
+    if (!holder) return null;
+    return { remainingMs: Math.max(0, Math.ceil(holder.expiresAt - now)), waiters: this.queues.get(key)?.length ?? 0, token: holder.token };
+  }
+
+  async forceRelease(key: string): Promise<string | undefined> {
+    return this.takeAway(key, 'ended by forceRelease()', 'force-released');
+  }
+
   /** Always answers: it lives in this process. */
   async ping(): Promise<void> {}
 
   async close(): Promise<void> {
     this.holders.clear();
     this.queues.clear();
+  }
+
+  /** End `key`'s hold whoever holds it, wake the next waiter, tell the holder's engines: the owner, or undefined when free. */
+  protected takeAway(key: string, detail: string, reason: 'expired' | 'not-owner' | 'force-released'): string | undefined {
+    const holder = this.liveHolder(key, performance.now());
+    if (!holder) return undefined;
+    this.holders.delete(key);
+    const next = this.queues.get(key)?.[0];
+    if (next) this.turns.wake(next);
+    for (const listener of [...this.lossListeners]) listener(holder.owner, detail, reason);
+    return holder.owner;
+  }
+
+  /** Tell the holders' engines that these owners' leases are gone. */
+  protected tellLost(owners: string[], detail: string, reason: 'expired' | 'not-owner'): void {
+    for (const owner of owners) for (const listener of [...this.lossListeners]) listener(owner, detail, reason);
   }
 
   protected liveHolder(key: string, now: number): MemoryLockHolder | undefined {

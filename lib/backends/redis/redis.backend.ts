@@ -2,7 +2,7 @@
 // close over one client and its wake-up subscriber. Waiters, connection helpers, scripts and the
 // script loader live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, redisHashTag } from './redis-keys.util.js';
@@ -11,7 +11,10 @@ import { AnswerDeadlines } from '../answer-deadlines.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
-import { DELETE_IF_OWNER, ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
+import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE } from './redis.scripts.js';
+
+/** A wake-channel message that ends a lease: `!lost <owner>` (owner ids never start with `!`). */
+const LOST = '!lost ';
 
 /**
  * `efficiency` locks on one Redis (standalone, Sentinel or Cluster client). Acquire is one
@@ -36,6 +39,7 @@ export class RedisBackend implements LockBackend {
   private readonly outages: RedisOutageLog;
   private readonly deadlines: AnswerDeadlines;
   private corked = false;
+  private readonly lossListeners: LockLossListener[] = [];
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -92,7 +96,7 @@ export class RedisBackend implements LockBackend {
     if (!(queue && this.waiters.recentlyBusy(key)) && (!queue || !this.waiters.isQueued(owner))) {
       const lock = this.lockKeyOf(key);
       const reply = await this.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), { owner, ttlMs });
-      if (reply === 'OK') return { acquired: true };
+      if (reply === 'OK') return this.granted();
       if (!queue) {
         // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
         // that will report it — a skipped @Cron tick must not pay a second round trip.
@@ -125,7 +129,7 @@ export class RedisBackend implements LockBackend {
     }
     if (reply[0] === 1) {
       this.waiters.forget(owner);
-      return { acquired: true };
+      return this.granted();
     }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
@@ -169,6 +173,26 @@ export class RedisBackend implements LockBackend {
     return reply === 1;
   }
 
+  onLeaseLost(listener: LockLossListener): () => void {
+    this.lossListeners.push(listener);
+    return () => {
+      const index = this.lossListeners.indexOf(listener);
+      if (index >= 0) this.lossListeners.splice(index, 1);
+    };
+  }
+
+  async inspect(key: string): Promise<HeldLock | null> {
+    const reply = (await this.call('inspect', key, () => this.script(INSPECT, this.keysOf(key), []))) as [string, number, number] | [];
+    if (reply.length === 0) return null;
+    return { remainingMs: Math.max(0, Number(reply[1])), waiters: Number(reply[2]) };
+  }
+
+  /** The holder's process hears it on the wake channel (see granted()), else at its next renewal or validity end. */
+  async forceRelease(key: string): Promise<string | undefined> {
+    const holder = await this.call('forceRelease', key, () => this.script(FORCE_RELEASE, this.keysOf(key), [this.entryLifeMs, this.channel]));
+    return typeof holder === 'string' ? holder : undefined;
+  }
+
   /** `PING` within `timeoutMs`, counting the wait for a connection. */
   async ping(timeoutMs: number): Promise<void> {
     const reply = await boundedCall({
@@ -203,7 +227,16 @@ export class RedisBackend implements LockBackend {
     if (this.subscriber) unref(this.subscriber);
   }
 
-  /** One connection for wake-ups, opened on the first wait (a dedicated duplicate: we own and close it). */
+  /**
+   * A grant. A process that holds a lock listens on the wake channel too (opened now if no wait
+   * opened it yet, in the background): a forceRelease() elsewhere reaches its holder at once.
+   */
+  private granted(): AcquireResult {
+    if (!this.subscribing && this.config.queueing !== false && !this.closed) this.subscribe().catch(() => undefined);
+    return { acquired: true };
+  }
+
+  /** One connection for wake-ups and losses, opened on the first wait or grant (a dedicated duplicate: we own and close it). */
   private subscribe(): Promise<void> {
     this.subscribing ??= (async () => {
       // ioredis re-subscribes by itself after a reconnect, with a command nobody awaits: closed
@@ -217,7 +250,9 @@ export class RedisBackend implements LockBackend {
         if (subscribed) subscriber.subscribe(this.channel).catch(() => undefined);
       });
       subscriber.on('message', (channel: string, message: string) => {
-        if (channel === this.channel) this.waiters.onMessage(message);
+        if (channel !== this.channel) return;
+        if (!message.startsWith(LOST)) this.waiters.onMessage(message);
+        else for (const listener of [...this.lossListeners]) listener(message.slice(LOST.length), 'ended by forceRelease()', 'force-released');
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);

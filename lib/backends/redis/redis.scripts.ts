@@ -78,50 +78,82 @@ if head == owner then return {0, redis.call('PTTL', KEYS[1])} end
 return {0, -1}
 `);
 
+/** RELEASE's logic as a Lua function (owner, reservation ms, wake channel), shared with FORCE_RELEASE. */
+const RELEASE_FUNCTION = `
+local function release(owner, reserveMs, channel)
+  local holder = redis.call('GET', KEYS[1])
+  local nowMs
+  -- The oldest waiter still alive (never the releasing owner), taken out of the queue; dead ones
+  -- met on the way are dropped. nil when nobody waits.
+  local function nextLive()
+    while true do
+      local popped = redis.call('ZPOPMIN', KEYS[2])
+      if #popped == 0 then return nil end
+      local head = popped[1]
+      if not nowMs then
+        local t = redis.call('TIME')
+        nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      end
+      local alive = redis.call('ZSCORE', KEYS[3], head)
+      redis.call('ZREM', KEYS[3], head)
+      if head ~= owner and alive and tonumber(alive) > nowMs then return head end
+    end
+  end
+  local function handOn()
+    local head = nextLive()
+    if head then
+      redis.call('SET', KEYS[1], head, 'PX', reserveMs)
+      redis.call('PUBLISH', channel, head .. ' ' .. reserveMs)
+    end
+    return head
+  end
+  if holder == owner then
+    -- The common case: the holder (never in the queue itself) gives the key to the next live
+    -- waiter, or deletes it when nobody waits — uncontended: GET, ZPOPMIN, DEL.
+    if not handOn() then redis.call('DEL', KEYS[1]) end
+    return 1
+  end
+  -- A waiter giving up (or a holder whose lease ended): leave the queue; a free key goes on.
+  redis.call('ZREM', KEYS[2], owner)
+  redis.call('ZREM', KEYS[3], owner)
+  if not holder then handOn() end
+  return 0
+end
+`;
+
 /**
  * Release if ARGV[1] holds the key, and leave the queue either way (a waiter giving up calls it
  * too). The next live waiter, if any, gets the key reserved and a wake-up.
  * ARGV: owner, reservation ms, wake channel. Returns 1 if the owner held the key, else 0.
  */
-export const RELEASE = script(`
-local owner = ARGV[1]
+export const RELEASE = script(`${RELEASE_FUNCTION}
+return release(ARGV[1], ARGV[2], ARGV[3])
+`);
+
+/**
+ * End the hold on the key whoever holds it (an operator's forceRelease): released as its holder
+ * would (the next live waiter gets it reserved), and "!lost <holder>" published on the wake
+ * channel, so the holder's process — subscribed since its grant — aborts the lease at once.
+ * ARGV: reservation ms, wake channel. Returns the holder, or nil when the key was free.
+ */
+export const FORCE_RELEASE = script(`${RELEASE_FUNCTION}
 local holder = redis.call('GET', KEYS[1])
-local nowMs
--- The oldest waiter still alive (never the releasing owner), taken out of the queue; dead ones
--- met on the way are dropped. nil when nobody waits.
-local function nextLive()
-  while true do
-    local popped = redis.call('ZPOPMIN', KEYS[2])
-    if #popped == 0 then return nil end
-    local head = popped[1]
-    if not nowMs then
-      local t = redis.call('TIME')
-      nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local alive = redis.call('ZSCORE', KEYS[3], head)
-    redis.call('ZREM', KEYS[3], head)
-    if head ~= owner and alive and tonumber(alive) > nowMs then return head end
-  end
-end
-local function handOn()
-  local head = nextLive()
-  if head then
-    redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
-    redis.call('PUBLISH', ARGV[3], head .. ' ' .. ARGV[2])
-  end
-  return head
-end
-if holder == owner then
-  -- The common case: the holder (never in the queue itself) gives the key to the next live
-  -- waiter, or deletes it when nobody waits — uncontended: GET, ZPOPMIN, DEL.
-  if not handOn() then redis.call('DEL', KEYS[1]) end
-  return 1
-end
--- A waiter giving up (or a holder whose lease ended): leave the queue; a free key goes on.
-redis.call('ZREM', KEYS[2], owner)
-redis.call('ZREM', KEYS[3], owner)
-if not holder then handOn() end
-return 0
+if not holder then return false end
+release(holder, ARGV[1], ARGV[2])
+redis.call('PUBLISH', ARGV[2], '!lost ' .. holder)
+return holder
+`);
+
+/**
+ * Who holds the key, for how much longer, and how many live waiters queue for it (inspect).
+ * Returns {holder, ms left, waiters}, or an empty reply when the key is free.
+ */
+export const INSPECT = script(`
+local holder = redis.call('GET', KEYS[1])
+if not holder then return {} end
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return {holder, redis.call('PTTL', KEYS[1]), redis.call('ZCOUNT', KEYS[3], '(' .. nowMs, '+inf')}
 `);
 
 /** Reset the expiry if ARGV[1] still holds the key. ARGV: owner, ttl ms. Returns 1 or 0. */

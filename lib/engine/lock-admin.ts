@@ -1,0 +1,36 @@
+import type { LockBackend } from '../backends/lock-backend.interface.js';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import type { LockInfo } from '../interfaces/lock-info.interface.js';
+import type { LeaseRegistry } from './lease-registry.js';
+
+/**
+ * What an operator does to a key whoever holds it: look at its hold (`inspect`) and end it
+ * (`forceRelease`). A holder in this process is told at once; in another, through its backend
+ * (see `LockBackend.forceRelease`).
+ */
+export class LockAdmin {
+  constructor(
+    private readonly backends: ReadonlyMap<string, LockBackend>,
+    private readonly registry: LeaseRegistry,
+  ) {}
+
+  async inspect(key: string, backendName: string, where: string): Promise<LockInfo | null> {
+    const backend = this.backends.get(backendName)!;
+    if (!backend.inspect) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot inspect locks (it has no inspect())`, where);
+    const held = await backend.inspect(key);
+    if (!held) return null;
+    return held.token === undefined
+      ? { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters }
+      : { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters, token: held.token };
+  }
+
+  async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {
+    const backend = this.backends.get(backendName)!;
+    if (!backend.forceRelease) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot force a release (it has no forceRelease())`, where);
+    const owner = await backend.forceRelease(key);
+    if (owner === undefined) return false;
+    // Held here: told now, whatever the backend's own way of telling its holders.
+    this.registry.byOwner(owner)?.lose('force-released', `forceRelease(${JSON.stringify(key)}) ended it`);
+    return true;
+  }
+}

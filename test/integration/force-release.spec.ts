@@ -1,0 +1,71 @@
+import { LeaseLostError, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+// inspect() and forceRelease() against real servers, one case per backend: three application
+// instances — a holder, a waiter, an operator — share the server and nothing else.
+
+interface Case {
+  backend: string;
+  options: () => DistributedLockModuleOptions;
+  purpose: LockPurpose;
+  /** The backend issues tokens: inspect shows the holder's, and the next holder's is larger. */
+  fencing: boolean;
+}
+
+const CASES: Case[] = [{ backend: 'redis', options: () => ({ redis: { url: redisUrl() } }), purpose: 'efficiency', fencing: false }];
+
+async function eventually(check: () => boolean | Promise<boolean>, withinMs: number): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${withinMs} ms`);
+    await sleep(10);
+  }
+}
+
+describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, options, purpose, fencing }) => {
+  const apps: LockApp[] = [];
+  const start = async (): Promise<LockApp> => {
+    const app = await startLockApp(options());
+    apps.push(app);
+    return app;
+  };
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+  });
+
+  it("shows the holder's hold; a forced release tells the holder at once, lets the waiter in, and leaves the new holder's key alone", async () => {
+    const [a, b, operator] = await Promise.all([start(), start(), start()]);
+    const target = { backend };
+    const key = uniqueKey(`force-${backend}`);
+    expect(await operator.locks.inspect(key, target)).toBeNull();
+    expect(await operator.locks.forceRelease(key, target)).toBe(false);
+
+    const stuck = await a.locks.acquire(key, { purpose, ttl: 20_000 });
+    const waiting = b.locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await eventually(async () => (await operator.locks.inspect(key, { purpose }))?.waiters === 1, 5_000);
+    const info = await operator.locks.inspect(key, { purpose });
+    expect(info).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: 1, ...(fencing ? { token: stuck.token } : {}) });
+    expect(info!.remainingMs).toBeGreaterThan(15_000);
+    expect(info!.remainingMs).toBeLessThanOrEqual(20_000);
+
+    const forcedAt = Date.now();
+    expect(await operator.locks.forceRelease(key, target)).toBe(true);
+    const next = await waiting;
+    // Another process's holder hears of it through the backend, long before its 20 s ran out.
+    await eventually(() => stuck.signal.aborted, 2_000);
+    const toldAfterMs = Date.now() - forcedAt;
+    expect(toldAfterMs).toBeLessThan(2_000);
+    expect(stuck.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect((stuck.signal.reason as LeaseLostError).reason).toBe('force-released');
+    expect(stuck.remainingMs()).toBe(0);
+    if (fencing) expect(next.token! > stuck.token!).toBe(true);
+    expect(next.signal.aborted).toBe(false);
+
+    await stuck.release(); // owner-checked: the new holder keeps its key
+    const after = await operator.locks.inspect(key, target);
+    expect(after).not.toBeNull();
+    if (fencing) expect(after!.token).toBe(next.token);
+    await next.release();
+    expect(await operator.locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+});
