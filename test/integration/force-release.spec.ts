@@ -1,18 +1,31 @@
 import { LeaseLostError, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { PostgresServer } from '../harness/postgres.mjs';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
 
 interface Case {
   backend: string;
-  options: () => DistributedLockModuleOptions;
+  /** The server of this case (started by the spec when the suite's own is not enough): the module options, and how to stop it. */
+  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
   purpose: LockPurpose;
   /** The backend issues tokens: inspect shows the holder's, and the next holder's is larger. */
   fencing: boolean;
 }
 
-const CASES: Case[] = [{ backend: 'redis', options: () => ({ redis: { url: redisUrl() } }), purpose: 'efficiency', fencing: false }];
+const CASES: Case[] = [
+  { backend: 'redis', server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false },
+  {
+    backend: 'postgres',
+    server: async () => {
+      const pg = await PostgresServer.start();
+      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
+    },
+    purpose: 'correctness',
+    fencing: true,
+  },
+];
 
 async function eventually(check: () => boolean | Promise<boolean>, withinMs: number): Promise<void> {
   const deadline = Date.now() + withinMs;
@@ -22,15 +35,20 @@ async function eventually(check: () => boolean | Promise<boolean>, withinMs: num
   }
 }
 
-describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, options, purpose, fencing }) => {
+describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing }) => {
   const apps: LockApp[] = [];
+  let running: Awaited<ReturnType<Case['server']>>;
   const start = async (): Promise<LockApp> => {
-    const app = await startLockApp(options());
+    const app = await startLockApp(running.options);
     apps.push(app);
     return app;
   };
+  beforeAll(async () => {
+    running = await server();
+  }, 60_000);
   afterAll(async () => {
     for (const app of apps) await app.close();
+    await running?.stop();
   });
 
   it("shows the holder's hold; a forced release tells the holder at once, lets the waiter in, and leaves the new holder's key alone", async () => {

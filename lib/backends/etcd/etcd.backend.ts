@@ -2,6 +2,7 @@
 // writes with an unknown outcome read best together. The requests, the queue and its watches,
 // the session leases and the clean-up live in the files beside this one.
 import { AnswerDeadlines } from '../answer-deadlines.js';
+import { LossListeners } from '../loss-listeners.js';
 import { BusyKeys } from '../busy-keys.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
@@ -42,7 +43,7 @@ export class EtcdBackend implements LockBackend {
   private readonly queued: EtcdQueue;
   /** Owner → session, for every owner holding a lock. */
   private readonly holding = new Map<string, EtcdSession>();
-  private readonly lossListeners: LockLossListener[] = [];
+  private readonly lossListeners = new LossListeners();
   private readonly cleanup: EtcdCleanup;
   private readonly sessions: EtcdSessions;
   private closed = false;
@@ -72,11 +73,7 @@ export class EtcdBackend implements LockBackend {
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
-    this.lossListeners.push(listener);
-    return () => {
-      const index = this.lossListeners.indexOf(listener);
-      if (index >= 0) this.lossListeners.splice(index, 1);
-    };
+    return this.lossListeners.add(listener);
   }
 
   /** The range of one lock's keys: `<prefix><encoded key>/`. */
@@ -264,7 +261,7 @@ export class EtcdBackend implements LockBackend {
     session.holders.clear();
     for (const owner of holders) {
       this.holding.delete(owner);
-      for (const listener of this.lossListeners) listener(owner, detail);
+      this.lossListeners.tell(owner, detail);
     }
     for (const owner of [...session.waiters]) this.queued.wake(owner);
   }

@@ -1,4 +1,5 @@
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 
@@ -19,16 +20,12 @@ export class MemoryBackend implements LockBackend {
   protected readonly queues = new Map<string, string[]>();
   protected readonly turns = new TurnWaiters();
   private lastToken = 0n;
-  private readonly lossListeners: LockLossListener[] = [];
+  private readonly lossListeners = new LossListeners();
 
   constructor(readonly name = 'memory') {}
 
   onLeaseLost(listener: LockLossListener): () => void {
-    this.lossListeners.push(listener);
-    return () => {
-      const index = this.lossListeners.indexOf(listener);
-      if (index >= 0) this.lossListeners.splice(index, 1);
-    };
+    return this.lossListeners.add(listener);
   }
 
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
@@ -102,13 +99,13 @@ export class MemoryBackend implements LockBackend {
     this.holders.delete(key);
     const next = this.queues.get(key)?.[0];
     if (next) this.turns.wake(next);
-    for (const listener of [...this.lossListeners]) listener(holder.owner, detail, reason);
+    this.lossListeners.tell(holder.owner, detail, reason);
     return holder.owner;
   }
 
   /** Tell the holders' engines that these owners' leases are gone. */
   protected tellLost(owners: string[], detail: string, reason: 'expired' | 'not-owner'): void {
-    for (const owner of owners) for (const listener of [...this.lossListeners]) listener(owner, detail, reason);
+    for (const owner of owners) this.lossListeners.tell(owner, detail, reason);
   }
 
   protected liveHolder(key: string, now: number): MemoryLockHolder | undefined {

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { PgPoolClientLike, PgPoolLike } from './postgres-client.interface.js';
 
+/** The NOTIFY of a forced release: '!lost <owner>'. */
+const LOST = '!lost ';
+
 /** Why LISTEN/NOTIFY cannot serve: a transaction pooler hands LISTEN's session to someone else. */
 export class NotifyUnreachableError extends Error {}
 
@@ -25,6 +28,8 @@ export class PostgresListener {
     private readonly channel: string,
     private readonly onWake: (owner: string, reservedMs: number, token?: bigint) => void,
     private readonly probeTimeoutMs: number,
+    /** '!lost <owner>': an operator's forceRelease() ended that owner's lease. */
+    private readonly onLost: (owner: string) => void = () => undefined,
   ) {}
 
   /** Connect and LISTEN (once; later calls share it). Rejects with NotifyUnreachableError behind a transaction pooler. */
@@ -110,6 +115,7 @@ export class PostgresListener {
   private notified(payload: string): void {
     const probe = this.probes.get(payload);
     if (probe) return probe();
+    if (payload.startsWith(LOST)) return this.onLost(payload.slice(LOST.length));
     const [owner, ms, token] = payload.split(' ');
     this.onWake(owner, Number(ms) || 0, token && /^\d+$/.test(token) ? BigInt(token) : undefined);
   }

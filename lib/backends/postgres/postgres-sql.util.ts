@@ -29,6 +29,8 @@ export function objectNames({ schema, prefix }: PostgresNames) {
     acquireV1: name('acquire_v1'),
     release: name('release_v1'),
     extend: name('extend_v1'),
+    /** An operator's forceRelease(): the holder's release, made for it, and a '!lost <owner>' NOTIFY. */
+    forceRelease: name('force_release_v1'),
     /** PgTransactionLock's acquire, run inside the caller's transaction. */
     xactAcquire: name('xact_acquire_v1'),
     /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */

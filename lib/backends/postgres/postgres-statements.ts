@@ -4,7 +4,7 @@ import { fastStatements } from './postgres-fast.sql.js';
 import { objectNames, type PostgresNames } from './postgres-sql.util.js';
 
 /** The statements the backend runs, each named (prepared once per connection). */
-export type BackendStatements = Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend', PgQueryConfigLike>;
+export type BackendStatements = Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend' | 'inspect' | 'forceRelease', PgQueryConfigLike>;
 
 /** A named statement for `text`: its name is derived from the text, so backends sharing a pool never clash. */
 function prepared(text: string): PgQueryConfigLike {
@@ -24,6 +24,13 @@ export function backendStatements(names: PostgresNames): BackendStatements {
     fastRelease: prepared(fast.release),
     release: prepared(`SELECT ${n.release}($1, $2, $3) AS held`),
     extend: prepared(`SELECT ${n.extend}($1, $2, $3) AS held`),
+    // The live holder's row: its token, what is left of it on the database's clock, live waiters.
+    inspect: prepared(
+      `SELECT h.token, GREATEST(0, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000))::bigint AS remaining_ms,
+        (SELECT count(*) FROM ${n.queue} qq WHERE qq.key = h.key AND qq.expires_at > clock_timestamp()) AS waiters
+       FROM ${n.held} h WHERE h.key = $1 AND h.expires_at > clock_timestamp()`,
+    ),
+    forceRelease: prepared(`SELECT ${n.forceRelease}($1, $2) AS owner`),
   };
 }
 

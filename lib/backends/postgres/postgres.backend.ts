@@ -1,8 +1,12 @@
+// Over 250 lines on purpose: every operation (acquire with its hand-off, release, extend, inspect,
+// forced release) is one bounded statement over one pool; the SQL, the statements, the LISTEN
+// session and the waiters live in the files beside this one.
 import { AnswerDeadlines } from '../answer-deadlines.js';
+import { LossListeners } from '../loss-listeners.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { errorText } from '../../common/redact.util.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
@@ -35,6 +39,7 @@ export class PostgresBackend implements LockBackend {
   private ready = false;
   private readonly sql: BackendStatements;
   private closed = false;
+  private readonly lossListeners = new LossListeners();
 
   constructor(private readonly config: PostgresBackendConfig) {
     this.name = config.name ?? 'postgres';
@@ -58,7 +63,15 @@ export class PostgresBackend implements LockBackend {
         client.on('error', () => undefined),
       );
     }
-    this.listener = new PostgresListener(this.pool, objectNames({ schema, prefix }).channel, (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token), this.connectTimeoutMs + this.commandTimeoutMs);
+    this.listener = new PostgresListener(
+      this.pool,
+      objectNames({ schema, prefix }).channel,
+      (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token),
+      this.connectTimeoutMs + this.commandTimeoutMs,
+      (owner) => {
+        this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
+      },
+    );
   }
 
   /**
@@ -74,6 +87,24 @@ export class PostgresBackend implements LockBackend {
     } catch (error) {
       if (error instanceof InvalidLockOptionsError) throw error;
     }
+  }
+
+  onLeaseLost(listener: LockLossListener): () => void {
+    return this.lossListeners.add(listener);
+  }
+
+  async inspect(key: string): Promise<HeldLock | null> {
+    refuseNul(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
+    const row = await this.call('inspect', key, this.sql.inspect, [key]);
+    if (row.token === undefined) return null;
+    return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string) };
+  }
+
+  /** Every process of this backend LISTENs from its start: the holder's hears the NOTIFY at once. */
+  async forceRelease(key: string): Promise<string | undefined> {
+    refuseNul(key, `${this.name} backend, forceRelease(${JSON.stringify(key)})`);
+    const row = await this.call('forceRelease', key, this.sql.forceRelease, [key, this.heartbeatMs * 3]);
+    return typeof row?.owner === 'string' ? row.owner : undefined;
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {

@@ -201,6 +201,25 @@ export function setupStatements(names: PostgresNames): string[] {
       RETURN FOUND;
     END
     $fn$`,
+    // force_release: the live holder (NULL when free), released as it would release (the next
+    // live waiter gets the key), and told on the channel: '!lost <owner>' (owner ids never
+    // start with '!'). The advisory lock is taken again inside release: it is reentrant.
+    `CREATE OR REPLACE FUNCTION ${n.forceRelease}(p_key text, p_life_ms bigint)
+    RETURNS text LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      v_owner text;
+    BEGIN
+      PERFORM ${advisory};
+      SELECT h.owner INTO v_owner FROM ${n.held} h WHERE h.key = p_key AND h.expires_at > clock_timestamp();
+      IF v_owner IS NULL THEN
+        RETURN NULL;
+      END IF;
+      PERFORM ${n.release}(p_key, v_owner, p_life_ms);
+      PERFORM pg_notify('${n.channel}', '!lost ' || v_owner);
+      RETURN v_owner;
+    END
+    $fn$`,
     xactAcquireFunction(names),
   ];
 }

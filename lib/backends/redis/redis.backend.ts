@@ -1,7 +1,8 @@
-// Over 250 lines on purpose (barely): acquire with its hand-off claim, release, extend, ping and
-// close over one client and its wake-up subscriber. Waiters, connection helpers, scripts and the
+// Over 250 lines on purpose: acquire with its hand-off claim, release, extend, inspect, forced
+// release, ping and close over one client and its wake-up (and loss) subscriber. Waiters, connection helpers, scripts and the
 // script loader live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
@@ -39,7 +40,7 @@ export class RedisBackend implements LockBackend {
   private readonly outages: RedisOutageLog;
   private readonly deadlines: AnswerDeadlines;
   private corked = false;
-  private readonly lossListeners: LockLossListener[] = [];
+  private readonly lossListeners = new LossListeners();
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -174,11 +175,7 @@ export class RedisBackend implements LockBackend {
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
-    this.lossListeners.push(listener);
-    return () => {
-      const index = this.lossListeners.indexOf(listener);
-      if (index >= 0) this.lossListeners.splice(index, 1);
-    };
+    return this.lossListeners.add(listener);
   }
 
   async inspect(key: string): Promise<HeldLock | null> {
@@ -252,7 +249,7 @@ export class RedisBackend implements LockBackend {
       subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
         if (!message.startsWith(LOST)) this.waiters.onMessage(message);
-        else for (const listener of [...this.lossListeners]) listener(message.slice(LOST.length), 'ended by forceRelease()', 'force-released');
+        else this.lossListeners.tell(message.slice(LOST.length), 'ended by forceRelease()', 'force-released');
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);

@@ -3,6 +3,7 @@
 // best together. Paths, the sessions (opening, validity, replacing) and the client's requests live
 // in the files beside it.
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
+import { LossListeners } from '../loss-listeners.js';
 import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { AnswerDeadlines } from '../answer-deadlines.js';
@@ -61,7 +62,7 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly requests: ZooKeeperRequests;
   private readonly nodes = new Map<string, Node>();
   private readonly turns = new TurnWaiters();
-  private readonly lossListeners: LockLossListener[] = [];
+  private readonly lossListeners = new LossListeners();
   private readonly sessions: ZooKeeperSessions;
   private closed = false;
   /** Creates (with their read of the line) in flight. */
@@ -92,11 +93,7 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
-    this.lossListeners.push(listener);
-    return () => {
-      const index = this.lossListeners.indexOf(listener);
-      if (index >= 0) this.lossListeners.splice(index, 1);
-    };
+    return this.lossListeners.add(listener);
   }
 
   /** Until when the session `owner`'s znode lives on is known to live (monotonic). */
@@ -334,7 +331,7 @@ export class ZooKeeperBackend implements LockBackend {
     for (const [owner, node] of mine) {
       if (node.holding) {
         this.drop(owner);
-        for (const listener of this.lossListeners) listener(owner, detail);
+        this.lossListeners.tell(owner, detail);
       } else {
         this.turns.wake(owner);
       }
