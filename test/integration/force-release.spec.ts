@@ -1,6 +1,7 @@
 import { LeaseLostError, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { PostgresServer } from '../harness/postgres.mjs';
+import { RedisServer } from '../harness/servers.mjs';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
@@ -12,10 +13,14 @@ interface Case {
   purpose: LockPurpose;
   /** The backend issues tokens: inspect shows the holder's, and the next holder's is larger. */
   fencing: boolean;
+  /** Waiters queue on the server (inspect counts them); else they retry (Redlock). */
+  queues: boolean;
+  /** A holder elsewhere hears of a forced release by message; else at its next renewal (Redlock). */
+  told: 'message' | 'renewal';
 }
 
 const CASES: Case[] = [
-  { backend: 'redis', server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false },
+  { backend: 'redis', server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false, queues: true, told: 'message' },
   {
     backend: 'postgres',
     server: async () => {
@@ -24,6 +29,19 @@ const CASES: Case[] = [
     },
     purpose: 'correctness',
     fencing: true,
+    queues: true,
+    told: 'message',
+  },
+  {
+    backend: 'redlock',
+    server: async () => {
+      const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+      return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
+    },
+    purpose: 'efficiency',
+    fencing: false,
+    queues: false,
+    told: 'renewal',
   },
 ];
 
@@ -35,7 +53,7 @@ async function eventually(check: () => boolean | Promise<boolean>, withinMs: num
   }
 }
 
-describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing }) => {
+describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing, queues, told }) => {
   const apps: LockApp[] = [];
   let running: Awaited<ReturnType<Case['server']>>;
   const start = async (): Promise<LockApp> => {
@@ -60,21 +78,26 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
 
     const stuck = await a.locks.acquire(key, { purpose, ttl: 20_000 });
     const waiting = b.locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
-    await eventually(async () => (await operator.locks.inspect(key, { purpose }))?.waiters === 1, 5_000);
+    if (queues) await eventually(async () => (await operator.locks.inspect(key, { purpose }))?.waiters === 1, 5_000);
     const info = await operator.locks.inspect(key, { purpose });
-    expect(info).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: 1, ...(fencing ? { token: stuck.token } : {}) });
+    expect(info).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(fencing ? { token: stuck.token } : {}) });
     expect(info!.remainingMs).toBeGreaterThan(15_000);
     expect(info!.remainingMs).toBeLessThanOrEqual(20_000);
 
     const forcedAt = Date.now();
     expect(await operator.locks.forceRelease(key, target)).toBe(true);
     const next = await waiting;
-    // Another process's holder hears of it through the backend, long before its 20 s ran out.
-    await eventually(() => stuck.signal.aborted, 2_000);
-    const toldAfterMs = Date.now() - forcedAt;
-    expect(toldAfterMs).toBeLessThan(2_000);
+    if (told === 'message') {
+      // Another process's holder hears of it through the backend, long before its 20 s ran out.
+      await eventually(() => stuck.signal.aborted, 2_000);
+      expect(Date.now() - forcedAt).toBeLessThan(2_000);
+    } else {
+      // No message reaches it: its next renewal finds a majority without its key.
+      expect(stuck.signal.aborted).toBe(false);
+      await expect(stuck.extend(20_000)).rejects.toBeInstanceOf(LeaseLostError);
+    }
     expect(stuck.signal.reason).toBeInstanceOf(LeaseLostError);
-    expect((stuck.signal.reason as LeaseLostError).reason).toBe('force-released');
+    expect((stuck.signal.reason as LeaseLostError).reason).toBe(told === 'message' ? 'force-released' : 'not-owner');
     expect(stuck.remainingMs()).toBe(0);
     if (fencing) expect(next.token! > stuck.token!).toBe(true);
     expect(next.signal.aborted).toBe(false);

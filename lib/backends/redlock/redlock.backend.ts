@@ -1,5 +1,5 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
@@ -152,6 +152,36 @@ export class RedlockBackend implements LockBackend {
     this.wakeNext(key);
     if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('release', key, tally);
     return tally.yes.length > 0;
+  }
+
+  /**
+   * Held when a majority of masters hold the key; what is left is how long a majority still will
+   * (the quorum-th longest time left). No queue on the masters: `waiters` is 0.
+   */
+  async inspect(key: string): Promise<HeldLock | null> {
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.inspect(key)), (held) => held !== null, 'answers');
+    if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('inspect', key, tally);
+    const left = tally.answers.flatMap((held) => (held ? [held.remainingMs] : [])).sort((a, b) => b - a);
+    return left.length >= this.quorum ? { remainingMs: left[this.quorum - 1], waiters: 0 } : null;
+  }
+
+  /**
+   * The key deleted on every master, whoever holds it. The holder is not told by message (the
+   * masters have no subscribers): it learns at its next renewal (a majority no longer has its
+   * key) or at its validity end — in this process, at once.
+   */
+  async forceRelease(key: string): Promise<string | undefined> {
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.forceRelease(key)), () => true, 'answers');
+    if (tally.yes.length < this.quorum) throw this.unavailable('forceRelease', key, tally);
+    // The masters hold per-attempt ids (`<owner>.<n>`): the owner is the most common one's.
+    const counts = new Map<string, number>();
+    for (const attempt of tally.answers) if (attempt) counts.set(attempt, (counts.get(attempt) ?? 0) + 1);
+    const attempt = [...counts].sort((a, b) => b[1] - a[1])[0]?.[0];
+    if (attempt === undefined) return undefined;
+    const owner = attempt.slice(0, attempt.lastIndexOf('.'));
+    if (this.held.get(owner) === attempt) this.held.delete(owner);
+    this.wakeNext(key);
+    return owner;
   }
 
   /** Every master's `PING` within `timeoutMs`; up when a majority answers. */
