@@ -61,8 +61,10 @@ export interface HeldLock {
   readonly remainingMs: number;
   /** Callers queued for the key (0 on a backend whose waiters poll). */
   readonly waiters: number;
-  /** The holder's fencing token (fencing backends). */
+  /** The holder's fencing token (fencing backends that keep it on the server). */
   readonly token?: bigint;
+  /** The holder's owner id, when the server keeps no token: the engine adds the token of a holder in its process. */
+  readonly owner?: string;
 }
 
 /**

@@ -19,9 +19,10 @@ export class LockAdmin {
     if (!backend.inspect) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot inspect locks (it has no inspect())`, where);
     const held = await backend.inspect(key);
     if (!held) return null;
-    return held.token === undefined
-      ? { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters }
-      : { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters, token: held.token };
+    // etcd keeps no token on the server: its holder knows it, and may be in this process.
+    const token = held.token ?? (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)?.token);
+    const info = { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters };
+    return token === undefined ? info : { ...info, token };
   }
 
   async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {

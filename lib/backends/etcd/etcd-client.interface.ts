@@ -8,6 +8,8 @@ export interface EtcdClientLike {
     range(request: unknown, options?: unknown): Promise<any>;
     deleteRange(request: unknown, options?: unknown): Promise<any>;
   };
+  /** etcd3's lease RPCs: `inspect()` reads what is left of a holder's session lease with it. */
+  readonly leaseClient?: { leaseTimeToLive(request: { ID: string }, options?: unknown): Promise<{ TTL: string }> };
   lease(ttlSeconds: number, options?: { autoKeepAlive?: boolean; deadline?: Date }): EtcdLeaseLike;
   watch(): EtcdWatchBuilderLike;
   close(): void;
@@ -22,6 +24,7 @@ export interface EtcdLeaseLike {
 
 export interface EtcdWatchBuilderLike {
   key(key: string | Buffer): EtcdWatchBuilderLike;
+  prefix(prefix: string | Buffer): EtcdWatchBuilderLike;
   only(...operations: Array<'put' | 'delete'>): EtcdWatchBuilderLike;
   watcher(): EtcdWatcherLike;
 }

@@ -6,11 +6,12 @@ import { LossListeners } from '../loss-listeners.js';
 import { BusyKeys } from '../busy-keys.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
-import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
 import { acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, predecessorTxn } from './etcd-requests.util.js';
 import { EtcdQueue, type Queued } from './etcd-queue.js';
+import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
 import { boundedCall } from '../backend-call.util.js';
@@ -46,6 +47,8 @@ export class EtcdBackend implements LockBackend {
   private readonly lossListeners = new LossListeners();
   private readonly cleanup: EtcdCleanup;
   private readonly sessions: EtcdSessions;
+  private readonly admin: EtcdAdmin;
+  private readonly sessionTtlMs: number;
   private closed = false;
   private holdsProcess = true;
   private readonly ownsClient: boolean;
@@ -69,6 +72,8 @@ export class EtcdBackend implements LockBackend {
       lost: (session, detail) => this.sessionLost(session, detail),
     });
     this.cleanup = new EtcdCleanup(this.client, () => this.deadline());
+    this.sessionTtlMs = (config.sessionTtlSeconds ?? ETCD_DEFAULTS.sessionTtlSeconds) * 1_000;
+    this.admin = new EtcdAdmin(this.client, this.prefix, () => this.deadline(), (owner) => this.forced(owner));
     this.queued = new EtcdQueue(this.client, (session) => this.sessions.endIfDrained(session));
   }
 
@@ -154,6 +159,7 @@ export class EtcdBackend implements LockBackend {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.admin.close();
     this.queued.dropAll();
     await this.sessions.closeAll();
     if (this.ownsClient) closeEtcdClient(this.client);
@@ -252,7 +258,30 @@ export class EtcdBackend implements LockBackend {
   private granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
     session.holders.add(owner);
     this.holding.set(owner, session);
+    this.admin.watch();
     return { acquired: true, token };
+  }
+
+  inspect(key: string): Promise<HeldLock | null> {
+    const prefix = this.lockPrefix(key);
+    return this.call('inspect', key, () => this.admin.inspect(prefix, this.sessionTtlMs));
+  }
+
+  async forceRelease(key: string): Promise<string | undefined> {
+    const prefix = this.lockPrefix(key);
+    const owner = await this.call('forceRelease', key, () => this.admin.forceRelease(prefix));
+    if (owner !== undefined) this.forced(owner);
+    return owner;
+  }
+
+  /** `owner`'s key was deleted by a forced release: if it holds here, it holds no more. */
+  private forced(owner: string): void {
+    const session = this.holding.get(owner);
+    if (!session) return;
+    this.holding.delete(owner);
+    session.holders.delete(owner);
+    this.sessions.endIfDrained(session);
+    this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
   }
 
   /** The session's keys are gone: its holders lose their leases, its waiters re-queue on a new one. */

@@ -1,0 +1,95 @@
+import type { HeldLock } from '../lock-backend.interface.js';
+import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
+import { prefixEnd } from './etcd-requests.util.js';
+
+/** How long a forced release's marker lives: long enough for every holder's watch to catch up after a reconnect. */
+const MARKER_TTL_SECONDS = 60;
+
+/** etcd's inspect(): the holder's owner id too, so the engine can add its token when it is local. */
+export interface EtcdHeldLock extends HeldLock {
+  readonly owner: string;
+}
+
+/**
+ * An operator's view of one etcd backend's locks. The holder of a lock is its key with the lowest
+ * create revision (etcd's recipe); a forced release deletes that key — only if it is still that
+ * key, compared by create revision — and, in the same txn, leaves a marker `<prefix>%lost/<owner>`
+ * (`%lo` never begins an escape of encodeURIComponent, so no lock key's range holds it) on a
+ * short lease. Every process that holds a lock watches the markers (one watch per backend,
+ * events only on forced releases) and ends that owner's lease at once.
+ *
+ * The token is not on the server: it is the revision of the read that made the holder first, known
+ * to its process only (the engine adds it when the holder is local). What is left of the hold is
+ * its session lease's time to live: the engine deletes the key at the lease's own ttl, and the
+ * session takes it with it if its process stops.
+ */
+export class EtcdAdmin {
+  private watcher?: EtcdWatcherLike;
+  private closed = false;
+  private readonly markers: string;
+
+  constructor(
+    private readonly client: EtcdClientLike,
+    prefix: string,
+    private readonly deadline: () => { deadline: Date },
+    private readonly forced: (owner: string) => void,
+  ) {
+    this.markers = `${prefix}%lost/`;
+  }
+
+  /** Watch the markers from now on (once; a process that holds a lock calls it at its grant). */
+  watch(): void {
+    if (this.watcher || this.closed) return;
+    const watcher = this.client.watch().prefix(this.markers).only('put').watcher();
+    watcher.on('put', (kv: { key: Buffer }) => this.forced(kv.key.toString().slice(this.markers.length)));
+    watcher.on('error', () => undefined);
+    this.watcher = watcher;
+  }
+
+  async inspect(lockPrefix: string, sessionTtlMs: number): Promise<EtcdHeldLock | null> {
+    const first = await this.first(lockPrefix);
+    if (!first) return null;
+    const ttl = first.lease !== '0' && this.client.leaseClient ? Number((await this.client.leaseClient.leaseTimeToLive({ ID: first.lease }, this.deadline())).TTL) : NaN;
+    return { owner: first.owner, remainingMs: Number.isFinite(ttl) ? Math.max(0, ttl * 1_000) : sessionTtlMs, waiters: first.count - 1 };
+  }
+
+  /** The holder's owner id, or undefined when nobody held the lock. */
+  async forceRelease(lockPrefix: string): Promise<string | undefined> {
+    // The holder may change between the read and the delete: read again (bounded).
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const first = await this.first(lockPrefix);
+      if (!first) return undefined;
+      const lease = this.client.lease(MARKER_TTL_SECONDS, { autoKeepAlive: false });
+      const leaseId = await lease.grant();
+      lease.release();
+      const response = await this.client.kv.txn(
+        {
+          compare: [{ key: first.key, target: 'Create', result: 'Equal', create_revision: first.createRevision }],
+          success: [
+            { request_delete_range: { key: first.key } },
+            { request_put: { key: Buffer.from(this.markers + first.owner), value: Buffer.alloc(0), lease: leaseId } },
+          ],
+          failure: [],
+        },
+        this.deadline(),
+      );
+      if (response.succeeded) return first.owner;
+    }
+    throw new Error('the holder kept changing while it was being released');
+  }
+
+  close(): void {
+    this.closed = true;
+    void this.watcher?.cancel().catch(() => undefined);
+    this.watcher = undefined;
+  }
+
+  /** The lock's first key (its holder) and how many keys it has (holder and waiters). */
+  private async first(lockPrefix: string): Promise<{ key: Buffer; owner: string; createRevision: string; lease: string; count: number } | undefined> {
+    const start = Buffer.from(lockPrefix);
+    const response = await this.client.kv.range({ key: start, range_end: prefixEnd(start), sort_order: 'Ascend', sort_target: 'Create', limit: 1, keys_only: true }, this.deadline());
+    const kv = response.kvs[0] as { key: Buffer; create_revision: string; lease: string } | undefined;
+    if (!kv) return undefined;
+    return { key: kv.key, owner: kv.key.toString().slice(lockPrefix.length), createRevision: kv.create_revision, lease: String(kv.lease), count: Number(response.count) };
+  }
+}
