@@ -2,6 +2,7 @@ import { LeaseLostError, type DistributedLockModuleOptions, type LockPurpose } f
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { RedisServer } from '../harness/servers.mjs';
+import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
@@ -33,6 +34,18 @@ const CASES: Case[] = [
     purpose: 'correctness',
     fencing: true,
     tokenOnServer: true,
+    queues: true,
+    told: 'message',
+  },
+  {
+    backend: 'zookeeper',
+    server: async () => {
+      const zk = await ZooKeeperServer.start();
+      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
+    },
+    purpose: 'correctness',
+    fencing: true,
+    tokenOnServer: false,
     queues: true,
     told: 'message',
   },
@@ -86,8 +99,8 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     if (queues) await eventually(async () => (await operator.locks.inspect(key, { purpose }))?.waiters === 1, 5_000);
     const info = await operator.locks.inspect(key, { purpose });
     expect(info).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(tokenOnServer ? { token: stuck.token } : {}) });
-    // etcd: the holder's session lease (renewed while its process lives); the others: the ttl.
-    expect(info!.remainingMs).toBeGreaterThan(backend === 'etcd' ? 1_000 : 15_000);
+    // etcd, ZooKeeper: the holder's session (renewed while its process lives); the others: the ttl.
+    expect(info!.remainingMs).toBeGreaterThan(backend === 'etcd' || backend === 'zookeeper' ? 1_000 : 15_000);
     expect(info!.remainingMs).toBeLessThanOrEqual(20_000);
     // The holder's own process shows its token on every fencing backend.
     if (fencing) expect((await a.locks.inspect(key, { purpose }))?.token).toBe(stuck.token);

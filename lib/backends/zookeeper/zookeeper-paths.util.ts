@@ -24,6 +24,9 @@ const SEQUENCE_DIGITS = 10;
 /** The name (before ZooKeeper's sequence) of an owner's znode: `<owner>-`. */
 export const nodeNamePrefix = (owner: string, backend: string): string => `${pathSegment(owner, backend)}-`;
 
+/** The owner whose znode `child` is (`<encoded owner>-` + 10 digits). */
+export const ownerOfNode = (child: string): string => decodeURIComponent(child.slice(0, -(SEQUENCE_DIGITS + 1)));
+
 /** Whether `child` is the znode of the owner whose name prefix is `prefix` (`<owner>-` + 10 digits). */
 export const isNodeOf = (child: string, prefix: string): boolean => child.length === prefix.length + SEQUENCE_DIGITS && child.startsWith(prefix);
 

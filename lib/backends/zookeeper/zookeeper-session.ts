@@ -27,6 +27,11 @@ export class ZooKeeperSession {
   private heartbeat?: NodeJS.Timeout;
   private beating = false;
 
+  /** The session timeout the server granted (the one asked for until the connection says). */
+  get grantedTimeoutMs(): number {
+    return this.timeoutMs;
+  }
+
   constructor(
     readonly client: ZooKeeperClientLike,
     /** The session timeout the server granted (ms). */

@@ -8,11 +8,11 @@ import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { AnswerDeadlines } from '../answer-deadlines.js';
 import { boundedCall } from '../backend-call.util.js';
-import type { AcquireRequest, AcquireResult, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
-import { ancestry, inLineOrder, lockParent, nodeNamePrefix } from './zookeeper-paths.util.js';
+import { ancestry, inLineOrder, lockParent, nodeNamePrefix, ownerOfNode } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests } from './zookeeper-requests.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
@@ -154,6 +154,40 @@ export class ZooKeeperBackend implements LockBackend {
       this.requests.removeLater(node.session, node.path);
       throw error;
     }
+  }
+
+  /**
+   * The first znode of the key's line holds it. What is left is the session timeout (how long the
+   * server keeps the znode once its process stops; the engine deletes it at the lease's own ttl);
+   * the token, the pzxid of the holder's read, is known to the holder only (the engine adds it
+   * when the holder is in this process).
+   */
+  async inspect(key: string): Promise<HeldLock | null> {
+    const session = await this.sessions.get(key);
+    const line = await this.requests.readLine(session.client, key, this.parentOf(key));
+    const ordered = line ? inLineOrder(line.children) : [];
+    if (ordered.length === 0) return null;
+    return { owner: ownerOfNode(ordered[0]), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+  }
+
+  /**
+   * Delete the first znode of the key's line — that very znode (its name is unique): a later
+   * holder's is never touched. Its holder's process watches its own znode from its grant on.
+   */
+  async forceRelease(key: string): Promise<string | undefined> {
+    const session = await this.sessions.get(key);
+    const parent = this.parentOf(key);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const line = await this.requests.readLine(session.client, key, parent);
+      const first = line ? inLineOrder(line.children)[0] : undefined;
+      if (first === undefined) return undefined;
+      if (await this.requests.remove(session.client, key, `${parent}/${first}`)) {
+        const owner = ownerOfNode(first);
+        this.forced(owner);
+        return owner;
+      }
+    }
+    throw new LockBackendUnavailableError(this.name, 'forceRelease', 'the holder kept changing while it was being released', { key });
   }
 
   /** A read of the prefix within `timeoutMs` (opening a session first if there is none). */
@@ -305,7 +339,19 @@ export class ZooKeeperBackend implements LockBackend {
     node.holding = true;
     this.nodes.set(owner, node);
     node.session.hold(owner);
+    // Told of a forced release by the znode's deletion (in the background: not on the grant's path).
+    const gone = (): void => {
+      if (this.nodes.get(owner) === node && !node.session.lost) this.forced(owner);
+    };
+    this.requests.watch(node.session.client, node.key, node.path, gone).then((exists) => exists || gone(), () => undefined);
     return { acquired: true, token };
+  }
+
+  /** `owner`'s znode was deleted by a forced release: if it holds here, it holds no more. */
+  private forced(owner: string): void {
+    if (!this.nodes.get(owner)?.holding) return;
+    this.drop(owner);
+    this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
   }
 
   /** Forget `owner` here (its znode, if any, is the caller's to delete). */
