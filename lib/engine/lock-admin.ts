@@ -2,6 +2,7 @@ import type { LockBackend } from '../backends/lock-backend.interface.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { LockInfo } from '../interfaces/lock-info.interface.js';
 import type { LeaseRegistry } from './lease-registry.js';
+import type { LockEvents } from './lock-events.js';
 
 /**
  * What an operator does to a key whoever holds it: look at its hold (`inspect`) and end it
@@ -12,6 +13,7 @@ export class LockAdmin {
   constructor(
     private readonly backends: ReadonlyMap<string, LockBackend>,
     private readonly registry: LeaseRegistry,
+    private readonly events: LockEvents,
   ) {}
 
   async inspect(key: string, backendName: string, where: string): Promise<LockInfo | null> {
@@ -29,6 +31,7 @@ export class LockAdmin {
     const backend = this.backends.get(backendName)!;
     if (!backend.forceRelease) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot force a release (it has no forceRelease())`, where);
     const owner = await backend.forceRelease(key);
+    this.events.emit('force-released', { key, backend: backendName, released: owner !== undefined });
     if (owner === undefined) return false;
     // Held here: told now, whatever the backend's own way of telling its holders.
     this.registry.byOwner(owner)?.lose('force-released', `forceRelease(${JSON.stringify(key)}) ended it`);

@@ -76,7 +76,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     @Inject(LOCK_BACKENDS) private readonly backends: ReadonlyMap<string, LockBackend>,
     @Inject(LOCK_ENGINE_CONFIG) private readonly config: LockEngineConfig,
   ) {
-    this.admin = new LockAdmin(backends, this.registry);
+    this.admin = new LockAdmin(backends, this.registry, this.events);
     // Every waiting call listens on it for as long as it waits: no limit, nothing is leaked.
     setMaxListeners(0, this.stopping.signal);
     // Until the application has bootstrapped, our own clients must not keep the process alive: a

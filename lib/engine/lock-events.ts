@@ -21,6 +21,8 @@ export interface LockEventMap {
   /** A watchdog renewal failed; the lease is still valid for a while and will be retried. */
   'renewal-failed': [LockEventBase & { error: unknown }];
   lost: [LockEventBase & { error: Error }];
+  /** This process called `forceRelease()`; `released: false`: nobody held the key. */
+  'force-released': [{ key: string; backend: string; released: boolean }];
 }
 
 export type LockEventName = keyof LockEventMap;

@@ -76,6 +76,7 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
     const lost = counter('lost', 'Leases lost while held: expired, taken over, session lost, shutdown');
     const released = counter('released', 'Leases released by their holder');
     const releaseFailed = counter('release_failed', 'Releases that failed (the key then expires by itself)');
+    const forceReleased = counter('force_released', 'forceRelease() calls of this process (lock.released: whether a holder was there)');
     const wait = meter.createHistogram('distributed_lock.wait.duration', {
       description: 'Time from asking for a lock to getting it or giving up',
       unit: 's',
@@ -112,6 +113,9 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
       hold.record(e.heldMs / 1000, labels(e));
     });
     this.on('release-failed', (e) => releaseFailed.add(1, labels(e)));
+    this.on('force-released', (e) =>
+      forceReleased.add(1, { 'lock.backend': e.backend, 'lock.released': e.released, ...(includeKey ? { 'lock.key': e.key } : {}) }),
+    );
   }
 
   private on<E extends LockEventName>(event: E, listener: (...args: LockEventMap[E]) => void): void {

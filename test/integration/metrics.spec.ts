@@ -91,6 +91,17 @@ describe('OpenTelemetry metrics (real Redis and etcd, an in-memory metric reader
     expect(await count(reader, 'distributed_lock.lost', { ...redisLabels, 'lock.loss_reason': 'expired' })).toBe(1);
   });
 
+  it('counts forced releases (by whether a holder was there) and the holder\'s loss with its reason', async () => {
+    const key = uniqueKey('metrics-forced');
+    const lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000 });
+    expect(await app.locks.forceRelease(key, { purpose: 'efficiency' })).toBe(true);
+    expect(await app.locks.forceRelease(key, { purpose: 'efficiency' })).toBe(false);
+    expect(lease.signal.aborted).toBe(true);
+    expect(await count(reader, 'distributed_lock.force_released', { 'lock.backend': 'redis', 'lock.released': true })).toBe(1);
+    expect(await count(reader, 'distributed_lock.force_released', { 'lock.backend': 'redis', 'lock.released': false })).toBe(1);
+    expect(await count(reader, 'distributed_lock.lost', { ...redisLabels, 'lock.loss_reason': 'force-released' })).toBe(1);
+  });
+
   it('labels correctness locks on etcd as such', async () => {
     await app.locks.using(uniqueKey('metrics-etcd'), { purpose: 'correctness' }, () => undefined);
     expect(await count(reader, 'distributed_lock.acquired', { 'lock.purpose': 'correctness', 'lock.backend': 'etcd' })).toBe(1);
