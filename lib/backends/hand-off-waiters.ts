@@ -134,6 +134,19 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
     this.wake(owner);
   }
 
+  /**
+   * A forced release ended `owner`'s hold — possibly a hand-off made to it that it has not started
+   * on yet: that reservation is gone (the key went on to the next waiter), so it must never be
+   * started on. The owner asks the server again.
+   */
+  revokeHandOff(owner: string): void {
+    const waiter = this.waiters.get(owner);
+    if (waiter?.reservedMs === undefined) return;
+    waiter.reservedMs = undefined;
+    waiter.token = undefined;
+    this.wake(owner);
+  }
+
   protected entry(owner: string): NonNullable<ReturnType<typeof this.waiters.get>> {
     this.track(owner);
     return this.waiters.get(owner)!;

@@ -3,11 +3,14 @@ import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } fro
 import { PostgresServer } from '../harness/postgres.mjs';
 import { RedisServer } from '../harness/servers.mjs';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { backendsOf } from '../harness/backends-of.js';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
 
 interface Case {
+  /** Hand-offs: a release grants the key to the next waiter by message (Redis, PostgreSQL). */
+  handsOff?: boolean;
   backend: string;
   /** The server of this case (started by the spec when the suite's own is not enough): the module options, and how to stop it. */
   server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
@@ -23,10 +26,11 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { backend: 'redis', server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false, tokenOnServer: false, queues: true, told: 'message' },
+  { backend: 'redis', handsOff: true, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false, tokenOnServer: false, queues: true, told: 'message' },
   { backend: 'etcd', server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }), purpose: 'correctness', fencing: true, tokenOnServer: false, queues: true, told: 'message' },
   {
     backend: 'postgres',
+    handsOff: true,
     server: async () => {
       const pg = await PostgresServer.start();
       return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
@@ -71,7 +75,7 @@ async function eventually(check: () => boolean | Promise<boolean>, withinMs: num
   }
 }
 
-describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing, tokenOnServer, queues, told }) => {
+describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing, tokenOnServer, queues, told, handsOff }) => {
   const apps: LockApp[] = [];
   let running: Awaited<ReturnType<Case['server']>>;
   const start = async (): Promise<LockApp> => {
@@ -129,5 +133,31 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     if (fencing) expect((await b.locks.inspect(key, target))?.token).toBe(next.token);
     await next.release();
     expect(await operator.locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+
+  // Only where a release hands the key on by message (the others have no such in-between state).
+  if (!handsOff) return;
+  it('a hand-off the forced holder had not started on yet is void: it never becomes a second holder', async () => {
+    // B was handed the key by a release (the message is in B's process) but has not started on it
+    // when the operator forces the release: the key goes on to C, and B must not start on it.
+    const [a, b, c, operator] = await Promise.all([start(), start(), start(), start()]);
+    const key = uniqueKey(`force-handoff-${backend}`);
+    const [backendB, backendC] = [backendsOf(b.app).get(backend)!, backendsOf(c.app).get(backend)!];
+    const waitersOf = (app: LockApp): { hasHandOff(owner: string): boolean } => (backendsOf(app.app).get(backend) as unknown as { waiters: { hasHandOff(owner: string): boolean } }).waiters;
+    const [ownerB, ownerC] = [uniqueKey('owner-b').replaceAll(':', '-'), uniqueKey('owner-c').replaceAll(':', '-')];
+    const held = await a.locks.acquire(key, { purpose, ttl: 20_000 });
+    expect((await backendB.acquire({ key, owner: ownerB, ttlMs: 20_000, queue: true })).acquired).toBe(false);
+    expect((await backendC.acquire({ key, owner: ownerC, ttlMs: 20_000, queue: true })).acquired).toBe(false);
+    await held.release();
+    await eventually(() => waitersOf(b).hasHandOff(ownerB), 2_000);
+    expect(await operator.locks.forceRelease(key, { backend })).toBe(true);
+    // C's hand-off and then the '!lost' of B are published by the one forced release, in that order.
+    await eventually(() => waitersOf(c).hasHandOff(ownerC), 2_000);
+    await sleep(100);
+    expect((await backendB.acquire({ key, owner: ownerB, ttlMs: 20_000, queue: true })).acquired).toBe(false);
+    expect((await backendC.acquire({ key, owner: ownerC, ttlMs: 20_000, queue: true })).acquired).toBe(true);
+    await backendB.release(key, ownerB);
+    await backendC.release(key, ownerC);
+    expect(await operator.locks.inspect(key, { backend })).toBeNull();
   }, 30_000);
 });

@@ -69,6 +69,8 @@ export class PostgresBackend implements LockBackend {
       (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token),
       this.connectTimeoutMs + this.commandTimeoutMs,
       (owner) => {
+        // A hand-off to it not yet started on is void too (the key went on to the next waiter).
+        this.waiters.revokeHandOff(owner);
         this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
       },
     );

@@ -224,6 +224,12 @@ export class RedisBackend implements LockBackend {
     if (this.subscriber) unref(this.subscriber);
   }
 
+  /** A forced release ended `owner`'s hold: a hand-off to it not yet started on is void, a lease of it is lost. */
+  private forced(owner: string): void {
+    this.waiters.revokeHandOff(owner);
+    this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
+  }
+
   /**
    * A grant. A process that holds a lock listens on the wake channel too (opened now if no wait
    * opened it yet, in the background): a forceRelease() elsewhere reaches its holder at once.
@@ -249,7 +255,7 @@ export class RedisBackend implements LockBackend {
       subscriber.on('message', (channel: string, message: string) => {
         if (channel !== this.channel) return;
         if (!message.startsWith(LOST)) this.waiters.onMessage(message);
-        else this.lossListeners.tell(message.slice(LOST.length), 'ended by forceRelease()', 'force-released');
+        else this.forced(message.slice(LOST.length));
       });
       this.subscriber = subscriber;
       if (this.closed) await quit(subscriber);
