@@ -346,7 +346,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
 
   it('a closed application leaves no loss listener on a backend it was given', async () => {
     const backend = new TestingLockBackend('t');
-    const count = (): number => (backend as unknown as { lossListeners: unknown[] }).lossListeners.length;
+    const count = (): number => (backend as unknown as { lossListeners: { listeners: unknown[] } }).lossListeners.listeners.length;
     for (let i = 0; i < 20; i++) {
       const service = serviceOn(backend);
       await service.lockEngine.onApplicationShutdown();

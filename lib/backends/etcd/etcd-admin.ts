@@ -25,6 +25,7 @@ export interface EtcdHeldLock extends HeldLock {
  */
 export class EtcdAdmin {
   private watcher?: EtcdWatcherLike;
+  private idleTimer?: NodeJS.Timeout;
   private closed = false;
   private readonly markers: string;
 
@@ -39,6 +40,8 @@ export class EtcdAdmin {
 
   /** Watch the markers from now on (once; a process that holds a lock calls it at its grant). */
   watch(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     if (this.watcher || this.closed) return;
     const watcher = this.client.watch().prefix(this.markers).only('put').watcher();
     watcher.on('put', (kv: { key: Buffer }) => this.forced(kv.key.toString().slice(this.markers.length)));
@@ -78,8 +81,25 @@ export class EtcdAdmin {
     throw new Error('the holder kept changing while it was being released');
   }
 
+  /**
+   * Nothing is held here any more: the watch (a gRPC stream, which keeps the process alive) ends a
+   * second later unless a grant comes first — a process whose bootstrap or listen() failed, with
+   * no shutdown hook to close us, must still exit; a busy one keeps its watch.
+   */
+  idle(): void {
+    if (!this.watcher || this.idleTimer) return;
+    this.idleTimer = setTimeout(() => this.unwatch(), 1_000).unref();
+  }
+
   close(): void {
     this.closed = true;
+    this.unwatch();
+  }
+
+  /** End the watch now (the next grant starts it again). */
+  unwatch(): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
     void this.watcher?.cancel().catch(() => undefined);
     this.watcher = undefined;
   }

@@ -130,6 +130,7 @@ export class EtcdBackend implements LockBackend {
     this.queued.drop(owner);
     const session = this.holding.get(owner);
     this.holding.delete(owner);
+    if (this.holding.size === 0) this.admin.idle();
     session?.holders.delete(owner);
     if (session) this.sessions.endIfDrained(session);
     // Before bootstrap, an idle session must not keep the process alive (its keep-alives would).
@@ -154,7 +155,10 @@ export class EtcdBackend implements LockBackend {
    */
   holdProcess(hold: boolean): void {
     this.holdsProcess = hold;
-    if (!hold) this.sessions.retireCurrent();
+    if (!hold) {
+      this.sessions.retireCurrent();
+      this.admin.unwatch();
+    }
   }
 
   async close(): Promise<void> {
@@ -258,7 +262,8 @@ export class EtcdBackend implements LockBackend {
   private granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
     session.holders.add(owner);
     this.holding.set(owner, session);
-    this.admin.watch();
+    // Not before bootstrap (nor during shutdown): the watch's stream would keep the process alive.
+    if (this.holdsProcess) this.admin.watch();
     return { acquired: true, token };
   }
 
@@ -279,6 +284,7 @@ export class EtcdBackend implements LockBackend {
     const session = this.holding.get(owner);
     if (!session) return;
     this.holding.delete(owner);
+    if (this.holding.size === 0) this.admin.idle();
     session.holders.delete(owner);
     this.sessions.endIfDrained(session);
     this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
@@ -292,6 +298,7 @@ export class EtcdBackend implements LockBackend {
       this.holding.delete(owner);
       this.lossListeners.tell(owner, detail);
     }
+    if (this.holding.size === 0) this.admin.idle();
     for (const owner of [...session.waiters]) this.queued.wake(owner);
   }
 
