@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { EtcdClientLike } from '../backends/etcd/etcd-client.interface.js';
@@ -20,6 +21,13 @@ export interface EtcdFenceOptions {
   timeoutMs?: number;
 }
 
+/**
+ * A write leaves a marker `<key>/w/<write id>` on a lease this long: a copy of the write resent
+ * after its answer was lost (etcd3 retries on another member when one dies) finds it, and knows
+ * its first copy was applied. A new lease is taken when the current one has less than half left.
+ */
+const MARKER_LEASE_SECONDS = 60;
+
 /** Tokens are stored zero-padded to 20 digits, so etcd's byte order is numeric order below 10^20. */
 const MAX_TOKEN = 10n ** 20n - 1n;
 const pad = (token: bigint): Buffer => Buffer.from(token.toString().padStart(20, '0'));
@@ -33,6 +41,7 @@ const pad = (token: bigint): Buffer => Buffer.from(token.toString().padStart(20,
 export class EtcdFence {
   private readonly prefix: string;
   private readonly timeoutMs: number;
+  private markerLease?: { id: Promise<string>; takenAt: number };
 
   constructor(
     private readonly client: EtcdClientLike,
@@ -51,15 +60,35 @@ export class EtcdFence {
     checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
     const fenced = this.tokenFor(token, where, key);
+    const marker = Buffer.from(`${this.prefix}${encodeURIComponent(key)}/w/${randomBytes(12).toString('base64url')}`);
+    const lease = await this.leaseForMarkers();
+    // Stale: the fence, and this write's marker — there if an earlier copy of this very request was
+    // applied (the client resent it after the answer was lost, and the fence rose in between).
     const response = await this.client.kv.txn({
       compare: [{ key: this.fenceKey(key), target: 'Value', result: 'Greater', value: pad(fenced) }],
-      success: [{ request_range: { key: this.fenceKey(key) } }],
+      success: [{ request_range: { key: this.fenceKey(key) } }, { request_range: { key: marker, keys_only: true } }],
       failure: [
         { request_put: { key: this.dataKey(key), value: Buffer.from(value) } },
         { request_put: { key: this.fenceKey(key), value: pad(fenced) } },
+        { request_put: { key: marker, value: Buffer.alloc(0), lease } },
       ],
     }, this.deadline());
-    if (response.succeeded) throw this.stale(key, fenced, response);
+    if (response.succeeded && response.responses[1].response_range.kvs.length === 0) throw this.stale(key, fenced, response);
+  }
+
+  /** The lease the write markers live on (taken again when half of it has passed). */
+  private async leaseForMarkers(): Promise<string> {
+    const now = Date.now();
+    if (!this.markerLease || now - this.markerLease.takenAt > (MARKER_LEASE_SECONDS * 1_000) / 2) {
+      const lease = this.client.lease(MARKER_LEASE_SECONDS, { autoKeepAlive: false, deadline: this.deadline().deadline });
+      const id = lease.grant().finally(() => lease.release());
+      this.markerLease = { id, takenAt: now };
+      // A failed grant is not kept: the next write asks again.
+      id.catch(() => {
+        if (this.markerLease?.id === id) this.markerLease = undefined;
+      });
+    }
+    return this.markerLease.id;
   }
 
   /** Read through the fence: raises it to the token; a stale token throws. */

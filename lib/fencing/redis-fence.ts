@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../backends/redis/redis-client.interface.js';
@@ -49,7 +50,7 @@ export class RedisFence {
     checkResourceKey(key, where);
     if (typeof value !== 'string') throw new InvalidLockOptionsError('value', 'must be a string (serialize it first)', where);
     const fenced = fenceToken(token, this.options.leases, where, this.lockKeyOf(key));
-    const reply = (await this.eval(FENCED_WRITE, key, [fenced.toString(), value])) as [number, string?];
+    const reply = (await this.eval(FENCED_WRITE, key, [fenced.toString(), value, randomBytes(12).toString('base64url')])) as [number, string?];
     if (reply[0] !== 1) throw new StaleFencingTokenError(key, fenced, BigInt(reply[1]!));
   }
 
