@@ -87,6 +87,12 @@ describe('inspect() and forceRelease()', () => {
     expect((await invalid(locks.inspect('k', {} as never))).field).toBe('purpose');
     expect((await invalid(locks.inspect('k', null as never))).field).toBe('options');
     expect((await invalid(locks.inspect('k', { backend: 'redis' }))).field).toBe('backend');
+    // Names every object inherits are not backends.
+    for (const name of ['toString', 'constructor', '__proto__', 'hasOwnProperty']) {
+      expect((await invalid(locks.inspect('k', { backend: name }))).field).toBe('backend');
+      expect((await invalid(locks.forceRelease('k', { purpose: 'efficiency', backend: name }))).field).toBe('backend');
+      expect((await invalid(locks.tryAcquire('k', { purpose: 'efficiency', backend: name }))).field).toBe('backend');
+    }
     expect((await invalid(locks.forceRelease('k', { purpose: 'speed' as never }))).field).toBe('purpose');
     expect((await invalid(locks.forceRelease('k', { purpose: 'efficiency', ttl: 5 } as never))).field).toBe('ttl');
     backend.makeUnavailable();

@@ -120,7 +120,7 @@ export function resolveLockTarget(target: unknown, module: ResolvedModuleOptions
   }
   const { purpose, backend } = target as { purpose?: unknown; backend?: unknown };
   if (purpose !== undefined || backend === undefined) return routeBackend(checkPurpose(purpose, where), backend, module, where);
-  if (typeof backend !== 'string' || !(backend in module.capabilities)) {
+  if (typeof backend !== 'string' || !Object.hasOwn(module.capabilities, backend)) {
     throw new InvalidLockOptionsError('backend', `unknown backend ${JSON.stringify(backend)} (configured: ${Object.keys(module.capabilities).join(', ')})`, where);
   }
   return backend;

@@ -60,7 +60,7 @@ export function routeBackend(
   where: string,
 ): string {
   const configured = Object.keys(module.capabilities);
-  if (explicit !== undefined && (typeof explicit !== 'string' || !(explicit in module.capabilities))) {
+  if (explicit !== undefined && (typeof explicit !== 'string' || !Object.hasOwn(module.capabilities, explicit))) {
     throw new InvalidLockOptionsError('backend', `unknown backend ${JSON.stringify(explicit)} (configured: ${configured.join(', ')})`, where);
   }
   const name = (explicit as string | undefined) ?? module.purposes[purpose];

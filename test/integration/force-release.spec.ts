@@ -4,6 +4,7 @@ import { PostgresServer } from '../harness/postgres.mjs';
 import { RedisServer } from '../harness/servers.mjs';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { backendsOf } from '../harness/backends-of.js';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
@@ -75,6 +76,30 @@ async function eventually(check: () => boolean | Promise<boolean>, withinMs: num
   }
 }
 
+describe('forceRelease() on etcd: a holder farther from etcd than the operator (adversarial review)', () => {
+  it("is told: its process watches the markers from its grant's revision, not from when the watch was set up", async () => {
+    const [host, port] = etcdHosts()[0].split(':');
+    const proxy = await TcpProxy.start(Number(port), host);
+    proxy.delay(40);
+    const far = await startLockApp({ etcd: { hosts: [proxy.endpoint] } });
+    const near = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const key = uniqueKey('force-far');
+        const held = await far.locks.acquire(key, { purpose: 'correctness', ttl: 20_000 });
+        expect(await near.locks.forceRelease(key, { backend: 'etcd' })).toBe(true);
+        await eventually(() => held.signal.aborted, 3_000);
+        expect((held.signal.reason as LeaseLostError).reason).toBe('force-released');
+        await sleep(1_200); // the watch ends a second after the last lease: the next grant starts it again
+      }
+    } finally {
+      await far.close();
+      await near.close();
+      await proxy.close();
+    }
+  }, 60_000);
+});
+
 describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing, tokenOnServer, queues, told, handsOff }) => {
   const apps: LockApp[] = [];
   let running: Awaited<ReturnType<Case['server']>>;
@@ -134,6 +159,23 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     await next.release();
     expect(await operator.locks.inspect(key, target)).toBeNull();
   }, 30_000);
+
+  if (told === 'message') {
+    it("a process's first grant is told too, even when the release is forced at once (adversarial review)", async () => {
+      // Pub/sub keeps nothing for a subscriber still connecting (Redis): the first grant of a fresh
+      // process waits for its subscription, then checks the key is still its own.
+      for (let round = 0; round < 3; round++) {
+        const [holderApp, operator, next] = await Promise.all([start(), start(), start()]);
+        const key = uniqueKey(`force-first-${backend}`);
+        const held = await holderApp.locks.acquire(key, { purpose, ttl: 20_000 });
+        expect(await operator.locks.forceRelease(key, { backend })).toBe(true);
+        const taken = await next.locks.acquire(key, { purpose, ttl: 20_000, wait: 5_000 });
+        await eventually(() => held.signal.aborted, 2_000);
+        await taken.release();
+        await Promise.all([holderApp.close(), operator.close(), next.close()]);
+      }
+    }, 60_000);
+  }
 
   // Only where a release hands the key on by message (the others have no such in-between state).
   if (!handsOff) return;

@@ -38,12 +38,16 @@ export class EtcdAdmin {
     this.markers = `${prefix}%lost/`;
   }
 
-  /** Watch the markers from now on (once; a process that holds a lock calls it at its grant). */
-  watch(): void {
+  /**
+   * Watch the markers (once; a process that holds a lock calls it at its grant) from the grant's
+   * revision: a forced release comes after it, and a watch set up "from now" would miss one made
+   * while the watch was still being set up (a holder farther from etcd than the operator).
+   */
+  watch(fromRevision: bigint): void {
     clearTimeout(this.idleTimer);
     this.idleTimer = undefined;
     if (this.watcher || this.closed) return;
-    const watcher = this.client.watch().prefix(this.markers).only('put').watcher();
+    const watcher = this.client.watch().prefix(this.markers).startRevision(fromRevision.toString()).only('put').watcher();
     watcher.on('put', (kv: { key: Buffer }) => this.forced(kv.key.toString().slice(this.markers.length)));
     watcher.on('error', () => undefined);
     this.watcher = watcher;

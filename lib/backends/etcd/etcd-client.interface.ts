@@ -25,6 +25,7 @@ export interface EtcdLeaseLike {
 export interface EtcdWatchBuilderLike {
   key(key: string | Buffer): EtcdWatchBuilderLike;
   prefix(prefix: string | Buffer): EtcdWatchBuilderLike;
+  startRevision(revision: string): EtcdWatchBuilderLike;
   only(...operations: Array<'put' | 'delete'>): EtcdWatchBuilderLike;
   watcher(): EtcdWatcherLike;
 }

@@ -263,7 +263,7 @@ export class EtcdBackend implements LockBackend {
     session.holders.add(owner);
     this.holding.set(owner, session);
     // Not before bootstrap (nor during shutdown): the watch's stream would keep the process alive.
-    if (this.holdsProcess) this.admin.watch();
+    if (this.holdsProcess) this.admin.watch(token);
     return { acquired: true, token };
   }
 

@@ -35,6 +35,8 @@ export class RedisBackend implements LockBackend {
   private readonly waiters: RedisWaiters;
   private subscriber?: RedisClientLike;
   private subscribing?: Promise<void>;
+  /** The wake channel's SUBSCRIBE was answered once (a holder's grant no longer waits for it). */
+  private subscribed = false;
   private connected?: Promise<void>;
   private closed = false;
   private readonly outages: RedisOutageLog;
@@ -97,7 +99,7 @@ export class RedisBackend implements LockBackend {
     if (!(queue && this.waiters.recentlyBusy(key)) && (!queue || !this.waiters.isQueued(owner))) {
       const lock = this.lockKeyOf(key);
       const reply = await this.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), { owner, ttlMs });
-      if (reply === 'OK') return this.granted();
+      if (reply === 'OK') return this.granted(key, owner);
       if (!queue) {
         // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
         // that will report it — a skipped @Cron tick must not pay a second round trip.
@@ -130,7 +132,7 @@ export class RedisBackend implements LockBackend {
     }
     if (reply[0] === 1) {
       this.waiters.forget(owner);
-      return this.granted();
+      return this.granted(key, owner);
     }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
@@ -231,12 +233,21 @@ export class RedisBackend implements LockBackend {
   }
 
   /**
-   * A grant. A process that holds a lock listens on the wake channel too (opened now if no wait
-   * opened it yet, in the background): a forceRelease() elsewhere reaches its holder at once.
+   * A grant. A process that holds a lock listens on the wake channel too, so that a forceRelease()
+   * elsewhere reaches its holder at once. Pub/sub keeps nothing for a subscriber to come: the first
+   * grant of a process waits for its subscription, then checks the key is still its own (a forced
+   * release published before the subscription was heard by nobody). After a reconnect of the
+   * subscriber, a holder learns of a forced release at its next renewal or its validity end.
    */
-  private granted(): AcquireResult {
-    if (!this.subscribing && this.config.queueing !== false && !this.closed) this.subscribe().catch(() => undefined);
-    return { acquired: true };
+  private async granted(key: string, owner: string): Promise<AcquireResult> {
+    if (this.subscribed || this.config.queueing === false || this.closed) return { acquired: true };
+    try {
+      await this.subscribe();
+    } catch {
+      return { acquired: true }; // no wake channel: the grant stands, the holder learns later
+    }
+    const holder = await this.call('acquire', key, () => this.client.eval("return redis.call('GET', KEYS[1])", 1, this.lockKeyOf(key)));
+    return holder === owner ? { acquired: true } : { acquired: false };
   }
 
   /** One connection for wake-ups and losses, opened on the first wait or grant (a dedicated duplicate: we own and close it). */
@@ -261,6 +272,7 @@ export class RedisBackend implements LockBackend {
       if (this.closed) await quit(subscriber);
       await subscriber.subscribe(this.channel);
       subscribed = true;
+      this.subscribed = true;
     })().catch((error: unknown) => {
       const subscriber = this.subscriber;
       this.subscriber = undefined;
