@@ -4,6 +4,7 @@ import { PgBouncer } from '../harness/pgbouncer.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { LockWorker } from '../harness/worker.js';
+import { backendsOf } from '../harness/backends-of.js';
 
 // The PostgreSQL backend against a real PostgreSQL this spec starts (initdb on a free port), so
 // it can restart it, kill it and terminate its sessions.
@@ -294,7 +295,11 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     // The LISTEN session came back too: a waiter is still woken at once.
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 5_000 });
     const waiting = b.locks.acquire(key, { purpose: 'correctness', ttl: 5_000, wait: 5_000 });
-    await sleep(1_000);
+    // Back once its reconnect (100 ms doubling) has run LISTEN and the probe: on a loaded machine,
+    // later than a fixed second.
+    const listening = (app: LockApp): boolean => (backendsOf(app.app).get('postgres') as unknown as { listener: { client?: unknown } }).listener.client !== undefined;
+    for (let i = 0; i < 100 && !(listening(a) && listening(b)); i++) await sleep(50);
+    await sleep(200);
     const released = performance.now();
     await holder.release();
     const next = await waiting;
