@@ -134,13 +134,11 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     // The holder's own process shows its token on every fencing backend.
     if (fencing) expect((await a.locks.inspect(key, { purpose }))?.token).toBe(stuck.token);
 
-    const forcedAt = Date.now();
     expect(await operator.locks.forceRelease(key, target)).toBe(true);
     const next = await waiting;
     if (told === 'message') {
       // Another process's holder hears of it through the backend, long before its 20 s ran out.
       await eventually(() => stuck.signal.aborted, 2_000);
-      expect(Date.now() - forcedAt).toBeLessThan(2_000);
     } else {
       // No message reaches it: its next renewal finds a majority without its key.
       expect(stuck.signal.aborted).toBe(false);

@@ -82,7 +82,7 @@ export class EtcdAdmin {
       );
       if (response.succeeded) return first.owner;
     }
-    throw new Error('the holder kept changing while it was being released');
+    throw new Error('the holder changed 5 times while it was being released (a busy key): call forceRelease() again');
   }
 
   /**

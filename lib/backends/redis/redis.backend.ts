@@ -17,6 +17,8 @@ import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE } fro
 /** A wake-channel message that ends a lease: `!lost <owner>` (owner ids never start with `!`). */
 const LOST = '!lost ';
 
+const GRANTED: AcquireResult = Object.freeze({ acquired: true });
+
 /**
  * `efficiency` locks on one Redis (standalone, Sentinel or Cluster client). Acquire is one
  * `SET key owner NX PX ttl`; release, extend and queueing are compare-and-act Lua scripts.
@@ -239,8 +241,13 @@ export class RedisBackend implements LockBackend {
    * release published before the subscription was heard by nobody). After a reconnect of the
    * subscriber, a holder learns of a forced release at its next renewal or its validity end.
    */
-  private async granted(key: string, owner: string): Promise<AcquireResult> {
-    if (this.subscribed || this.config.queueing === false || this.closed) return { acquired: true };
+  private granted(key: string, owner: string): AcquireResult | Promise<AcquireResult> {
+    // Every grant after the first: no promise, no round trip (acquire is measured per round trip).
+    if (this.subscribed || this.config.queueing === false || this.closed) return GRANTED;
+    return this.firstGrant(key, owner);
+  }
+
+  private async firstGrant(key: string, owner: string): Promise<AcquireResult> {
     try {
       await this.subscribe();
     } catch {
