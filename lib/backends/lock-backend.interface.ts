@@ -6,6 +6,8 @@ export interface LockBackendCapabilities {
   readonly fairQueue: boolean;
   /** Shared between processes and machines (false for the in-memory backend). */
   readonly distributed: boolean;
+  /** Serves semaphores (`permits` > 1) through `semaphore()`. Absent: false. */
+  readonly semaphore?: boolean;
 }
 
 export interface AcquireRequest {
@@ -65,6 +67,12 @@ export interface HeldLock {
   readonly token?: bigint;
   /** The holder's owner id, when the server keeps no token: the engine adds the token of a holder in its process. */
   readonly owner?: string;
+  /**
+   * A semaphore key: how many permits its holders agreed on, and how many hold one now. The other
+   * fields then describe the holder whose hold ends last (its remaining time, its token).
+   */
+  readonly permits?: number;
+  readonly holders?: number;
 }
 
 /**
@@ -109,7 +117,22 @@ export interface LockBackend {
    */
   release(key: string, owner: string): Promise<boolean>;
 
-  /** Who holds `key` now, as the server sees it; null when nobody does. Must not hang. */
+  /**
+   * A view of this backend whose keys are semaphores of `permits` (≥ 2) holders each: the same
+   * operations, with at most `permits` owners holding a key at once, each with its own expiry and
+   * (fencing backends) its own token, larger than any token granted on the key before. Waiters are
+   * served in arrival order, woken without polling. An acquisition that finds the key held or
+   * queued with another `permits` (a plain lock counts as 1) rejects with `InvalidLockOptionsError`
+   * (field `permits`), and so does this backend's own `acquire` when it finds a semaphore on the
+   * key (it may find out only when the key is busy). Loss is reported through this backend's `onLeaseLost`. Only when
+   * `capabilities.semaphore`; the engine asks once per permits value and keeps the view.
+   */
+  semaphore?(permits: number): LockBackend;
+
+  /**
+   * Who holds `key` now, as the server sees it; null when nobody does. Must not hang. A semaphore
+   * key is reported with its `permits` and `holders`.
+   */
   inspect?(key: string): Promise<HeldLock | null>;
 
   /**
@@ -117,7 +140,8 @@ export interface LockBackend {
    * next waiter, whose token (fencing backends) is larger. Resolves with the owner whose hold
    * ended, or undefined when nobody held it. The holder's process is told through `onLeaseLost`
    * (reason `'force-released'`) as soon as the backend can reach it, else it learns at its next
-   * renewal or its validity end. Never deletes a later holder's key.
+   * renewal or its validity end. Never deletes a later holder's key. On a semaphore key every
+   * current holder's hold ends (each is told); resolves with one of them.
    */
   forceRelease?(key: string): Promise<string | undefined>;
 

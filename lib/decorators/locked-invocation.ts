@@ -23,7 +23,7 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): string {
 /** One call's request to the engine: `onBusy` decides between waiting, throwing and skipping. */
 function requestOf(lock: ResolvedMethodLock, key: string, signal?: AbortSignal): [LockRequest, WhenBusy] {
   const wait = lock.onBusy === 'wait' ? lock.wait : 0;
-  const request = { key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, policy: lock.policy, signal, where: lock.where };
+  const request = { key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
   return [request, lock.onBusy === 'skip' ? 'skip' : 'throw'];
 }
 

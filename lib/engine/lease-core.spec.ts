@@ -14,6 +14,7 @@ function provisional(): LeaseCore {
     token: undefined,
     backend: new MemoryBackend(),
     backendName: 'memory',
+    permits: 1,
     owner: 'owner',
     ttlMs: 10_000,
     validUntilMs: performance.now() + 200,
@@ -79,7 +80,8 @@ describe('LeaseCore: one backend call of a lease at a time (the server applies t
     return { backend, sent, answer: (owned) => answers.shift()!(owned) };
   }
   const lease = (backend: MemoryBackend): LeaseCore =>
-    new LeaseCore({ key: 'k', purpose: 'efficiency', token: undefined, backend, backendName: 'memory', owner: 'owner', ttlMs: 1_000, validUntilMs: performance.now() + 900, driftFactor: 0.01, policy, observer });
+    new LeaseCore({ key: 'k', purpose: 'efficiency', token: undefined, backend, backendName: 'memory',
+    permits: 1, owner: 'owner', ttlMs: 1_000, validUntilMs: performance.now() + 900, driftFactor: 0.01, policy, observer });
   const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
   it("an extend made while a hand-off's claim is unanswered is sent after it (simulation seed 1: the claim landed last and shortened the row)", async () => {
@@ -140,6 +142,7 @@ async function held(ttlMs: number, p: LeasePolicy = policy): Promise<{ core: Lea
     token: undefined,
     backend,
     backendName: 'memory',
+    permits: 1,
     owner: 'owner',
     ttlMs,
     validUntilMs: sentAt + ttlMs - Math.floor(ttlMs * 0.01) - 2,

@@ -43,6 +43,8 @@ export interface LeaseCoreInit {
   backend: LockBackend;
   /** The name the module routes by (`backends: { name: … }`), which events and handles report. */
   backendName: string;
+  /** 1 for a lock; the semaphore's permits otherwise (`backend` is then its semaphore view). */
+  permits: number;
   owner: string;
   ttlMs: number;
   /** Monotonic time until which the grant may be trusted. */
@@ -66,6 +68,7 @@ export class LeaseCore {
   readonly token: bigint | undefined;
   readonly backend: LockBackend;
   readonly backendName: string;
+  readonly permits: number;
   readonly owner: string;
   /** The options it was acquired with (a reentrant acquisition may raise the settings below). */
   readonly policy: LeasePolicy;
@@ -115,6 +118,7 @@ export class LeaseCore {
     this.token = init.token;
     this.backend = init.backend;
     this.backendName = init.backendName;
+    this.permits = init.permits;
     this.owner = init.owner;
     this.ttl = init.ttlMs;
     this.validUntilMs = init.validUntilMs;

@@ -23,8 +23,9 @@ export class LockAdmin {
     if (!held) return null;
     // etcd keeps no token on the server: its holder knows it, and may be in this process.
     const token = held.token ?? (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)?.token);
-    const info = { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters };
-    return token === undefined ? info : { ...info, token };
+    const info: LockInfo = { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters };
+    const semaphore = held.permits === undefined ? {} : { permits: held.permits, holders: held.holders ?? 1 };
+    return token === undefined ? { ...info, ...semaphore } : { ...info, token, ...semaphore };
   }
 
   async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {

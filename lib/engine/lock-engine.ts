@@ -139,7 +139,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     // on at once (an acquisition started just before a release of the key must queue before it).
     const reentered = this.reenter(o);
     if (reentered) return reentered;
-    const backend = this.backends.get(o.backend)!;
+    const backend = this.backendFor(o);
     if (this.shuttingDown) throw this.shutdownError(o);
     // Waiting stops at the caller's signal, when shutdown begins, or when a lease this call is
     // nested in is lost (its work is unprotected now) — whichever comes first.
@@ -217,6 +217,12 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
   }
 
+  /** The backend of a request: its semaphore view when it asks for more than one permit. */
+  private backendFor(o: LockRequest): LockBackend {
+    const backend = this.backends.get(o.backend)!;
+    return o.permits > 1 ? backend.semaphore!(o.permits) : backend;
+  }
+
   /** `promise`, remembered until it settles (see `inFlight`). */
   private tracked<T>(promise: Promise<T>): Promise<T> {
     this.inFlight.add(promise);
@@ -236,6 +242,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
       token,
       backend,
       backendName: o.backend,
+      permits: o.permits,
       owner,
       ttlMs: o.ttl,
       validUntilMs: until,
@@ -266,6 +273,13 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
         'purpose',
         `this async context already holds "${o.key}" for '${outer.purpose}' on backend "${o.backend}"; ` +
           `a nested '${o.purpose}' acquisition of the same key would wait on itself — use one purpose per key`,
+        o.where ?? `acquire(${JSON.stringify(o.key)})`,
+      );
+    }
+    if (outer.leaseCore.permits !== o.permits) {
+      throw new InvalidLockOptionsError(
+        'permits',
+        `this async context already holds "${o.key}" with permits ${outer.leaseCore.permits}; a nested acquisition asks for ${o.permits}`,
         o.where ?? `acquire(${JSON.stringify(o.key)})`,
       );
     }

@@ -14,6 +14,8 @@ export interface LockRequest {
   wait: number;
   /** The configured backend that serves it. */
   backend: string;
+  /** At most this many holders of the key at once: 1 is a lock, more a semaphore. */
+  permits: number;
   policy: LeasePolicy;
   /** Stops the wait (and gives back a grant that comes anyway). */
   signal?: AbortSignal;

@@ -37,4 +37,6 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> extends Lea
   rejectOnLoss?: boolean;
   /** Use this backend instead of the one the purpose routes to. */
   backend?: string;
+  /** A semaphore: at most this many holders of the key at once (see `LockOptions.permits`). @default 1 */
+  permits?: number;
 }

@@ -17,4 +17,10 @@ export interface LockInfo {
   readonly waiters: number;
   /** The holder's fencing token (fencing backends only). */
   readonly token?: bigint;
+  /**
+   * A semaphore key: the permits its holders agreed on, and how many hold one now. `remainingMs`
+   * and `token` are then those of the holder whose hold ends last.
+   */
+  readonly permits?: number;
+  readonly holders?: number;
 }

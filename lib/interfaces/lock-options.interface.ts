@@ -39,6 +39,12 @@ export interface LockOptions extends LeaseLifetimeOptions {
   /** Use this backend instead of the one the purpose routes to. */
   backend?: string;
   /**
+   * A semaphore: at most this many holders of the key at once, each with its own lease, signal
+   * and (fencing backends) token. Every caller of one key must pass the same number (a mismatch
+   * rejects with `InvalidLockOptionsError`). An integer from 1 to 10,000. @default 1 (a lock)
+   */
+  permits?: number;
+  /**
    * `using()` only: reject with `LeaseLostError` as soon as the lease's signal aborts, without
    * waiting for `fn` (which should stop cooperatively via `lease.signal`). @default false
    */

@@ -66,7 +66,16 @@ export function refuseConflictingLocks(locks: readonly ResolvedMethodLock[]): vo
     if (typeof outer.key !== 'string') continue;
     for (let j = i + 1; j < locks.length; j++) {
       const inner = locks[j];
-      if (inner.key !== outer.key || inner.backend !== outer.backend || inner.purpose === outer.purpose) continue;
+      if (inner.key !== outer.key || inner.backend !== outer.backend) continue;
+      if (inner.purpose === outer.purpose) {
+        if (inner.permits === outer.permits) continue;
+        throw new InvalidLockOptionsError(
+          'permits',
+          `declares "${outer.key}" with permits ${outer.permits} and again on ${inner.where} with permits ${inner.permits}: ` +
+            'every holder of one key must agree on permits',
+          `@DistributedLock on ${outer.where}`,
+        );
+      }
       const second = inner.where === outer.where ? 'a second time on the same method' : `again on ${inner.where}, which it overrides`;
       throw new InvalidLockOptionsError(
         'purpose',

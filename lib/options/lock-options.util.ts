@@ -5,14 +5,15 @@ import type { LockRequest } from '../engine/lock-request.js';
 import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../common/checks.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
+import { MAX_PERMITS } from '../backends/semaphore.util.js';
 import { routeBackend } from './purpose-routing.util.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
 export const MAX_KEY_LENGTH = 1024;
 
 const LIFETIME_FIELDS = ['watchdog', 'maxHold', 'lockAtLeastFor', 'lockDelay', 'rejectOnLoss'];
-const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend', ...LIFETIME_FIELDS];
-export const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'backend', ...LIFETIME_FIELDS];
+const LOCK_FIELDS = ['purpose', 'ttl', 'wait', 'signal', 'backend', 'permits', ...LIFETIME_FIELDS];
+export const DECORATOR_FIELDS = ['purpose', 'key', 'ttl', 'wait', 'onBusy', 'backend', 'permits', ...LIFETIME_FIELDS];
 
 /** One call's options, validated: the engine's request. */
 export type ResolvedLockOptions = LockRequest;
@@ -98,13 +99,27 @@ export function resolveCommon(
   const o = opts as Partial<LockOptions>;
   const purpose = checkPurpose(o.purpose, where);
   const ttl = checkTtl(o.ttl ?? module.defaults.ttl, 'ttl', module.driftFactor, where);
+  const backend = routeBackend(purpose, o.backend, module, where);
   return {
     purpose,
     ttl,
     wait: checkNonNegativeMs(o.wait ?? module.defaults.wait, 'wait', where),
-    backend: routeBackend(purpose, o.backend, module, where),
+    backend,
+    permits: checkPermits(o.permits, backend, module, where),
     policy: resolvePolicy(o, ttl, module, where),
   };
+}
+
+/** `permits`: an integer from 1 (a lock, the default) to MAX_PERMITS, more only on a backend with semaphores. */
+function checkPermits(permits: unknown, backend: string, module: ResolvedModuleOptions, where: string): number {
+  if (permits === undefined) return 1;
+  if (typeof permits !== 'number' || !Number.isInteger(permits) || permits < 1 || permits > MAX_PERMITS) {
+    throw new InvalidLockOptionsError('permits', `must be an integer from 1 to ${MAX_PERMITS}, got ${typeof permits === 'number' ? permits : typeof permits}`, where);
+  }
+  if (permits > 1 && !module.capabilities[backend]?.semaphore) {
+    throw new InvalidLockOptionsError('permits', `backend "${backend}" does not serve semaphores (permits > 1)`, where);
+  }
+  return permits;
 }
 
 /**

@@ -56,7 +56,7 @@ export class TestingLockBackend extends MemoryBackend {
 
   /** Whether anyone (a lease or `occupy()`) holds `key` now. */
   isHeld(key: string): boolean {
-    return this.liveHolder(key, performance.now()) !== undefined;
+    return this.liveHolder(key, performance.now()) !== undefined || (this.liveSemaphore(key, performance.now())?.holders.size ?? 0) > 0;
   }
 
   /**
@@ -66,7 +66,7 @@ export class TestingLockBackend extends MemoryBackend {
    */
   reset(): void {
     this.restore();
-    const owners = [...this.holders.values()].map((holder) => holder.owner);
+    const owners = [...this.holders.values()].map((holder) => holder.owner).concat(this.dropSemaphores());
     this.holders.clear();
     this.queues.clear();
     this.tellLost(owners, 'the key was taken away by TestingLockBackend.reset()', 'not-owner');
@@ -100,6 +100,12 @@ export class TestingLockBackend extends MemoryBackend {
   override async forceRelease(key: string): Promise<string | undefined> {
     this.failIfUnavailable('forceRelease', key);
     return super.forceRelease(key);
+  }
+
+  /** A semaphore's operations: the same delay and outage as the plain ones. */
+  protected override async gate(operation: string, key: string): Promise<void> {
+    if (operation === 'acquire' && this.acquireDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.acquireDelayMs));
+    this.failIfUnavailable(operation, key);
   }
 
   private failIfUnavailable(operation: string, key?: string): void {

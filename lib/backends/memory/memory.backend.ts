@@ -2,6 +2,8 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
+import { permitsMismatch } from '../semaphore.util.js';
+import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
 
 export interface MemoryLockHolder {
   owner: string;
@@ -19,6 +21,8 @@ export class MemoryBackend implements LockBackend {
   protected readonly holders = new Map<string, MemoryLockHolder>();
   protected readonly queues = new Map<string, string[]>();
   protected readonly turns = new TurnWaiters();
+  protected readonly semaphores = new Map<string, MemorySemaphoreState>();
+  private readonly views = new Map<number, MemorySemaphore>();
   private lastToken = 0n;
   private readonly lossListeners = new LossListeners();
 
@@ -28,8 +32,33 @@ export class MemoryBackend implements LockBackend {
     return this.lossListeners.add(listener);
   }
 
+  /** This backend's semaphores (`permits` ≥ 2), sharing its keys, queues and token counter. */
+  semaphore(permits: number): MemorySemaphore {
+    let view = this.views.get(permits);
+    if (!view) {
+      const store: MemoryStore = {
+        name: this.name,
+        holders: this.holders,
+        queues: this.queues,
+        semaphores: this.semaphores,
+        turns: this.turns,
+        lossListeners: this.lossListeners,
+        nextToken: () => ++this.lastToken,
+        liveHolder: (key, now) => this.liveHolder(key, now),
+        gate: (operation, key) => this.gate(operation, key),
+      };
+      view = new MemorySemaphore(store, permits, this.capabilities);
+      this.views.set(permits, view);
+    }
+    return view;
+  }
+
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
     const now = performance.now();
+    if (this.semaphores.size > 0) {
+      const semaphore = this.liveSemaphore(key, now);
+      if (semaphore) throw permitsMismatch(key, semaphore.permits, 1);
+    }
     const holder = this.liveHolder(key, now);
     const waiting = this.queues.get(key) ?? [];
     if (!holder && (waiting.length === 0 || waiting[0] === owner)) {
@@ -76,7 +105,7 @@ export class MemoryBackend implements LockBackend {
   async inspect(key: string): Promise<HeldLock | null> {
     const now = performance.now();
     const holder = this.liveHolder(key, now);
-    if (!holder) return null;
+    if (!holder) return this.semaphores.size > 0 ? inspectSemaphore(this.semaphores, key) : null;
     return { remainingMs: Math.max(0, Math.ceil(holder.expiresAt - now)), waiters: this.queues.get(key)?.length ?? 0, token: holder.token };
   }
 
@@ -84,16 +113,32 @@ export class MemoryBackend implements LockBackend {
     return this.takeAway(key, 'ended by forceRelease()', 'force-released');
   }
 
+  /** Runs before each operation of a semaphore view; nothing here (the testing backend's controls). */
+  protected async gate(_operation: string, _key: string): Promise<void> {}
+
   /** Always answers: it lives in this process. */
   async ping(): Promise<void> {}
 
   async close(): Promise<void> {
     this.holders.clear();
     this.queues.clear();
+    this.semaphores.clear();
   }
 
-  /** End `key`'s hold whoever holds it, wake the next waiter, tell the holder's engines: the owner, or undefined when free. */
+  /**
+   * End `key`'s hold whoever holds it (every holder of a semaphore), wake the next waiters, tell
+   * the holders' engines: an owner whose hold ended, or undefined when free.
+   */
   protected takeAway(key: string, detail: string, reason: 'expired' | 'not-owner' | 'force-released'): string | undefined {
+    const semaphore = this.liveSemaphore(key, performance.now());
+    if (semaphore && semaphore.holders.size > 0) {
+      const owners = [...semaphore.holders.keys()];
+      semaphore.holders.clear();
+      for (const owner of semaphore.queue.slice(0, semaphore.permits)) this.turns.wake(owner);
+      this.liveSemaphore(key, performance.now());
+      for (const owner of owners) this.lossListeners.tell(owner, detail, reason);
+      return owners[0];
+    }
     const holder = this.liveHolder(key, performance.now());
     if (!holder) return undefined;
     this.holders.delete(key);
@@ -103,9 +148,20 @@ export class MemoryBackend implements LockBackend {
     return holder.owner;
   }
 
+  /** Every semaphore holder's owner; the semaphores forgotten. */
+  protected dropSemaphores(): string[] {
+    const owners = [...this.semaphores.values()].flatMap((state) => [...state.holders.keys()]);
+    this.semaphores.clear();
+    return owners;
+  }
+
   /** Tell the holders' engines that these owners' leases are gone. */
   protected tellLost(owners: string[], detail: string, reason: 'expired' | 'not-owner'): void {
     for (const owner of owners) this.lossListeners.tell(owner, detail, reason);
+  }
+
+  protected liveSemaphore(key: string, now: number): MemorySemaphoreState | undefined {
+    return this.semaphores.size > 0 ? liveSemaphore(this.semaphores, key, now) : undefined;
   }
 
   protected liveHolder(key: string, now: number): MemoryLockHolder | undefined {

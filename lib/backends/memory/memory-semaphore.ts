@@ -1,0 +1,140 @@
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
+import { permitsMismatch } from '../semaphore.util.js';
+import type { TurnWaiters } from '../wait-turn.util.js';
+import type { LossListeners } from '../loss-listeners.js';
+import type { MemoryLockHolder } from './memory.backend.js';
+
+/** One semaphore key: its permits, its holders (owner → expiry and token), its FIFO queue. */
+export interface MemorySemaphoreState {
+  permits: number;
+  holders: Map<string, MemoryLockHolder>;
+  queue: string[];
+}
+
+/** What a memory backend shares with its semaphore views (one process, one set of maps). */
+export interface MemoryStore {
+  readonly name: string;
+  readonly holders: Map<string, MemoryLockHolder>;
+  readonly queues: Map<string, string[]>;
+  readonly semaphores: Map<string, MemorySemaphoreState>;
+  readonly turns: TurnWaiters;
+  readonly lossListeners: LossListeners;
+  nextToken(): bigint;
+  /** Runs before every operation of a view (the testing backend's outage and delay controls). */
+  gate(operation: string, key: string): Promise<void>;
+  liveHolder(key: string, now: number): MemoryLockHolder | undefined;
+}
+
+/** Drop expired holders and an empty state; the state still in use, or undefined. */
+export function liveSemaphore(semaphores: Map<string, MemorySemaphoreState>, key: string, now: number): MemorySemaphoreState | undefined {
+  const state = semaphores.get(key);
+  if (!state) return undefined;
+  for (const [owner, holder] of state.holders) if (holder.expiresAt <= now) state.holders.delete(owner);
+  if (state.holders.size === 0 && state.queue.length === 0) {
+    semaphores.delete(key);
+    return undefined;
+  }
+  return state;
+}
+
+/** The in-memory backend's semaphores: at most `permits` holders per key, FIFO, one token counter. */
+export class MemorySemaphore implements LockBackend {
+  readonly name: string;
+  readonly capabilities;
+
+  constructor(
+    private readonly store: MemoryStore,
+    readonly permits: number,
+    capabilities: LockBackend['capabilities'],
+  ) {
+    this.name = store.name;
+    this.capabilities = capabilities;
+  }
+
+  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+    await this.store.gate('acquire', key);
+    const now = performance.now();
+    const plain = this.store.liveHolder(key, now);
+    if (plain || (this.store.queues.get(key)?.length ?? 0) > 0) throw permitsMismatch(key, 1, this.permits);
+    let state = liveSemaphore(this.store.semaphores, key, now);
+    if (state && state.permits !== this.permits) throw permitsMismatch(key, state.permits, this.permits);
+    state ??= { permits: this.permits, holders: new Map(), queue: [] };
+    this.store.semaphores.set(key, state);
+    const mine = state.holders.get(owner);
+    if (mine) return { acquired: true, token: mine.token };
+    const place = state.queue.indexOf(owner);
+    const ahead = place >= 0 ? place : state.queue.length;
+    if (state.holders.size + ahead < this.permits) {
+      if (place >= 0) state.queue.splice(place, 1);
+      this.store.turns.forget(owner);
+      const token = this.store.nextToken();
+      state.holders.set(owner, { owner, expiresAt: now + ttlMs, token });
+      this.wakeAdmissible(state);
+      return { acquired: true, token };
+    }
+    if (queue && place < 0) {
+      this.store.turns.track(owner);
+      state.queue.push(owner);
+    }
+    const soonest = Math.min(...[...state.holders.values()].map((h) => h.expiresAt));
+    if (state.holders.size === 0 && state.queue.length === 0) this.store.semaphores.delete(key);
+    return { acquired: false, holderRemainingMs: Number.isFinite(soonest) ? Math.ceil(soonest - now) : undefined };
+  }
+
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const now = performance.now();
+    const state = liveSemaphore(this.store.semaphores, key, now);
+    // A holder that never releases still frees its permit at expiry: look again then.
+    const soonest = state && state.holders.size > 0 ? Math.min(...[...state.holders.values()].map((h) => h.expiresAt)) - now + 1 : timeoutMs;
+    return this.store.turns.wait(owner, Math.min(timeoutMs, soonest), signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    await this.store.gate('extend', key);
+    const holder = liveSemaphore(this.store.semaphores, key, performance.now())?.holders.get(owner);
+    if (!holder) return false;
+    holder.expiresAt = performance.now() + ttlMs;
+    return true;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    await this.store.gate('release', key);
+    this.store.turns.forget(owner);
+    const state = liveSemaphore(this.store.semaphores, key, performance.now());
+    if (!state) return false;
+    const place = state.queue.indexOf(owner);
+    if (place >= 0) state.queue.splice(place, 1);
+    const wasOwner = state.holders.delete(owner);
+    this.wakeAdmissible(state);
+    liveSemaphore(this.store.semaphores, key, performance.now());
+    return wasOwner;
+  }
+
+  async inspect(key: string): Promise<HeldLock | null> {
+    await this.store.gate('inspect', key);
+    return inspectSemaphore(this.store.semaphores, key);
+  }
+
+  async close(): Promise<void> {}
+
+  /** Wake every waiter a free permit now admits (the first `permits - holders` of the queue). */
+  private wakeAdmissible(state: MemorySemaphoreState): void {
+    const free = state.permits - state.holders.size;
+    for (const owner of state.queue.slice(0, Math.max(0, free))) this.store.turns.wake(owner);
+  }
+}
+
+/** A semaphore key as `inspect()` reports it: the holder whose hold ends last, and the counts. */
+export function inspectSemaphore(semaphores: Map<string, MemorySemaphoreState>, key: string): HeldLock | null {
+  const now = performance.now();
+  const state = liveSemaphore(semaphores, key, now);
+  if (!state || state.holders.size === 0) return null;
+  const last = [...state.holders.values()].reduce((a, b) => (b.expiresAt > a.expiresAt ? b : a));
+  return {
+    remainingMs: Math.max(0, Math.ceil(last.expiresAt - now)),
+    waiters: state.queue.length,
+    token: last.token,
+    permits: state.permits,
+    holders: state.holders.size,
+  };
+}
