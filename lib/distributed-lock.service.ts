@@ -6,8 +6,8 @@ import type { LockEvents } from './engine/lock-events.js';
 import { SKIPPED } from './engine/lock-request.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
 import type { LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
-import type { LockOptions } from './interfaces/lock-options.interface.js';
-import { checkKey, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
+import type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
+import { checkKey, resolveCampaignOptions, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
 /** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
@@ -68,6 +68,38 @@ export class DistributedLockService {
     const result = await this.engine.runLocked(resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`), 'throw', fn);
     // A 'throw' request never skips.
     return result as Exclude<typeof result, typeof SKIPPED>;
+  }
+
+  /**
+   * Leader election: wait (in arrival order among candidates, on backends that queue) until this
+   * caller leads `name`, then hold it — renewed every ttl/3, no `maxHold` — until `release()`, the
+   * `signal` (steps down), loss, or shutdown (which hands leadership on at once). `lease.signal`
+   * aborts when leadership is lost (a paused leader is replaced after its ttl or session);
+   * `lease.token` grows with every term on fencing backends. Campaign again to lead again.
+   * @throws LockBackendUnavailableError the backend could not be reached, or shutdown began while waiting
+   * @throws InvalidLockOptionsError bad name or options, or this async context holds `name` already
+   * @example
+   * const leadership = await locks.campaign('billing-leader', { purpose: 'correctness', ttl: 10_000 });
+   */
+  async campaign(name: string, opts: CampaignOptions): Promise<Lease> {
+    const where = `campaign(${JSON.stringify(name)})`;
+    const request = resolveCampaignOptions(name, opts, this.options, where);
+    if (this.engine.context.reentrant(request.key, request.backend)) {
+      throw new InvalidLockOptionsError('name', 'this async context holds it already: a leader lease is taken outside the work it guards', where);
+    }
+    const lease = (await this.engine.acquire(request, 'throw'))!;
+    const signal = request.signal;
+    if (signal) {
+      const stepDown = (): void => void lease.release().catch(() => undefined);
+      if (signal.aborted) stepDown();
+      else {
+        signal.addEventListener('abort', stepDown, { once: true });
+        const forget = (): void => signal.removeEventListener('abort', stepDown);
+        lease.signal.addEventListener('abort', forget, { once: true });
+        void lease.whenReleased().then(forget, forget);
+      }
+    }
+    return lease;
   }
 
   /**

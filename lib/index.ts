@@ -20,7 +20,7 @@ export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js
 export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/postgres/postgres-backend.options.js';
 export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
-export type { LockOptions } from './interfaces/lock-options.interface.js';
+export type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
 export type { LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type {

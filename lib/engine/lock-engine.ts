@@ -31,6 +31,9 @@ export interface LockEngineConfig {
   appBackends: readonly string[];
 }
 
+/** The longest delay a Node timer takes (longer ones fire at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** 128 random bits, drawn once per process: no two processes share it. */
 const OWNER_PREFIX = randomBytes(16).toString('base64url');
 let ownerCount = 0;
@@ -201,7 +204,8 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
         holderRemainingMs = result.holderRemainingMs;
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) break;
-        await backend.waitForTurn(o.key, owner, remaining, waiting.signal);
+        // A campaign waits without end: one timer's longest span at a time.
+        await backend.waitForTurn(o.key, owner, Math.min(remaining, MAX_TIMER_MS), waiting.signal);
       }
     } catch (error) {
       if (queued) await backend.release(o.key, owner).catch(() => undefined);

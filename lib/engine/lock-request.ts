@@ -10,7 +10,7 @@ export interface LockRequest {
   purpose: LockPurpose;
   /** How long the lease may be trusted, in ms. */
   ttl: number;
-  /** How long to wait while another owner holds the key, in ms (0: one attempt). */
+  /** How long to wait while another owner holds the key, in ms (0: one attempt; Infinity: a campaign's). */
   wait: number;
   /** The configured backend that serves it. */
   backend: string;

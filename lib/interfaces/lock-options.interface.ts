@@ -50,3 +50,24 @@ export interface LockOptions extends LeaseLifetimeOptions {
    */
   rejectOnLoss?: boolean;
 }
+
+/** Options of `DistributedLockService.campaign()`: a leader's lease. */
+export interface CampaignOptions {
+  /** What leadership protects; decides the backend (`correctness`: a token per term). Required. */
+  purpose: LockPurpose;
+  /**
+   * The leader's lease time to live, ms: renewed every ttl/3 while its process runs, so a paused
+   * or dead leader is replaced this long after its last renewal (etcd, ZooKeeper: or when its
+   * session ends, if sooner). @default module `defaults.ttl` (30000)
+   */
+  ttl?: number;
+  /** Use this backend instead of the one the purpose routes to. */
+  backend?: string;
+  /**
+   * Aborting it stops the campaign: a candidate still waiting rejects with the signal's reason;
+   * a leader steps down (its lease is released, the next candidate leads).
+   */
+  signal?: AbortSignal;
+  /** After a leader is lost without stepping down, keep the name unavailable this much longer, ms. @default module `defaults.lockDelay` */
+  lockDelay?: number;
+}

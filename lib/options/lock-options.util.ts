@@ -2,7 +2,7 @@ import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js
 import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeasePolicy } from '../engine/lease-policy.js';
 import type { LockRequest } from '../engine/lock-request.js';
-import type { LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
+import type { CampaignOptions, LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../common/checks.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 import { MAX_PERMITS } from '../backends/semaphore.util.js';
@@ -154,4 +154,39 @@ export function resolveLockOptions(
     throw new InvalidLockOptionsError('signal', 'must be an AbortSignal', where);
   }
   return { key: checkKey(key, where), ...common, signal };
+}
+
+const CAMPAIGN_FIELDS = ['purpose', 'ttl', 'backend', 'signal', 'lockDelay'];
+
+/**
+ * A campaign's request: wait without end (FIFO among candidates, until the signal or shutdown),
+ * then hold with the watchdog and no `maxHold` — a leader leads until it steps down or is lost.
+ */
+export function resolveCampaignOptions(name: unknown, opts: CampaignOptions | undefined, module: ResolvedModuleOptions, where: string): ResolvedLockOptions {
+  if (typeof opts !== 'object' || opts === null) {
+    throw new InvalidLockOptionsError('options', "must be an object with at least { purpose: 'efficiency' | 'correctness' }", where);
+  }
+  for (const field of Object.keys(opts)) {
+    if (!CAMPAIGN_FIELDS.includes(field)) throw new InvalidLockOptionsError(field, `unknown option (known: ${CAMPAIGN_FIELDS.join(', ')})`, where);
+  }
+  const purpose = checkPurpose(opts.purpose, where);
+  const ttl = checkTtl(opts.ttl ?? module.defaults.ttl, 'ttl', module.driftFactor, where);
+  const signal = opts.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidLockOptionsError('signal', 'must be an AbortSignal', where);
+  return {
+    key: checkKey(name, where),
+    purpose,
+    ttl,
+    wait: Number.POSITIVE_INFINITY,
+    backend: routeBackend(purpose, opts.backend, module, where),
+    permits: 1,
+    policy: {
+      watchdog: { maxHold: Number.POSITIVE_INFINITY },
+      lockAtLeastFor: 0,
+      lockDelay: checkNonNegativeMs(opts.lockDelay ?? module.defaults.lockDelay, 'lockDelay', where),
+      rejectOnLoss: false,
+    },
+    signal,
+    where,
+  };
 }
