@@ -45,16 +45,19 @@ export class DistributedLockService {
    * @throws LockBusyError still held by another owner after waiting
    * @throws LockBackendUnavailableError the backend could not be reached in time
    * @throws InvalidLockOptionsError bad key or options (before any backend call)
+   * Several keys (an array) are one lease over all of them, all or nothing: taken in sorted order,
+   * so callers naming them in any order never deadlock; `lease.keys` lists them.
    * @example
    * await using lease = await locks.acquire(`invoice:${id}`, { purpose: 'efficiency', ttl: 5000 });
+   * await using both = await locks.acquire([`account:${from}`, `account:${to}`], { purpose: 'correctness' });
    */
-  async acquire(key: string, opts: LockOptions): Promise<Lease> {
+  async acquire(key: string | readonly string[], opts: LockOptions): Promise<Lease> {
     const where = `acquire(${JSON.stringify(key)})`;
     return (await this.engine.acquire(noWrappedCall(resolveLockOptions(key, opts, this.options, where), where), 'throw'))!;
   }
 
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
-  async tryAcquire(key: string, opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
+  async tryAcquire(key: string | readonly string[], opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
     const where = `tryAcquire(${JSON.stringify(key)})`;
     return this.engine.acquire(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.options, where), where), 'skip');
   }
@@ -64,7 +67,7 @@ export class DistributedLockService {
    * `current()` returns it anywhere below. A failed release is reported (logger, `release-failed`
    * event) and never replaces `fn`'s result or error.
    */
-  async using<T>(key: string, opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
+  async using<T>(key: string | readonly string[], opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
     const result = await this.engine.runLocked(resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`), 'throw', fn);
     // A 'throw' request never skips.
     return result as Exclude<typeof result, typeof SKIPPED>;

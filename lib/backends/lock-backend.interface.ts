@@ -118,6 +118,15 @@ export interface LockBackend {
   release(key: string, owner: string): Promise<boolean>;
 
   /**
+   * Optional: take all of `keys` (sorted, distinct) in one step — `keys[i]` for `owners[i]` — or
+   * none: one attempt that never queues and leaves nothing behind when any key is busy (a Redis
+   * script, an etcd txn). One token for all of them (fencing backends). Without it, or when it
+   * answers busy, a multi-key acquisition takes the keys one at a time in order through `acquire`;
+   * either way each key is then extended and released by its own owner.
+   */
+  acquireAll?(keys: readonly string[], owners: readonly string[], ttlMs: number): Promise<AcquireResult>;
+
+  /**
    * A view of this backend whose keys are semaphores of `permits` (≥ 2) holders each: the same
    * operations, with at most `permits` owners holding a key at once, each with its own expiry and
    * (fencing backends) its own token, larger than any token granted on the key before. Waiters are

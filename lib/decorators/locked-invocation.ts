@@ -4,11 +4,15 @@ import type { LockEngine } from '../engine/lock-engine.js';
 import { SKIPPED, type LockRequest, type WhenBusy } from '../engine/lock-request.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { ResolvedMethodLock } from '../options/decorator-options.util.js';
-import { checkKey } from '../options/lock-options.util.js';
+import { checkKeys } from '../options/lock-options.util.js';
 
-/** The key of one call: evaluated before any backend call; a bad key fails naming the method. */
-export function keyOf(lock: ResolvedMethodLock, args: unknown[]): string {
-  if (typeof lock.key === 'string') return lock.key;
+/** One call's key, or keys (sorted, distinct: one lease over all of them). */
+type CallKeys = ReturnType<typeof checkKeys>;
+
+/** The key(s) of one call: evaluated before any backend call; a bad key fails naming the method. */
+export function keyOf(lock: ResolvedMethodLock, args: unknown[]): CallKeys {
+  if (typeof lock.key === 'string') return { key: lock.key };
+  if (typeof lock.key !== 'function') return checkKeys(lock.key, lock.where);
   let key: unknown;
   try {
     key = lock.key(...args);
@@ -17,13 +21,17 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): string {
     (invalid as { cause?: unknown }).cause = error;
     throw invalid;
   }
-  return checkKey(key, lock.where);
+  const keys = checkKeys(key, lock.where);
+  if (keys.keys && lock.permits > 1) {
+    throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; the key function returned several', lock.where);
+  }
+  return keys;
 }
 
 /** One call's request to the engine: `onBusy` decides between waiting, throwing and skipping. */
-function requestOf(lock: ResolvedMethodLock, key: string, signal?: AbortSignal): [LockRequest, WhenBusy] {
+function requestOf(lock: ResolvedMethodLock, keys: CallKeys, signal?: AbortSignal): [LockRequest, WhenBusy] {
   const wait = lock.onBusy === 'wait' ? lock.wait : 0;
-  const request = { key, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
+  const request = { ...keys, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
   return [request, lock.onBusy === 'skip' ? 'skip' : 'throw'];
 }
 
@@ -60,7 +68,7 @@ export function invokeLockedObservable(engine: LockEngine, lock: ResolvedMethodL
  * anyway is given back), subscribe to the work inside the lease's async context, release when it
  * completes, errors or is unsubscribed. Lost before the work starts: the error, no work.
  */
-function lockedEachSubscription(engine: LockEngine, lock: ResolvedMethodLock, keyFor: () => string, work: (lease: Lease) => Observable<unknown>): Observable<unknown> {
+function lockedEachSubscription(engine: LockEngine, lock: ResolvedMethodLock, keyFor: () => CallKeys, work: (lease: Lease) => Observable<unknown>): Observable<unknown> {
   return new Observable<unknown>((subscriber) => {
     let inner: Subscription | undefined;
     const unsubscribed = new AbortController();

@@ -26,9 +26,14 @@ export class LeaseContext {
     return undefined;
   }
 
-  /** The innermost lease still held on `key` at `backend`: a nested acquisition re-enters it. */
+  /** The innermost lease still held on `key` (one of its keys) at `backend`: a nested acquisition re-enters it. */
   reentrant(key: string, backend: string): Lease | undefined {
-    return this.storage.getStore()?.findLast((lease) => lease.key === key && lease.backend === backend && lease.held);
+    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && lease.held && (lease.key === key || lease.keys.includes(key)));
+  }
+
+  /** The innermost lease still held at `backend` that covers every one of `keys`. */
+  covering(keys: readonly string[], backend: string): Lease | undefined {
+    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && lease.held && keys.every((key) => lease.keys.includes(key)));
   }
 
   /** Throw the loss of `lease`, or of any lease this context is nested in, if one is known lost. */

@@ -38,6 +38,8 @@ export type LeaseState = 'held' | 'released' | 'lost';
  */
 export interface LeaseCoreInit {
   key: string;
+  /** A multi-key lease's keys, sorted (`key` is the first); absent for one key. */
+  keys?: readonly string[];
   purpose: LockPurpose;
   token: bigint | undefined;
   backend: LockBackend;
@@ -64,6 +66,8 @@ export class LeaseCore {
   private abortController?: AbortController;
   readonly acquiredAt = monotonicNow();
   readonly key: string;
+  /** Every key the lease holds, sorted (one for a plain lease). */
+  readonly keys: readonly string[];
   readonly purpose: LockPurpose;
   readonly token: bigint | undefined;
   readonly backend: LockBackend;
@@ -119,6 +123,7 @@ export class LeaseCore {
     this.backend = init.backend;
     this.backendName = init.backendName;
     this.permits = init.permits;
+    this.keys = init.keys ?? [init.key];
     this.owner = init.owner;
     this.ttl = init.ttlMs;
     this.validUntilMs = init.validUntilMs;

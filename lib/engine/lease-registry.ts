@@ -30,7 +30,11 @@ export class LeaseRegistry implements LeaseObserver {
   }
 
   byOwner(owner: string): LeaseCore | undefined {
-    return this.owners.get(owner);
+    const core = this.owners.get(owner);
+    if (core) return core;
+    // A multi-key lease's keys are held by `<owner>.<index>` (see MultiKeyBackend.ownerOf).
+    const dot = owner.lastIndexOf('.');
+    return dot > 0 ? this.owners.get(owner.slice(0, dot)) : undefined;
   }
 
   all(): LeaseCore[] {
@@ -47,7 +51,7 @@ export class LeaseRegistry implements LeaseObserver {
   releasing(core: LeaseCore, done: Promise<void>): void {
     let keys = this.releasingKeys.get(core.backendName);
     if (!keys) this.releasingKeys.set(core.backendName, (keys = new Map()));
-    keys.set(core.key, { core, done });
+    for (const key of core.keys) keys.set(key, { core, done });
   }
 
   /** A handle's release failed: reported, never thrown over the caller's own outcome. */
@@ -96,9 +100,8 @@ export class LeaseRegistry implements LeaseObserver {
     this.held.delete(core);
     if (this.owners.get(core.owner) === core) this.owners.delete(core.owner);
     const keys = this.releasingKeys.get(core.backendName);
-    if (keys?.get(core.key)?.core === core) {
-      keys.delete(core.key);
-      if (keys.size === 0) this.releasingKeys.delete(core.backendName);
-    }
+    if (!keys) return;
+    for (const key of core.keys) if (keys.get(key)?.core === core) keys.delete(key);
+    if (keys.size === 0) this.releasingKeys.delete(core.backendName);
   }
 }

@@ -28,9 +28,14 @@ export class Lease implements AsyncDisposable {
     if (!owning) this.handle = { signal: core.openHandle() };
   }
 
-  /** The key as the caller named it (without backend prefixes). */
+  /** The key as the caller named it (without backend prefixes); a multi-key lease's first key. */
   get key(): string {
     return this.core.key;
+  }
+
+  /** Every key this lease holds, sorted (`[key]` for a lease on one key). */
+  get keys(): readonly string[] {
+    return this.core.keys;
   }
 
   get purpose(): LockPurpose {

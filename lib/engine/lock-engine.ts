@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
 import { LOCK_BACKENDS, type LockBackend } from '../backends/lock-backend.interface.js';
+import { MultiKeyBackend } from '../backends/multi-key.backend.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
@@ -150,8 +151,10 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     const waiting = linkSignals([o.signal, this.stopping.signal, ...enclosing.map((lease) => lease.signal)]);
     // A release of this key by this process still in flight (a re-subscription, a loop) goes
     // first: otherwise our own lock would look busy to us.
-    const pending = this.registry.pendingRelease(o.backend, o.key);
-    if (pending) await pending;
+    for (const key of o.keys ?? [o.key]) {
+      const pending = this.registry.pendingRelease(o.backend, key);
+      if (pending) await pending;
+    }
     let owner = newOwnerId();
     const started = monotonicNow();
     const deadline = started + o.wait;
@@ -221,9 +224,13 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
   }
 
-  /** The backend of a request: its semaphore view when it asks for more than one permit. */
+  /**
+   * The backend of a request: its semaphore view when it asks for more than one permit; for
+   * several keys, a MultiKeyBackend of its own (all or nothing, taken in sorted order).
+   */
   private backendFor(o: LockRequest): LockBackend {
     const backend = this.backends.get(o.backend)!;
+    if (o.keys) return new MultiKeyBackend(backend, o.keys);
     return o.permits > 1 ? backend.semaphore!(o.permits) : backend;
   }
 
@@ -242,6 +249,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
   private grant(o: LockRequest, backend: LockBackend, owner: string, token: bigint | undefined, until: number, waitedMs: number): Lease {
     const core = new LeaseCore({
       key: o.key,
+      keys: o.keys,
       purpose: o.purpose,
       token,
       backend,
@@ -268,8 +276,20 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
    * starts (never lower it; see LeaseCore.raise). A lease found lost meanwhile rejects the call.
    */
   private reenter(o: LockRequest): Lease | Promise<Lease> | undefined {
-    const outer = this.context.reentrant(o.key, o.backend);
-    if (!outer) return undefined;
+    const outer = o.keys ? this.context.covering(o.keys, o.backend) : this.context.reentrant(o.key, o.backend);
+    if (!outer) {
+      const own = o.keys?.find((key) => this.context.reentrant(key, o.backend));
+      if (own !== undefined) {
+        // Taking the rest while this context holds some would wait on itself (until its wait ran out).
+        throw new InvalidLockOptionsError(
+          'key',
+          `this async context already holds "${own}" on backend "${o.backend}" but not all of ${JSON.stringify(o.keys)}: ` +
+            'take every key in the outer acquisition, or none of them',
+          o.where ?? `acquire(${JSON.stringify(o.keys)})`,
+        );
+      }
+      return undefined;
+    }
     if (outer.purpose !== o.purpose) {
       // One backend serves both purposes: inheriting would hand a '${o.purpose}' caller a lease
       // taken for another purpose, and a fresh acquisition would wait on this very context.

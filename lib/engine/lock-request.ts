@@ -6,7 +6,10 @@ import type { LeasePolicy } from './lease-policy.js';
  * decorated method). The options layer produces it; the engine never reads user input.
  */
 export interface LockRequest {
+  /** The key (a multi-key request's first). */
   key: string;
+  /** A multi-key request: its keys, sorted and distinct, at least two — one lease over all. */
+  keys?: readonly string[];
   purpose: LockPurpose;
   /** How long the lease may be trusted, in ms. */
   ttl: number;

@@ -12,11 +12,12 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> extends Lea
   /** What the lock protects: `'efficiency'` or `'correctness'`. Required. */
   purpose: LockPurpose;
   /**
-   * The lock key: a string, or a function of the method's arguments.
+   * The lock key: a string, or a function of the method's arguments. An array of keys (or a
+   * function returning one) takes one lease over all of them, all or nothing (`lease.keys`).
    * @default '<Class>.<method>'
    * @example key: (orderId: string) => `order:${orderId}`
    */
-  key?: string | ((...args: A) => string);
+  key?: string | readonly string[] | ((...args: A) => string | readonly string[]);
   /** Lease time to live, ms. @default module `defaults.ttl` */
   ttl?: number;
   /** How long to wait for a busy lock, ms (implies `onBusy: 'wait'`). @default module `defaults.wait` */

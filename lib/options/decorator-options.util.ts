@@ -1,6 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockOptions, OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { checkKey, DECORATOR_FIELDS, resolveCommon, type CommonLockSettings } from './lock-options.util.js';
+import { checkKey, checkKeys, DECORATOR_FIELDS, resolveCommon, type CommonLockSettings } from './lock-options.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 
 const ON_BUSY: readonly OnBusy[] = ['throw', 'skip', 'wait'];
@@ -9,7 +9,7 @@ const ON_BUSY: readonly OnBusy[] = ['throw', 'skip', 'wait'];
 export interface ResolvedMethodLock extends CommonLockSettings {
   /** `Class.method`, for messages. */
   where: string;
-  key: string | ((...args: unknown[]) => string);
+  key: string | readonly string[] | ((...args: unknown[]) => string | readonly string[]);
   onBusy: OnBusy;
 }
 
@@ -33,8 +33,12 @@ export function resolveMethodLock(
   let key = o.key as ResolvedMethodLock['key'] | undefined;
   if (key === undefined) key = `${className}.${methodName}`;
   else if (typeof key === 'string') checkKey(key, where);
-  else if (typeof key !== 'function') {
-    throw new InvalidLockOptionsError('key', `must be a string or a function of the method's arguments, got ${typeof key}`, where);
+  else if (Array.isArray(key)) {
+    const keys = checkKeys(key, where);
+    if (keys.keys && common.permits > 1) throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; several keys take one lease over all of them', where);
+    key = keys.keys ?? keys.key;
+  } else if (typeof key !== 'function') {
+    throw new InvalidLockOptionsError('key', `must be a string, an array of strings, or a function of the method's arguments, got ${typeof key}`, where);
   }
   if (o.onBusy !== undefined && !ON_BUSY.includes(o.onBusy)) {
     throw new InvalidLockOptionsError('onBusy', `must be 'throw', 'skip' or 'wait', got ${JSON.stringify(o.onBusy)}`, where);

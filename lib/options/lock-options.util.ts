@@ -34,6 +34,21 @@ export function checkKey(key: unknown, where: string): string {
   return key;
 }
 
+/** Most keys one multi-key lease may take. */
+export const MAX_KEYS = 1_000;
+
+/**
+ * A key, or several (one lease over all of them): each checked like one key; sorted (the one
+ * order every caller takes them in) and without repeats. One distinct key is a plain lock.
+ */
+export function checkKeys(key: unknown, where: string): { key: string; keys?: readonly string[] } {
+  if (!Array.isArray(key)) return { key: checkKey(key, where) };
+  if (key.length === 0) throw new InvalidLockOptionsError('key', 'must name at least one key, got an empty array', where);
+  if (key.length > MAX_KEYS) throw new InvalidLockOptionsError('key', `must name at most ${MAX_KEYS} keys, got ${key.length}`, where);
+  const keys = [...new Set(key.map((k: unknown) => checkKey(k, where)))].sort();
+  return keys.length === 1 ? { key: keys[0] } : { key: keys[0], keys };
+}
+
 export function checkPurpose(purpose: unknown, where: string): LockPurpose {
   if (purpose === undefined) {
     throw new InvalidLockOptionsError(
@@ -153,7 +168,11 @@ export function resolveLockOptions(
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     throw new InvalidLockOptionsError('signal', 'must be an AbortSignal', where);
   }
-  return { key: checkKey(key, where), ...common, signal };
+  const keys = checkKeys(key, where);
+  if (keys.keys && common.permits > 1) {
+    throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; several keys take one lease over all of them', where);
+  }
+  return { ...keys, ...common, signal };
 }
 
 const CAMPAIGN_FIELDS = ['purpose', 'ttl', 'backend', 'signal', 'lockDelay'];

@@ -1,0 +1,144 @@
+import type { AcquireRequest, AcquireResult, LockBackend } from './lock-backend.interface.js';
+
+/** One acquisition's progress: the keys it holds so far (a prefix of the sorted list). */
+interface Progress {
+  held: string[];
+  tokens: Array<bigint | undefined>;
+  /** When the held keys were last given their full ttl (monotonic ms), and that ttl. */
+  refreshedAt: number;
+  ttlMs: number;
+}
+
+/**
+ * One lease over several keys of one backend, all or nothing, for one acquisition (the engine
+ * makes one per multi-key request; the LeaseCore then extends and releases through it).
+ *
+ * No deadlock between callers naming the same keys in any order: keys are taken in one global
+ * order (sorted), each by the backend's own acquire and queue, so a caller only ever waits for a
+ * key while holding keys that sort before it — no cycle of waits can form. A backend that can take
+ * several keys in one step (`acquireAll`: a Redis script, an etcd txn) is asked first; when any key
+ * is busy, nothing is left held and the ordered path queues on the first busy key.
+ *
+ * While waiting for a later key the earlier ones are kept alive (their ttl renewed every ttl/3);
+ * when the last key comes, every key not granted by a direct answer within that attempt is given
+ * its full ttl again, so the engine's validity (counted from the attempt's send time) holds for
+ * all of them. A key found lost on the way (expired, force-released) restarts from nothing.
+ * Each key is held by an owner id of its own, `<owner>.<index>`: a backend keeps one hold per
+ * owner (a znode, a Redlock attempt), and a key's loss reported for it reaches the lease (the
+ * engine's registry strips the suffix; engine owner ids never contain a dot).
+ * The lease's token is the largest of the keys' tokens: fencing backends number grants on one
+ * global counter (etcd revision, PostgreSQL sequence, ZooKeeper zxid), so it is larger than every
+ * earlier holder's token of each of the keys.
+ */
+/** The owner id of key `index` of a multi-key lease held by `owner`. */
+export const ownerOf = (owner: string, index: number): string => `${owner}.${index}`;
+
+export class MultiKeyBackend implements LockBackend {
+  readonly name: string;
+  readonly capabilities: LockBackend['capabilities'];
+  private readonly progress = new Map<string, Progress>();
+
+  constructor(
+    private readonly inner: LockBackend,
+    /** Sorted, distinct, at least two. */
+    readonly keys: readonly string[],
+  ) {
+    this.name = inner.name;
+    this.capabilities = inner.capabilities;
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const { owner } = request;
+    let p = this.progress.get(owner);
+    if (!p) {
+      if (this.inner.acquireAll) {
+        const all = await this.inner.acquireAll(this.keys, this.keys.map((_, i) => ownerOf(owner, i)), request.ttlMs);
+        if (all.acquired) return all;
+      }
+      p = { held: [], tokens: [], refreshedAt: performance.now(), ttlMs: request.ttlMs };
+      this.progress.set(owner, p);
+    } else if (p.held.length > 0 && performance.now() - p.refreshedAt >= request.ttlMs / 3) {
+      // Waited a while for a later key: keep the earlier ones (or start over if one is gone).
+      if (!(await this.refresh(p, owner, request.ttlMs))) return this.restart(owner, p);
+    }
+    const grantedBefore = p.held.length;
+    let direct = true;
+    for (let i = p.held.length; i < this.keys.length; i++) {
+      const result = await this.inner.acquire({ ...request, key: this.keys[i], owner: ownerOf(owner, i) });
+      if (!result.acquired) {
+        // A single try (no queue) leaves nothing behind.
+        if (!request.queue) await this.restart(owner, p);
+        return { acquired: false, holderRemainingMs: result.holderRemainingMs };
+      }
+      if (result.provisional) {
+        direct = false;
+        // A hand-off: the key is ours once its claim has landed (it may turn out not to be).
+        if (result.provisional.confirmed && (await result.provisional.confirmed) === undefined) {
+          await this.inner.release(this.keys[i], ownerOf(owner, i)).catch(() => undefined);
+          return this.restart(owner, p);
+        }
+      }
+      p.held.push(this.keys[i]);
+      p.tokens.push(result.token);
+    }
+    // Keys granted by an earlier attempt, or by a hand-off, get their full ttl again now (after
+    // this attempt's send time, from which the engine counts the lease's validity).
+    if ((grantedBefore > 0 || !direct) && !(await this.refresh(p, owner, request.ttlMs))) return this.restart(owner, p);
+    this.progress.delete(owner);
+    const tokens = p.tokens;
+    const token = tokens.every((t) => t !== undefined) ? tokens.reduce((a, b) => (b! > a! ? b : a)) : undefined;
+    return token === undefined ? { acquired: true } : { acquired: true, token };
+  }
+
+  /** Give every held key its full ttl; false if one of them is no longer ours. */
+  private async refresh(p: Progress, owner: string, ttlMs: number): Promise<boolean> {
+    const sent = performance.now();
+    const kept = await Promise.all(p.held.map((key, i) => this.inner.extend(key, ownerOf(owner, i), ttlMs)));
+    p.refreshedAt = sent;
+    return kept.every(Boolean);
+  }
+
+  /** Give back everything held and begin again from the first key (the engine retries). */
+  private async restart(owner: string, p: Progress): Promise<AcquireResult> {
+    this.progress.delete(owner);
+    await Promise.all(p.held.map((key, i) => this.inner.release(key, ownerOf(owner, i)).catch(() => undefined)));
+    return { acquired: false };
+  }
+
+  /** Wait on the key this acquisition queues for — at most ttl/3 while it holds earlier keys. */
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const p = this.progress.get(owner);
+    if (!p) return Promise.resolve();
+    const waitingFor = this.keys[p.held.length];
+    const keepAlive = p.held.length > 0 ? Math.max(1, p.refreshedAt + p.ttlMs / 3 - performance.now()) : timeoutMs;
+    return this.inner.waitForTurn(waitingFor, ownerOf(owner, p.held.length), Math.min(timeoutMs, keepAlive), signal);
+  }
+
+  /** Every key kept `ttlMs` more; false if any of them is no longer this owner's. */
+  async extend(_key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const kept = await Promise.all(this.keys.map((key, i) => this.inner.extend(key, ownerOf(owner, i), ttlMs)));
+    return kept.every(Boolean);
+  }
+
+  /**
+   * Give back every key (and leave any queue): each release is owner-checked, so a key this owner
+   * never got — or lost to another holder — is left alone. true if it held any of them.
+   */
+  async release(_key: string, owner: string): Promise<boolean> {
+    this.progress.delete(owner);
+    const results = await Promise.allSettled(this.keys.map((key, i) => this.inner.release(key, ownerOf(owner, i))));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return results.some((r) => r.status === 'fulfilled' && r.value);
+  }
+
+  /** The earliest of the keys' own bounds (their owners' sessions). */
+  validUntil(owner: string): number | undefined {
+    if (!this.inner.validUntil) return undefined;
+    const bounds = this.keys.map((_, i) => this.inner.validUntil!(ownerOf(owner, i))).filter((b): b is number => b !== undefined);
+    return bounds.length > 0 ? Math.min(...bounds) : undefined;
+  }
+
+
+  async close(): Promise<void> {}
+}

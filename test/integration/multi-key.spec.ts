@@ -1,0 +1,198 @@
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { PostgresServer } from '../harness/postgres.mjs';
+import { RedisServer } from '../harness/servers.mjs';
+import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+
+// Multi-key leases against real servers: callers in separate applications share the server only.
+
+interface Case {
+  backend: string;
+  purpose: LockPurpose;
+  fencing: boolean;
+  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
+}
+
+const CASES: Case[] = [
+  { backend: 'shared', purpose: 'correctness', fencing: true, server: async () => ({ options: { backends: { shared: new MemoryBackend('shared') } }, stop: async () => undefined }) },
+  { backend: 'redis', purpose: 'efficiency', fencing: false, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }) },
+  { backend: 'etcd', purpose: 'correctness', fencing: true, server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }) },
+  {
+    backend: 'postgres',
+    purpose: 'correctness',
+    fencing: true,
+    server: async () => {
+      const pg = await PostgresServer.start();
+      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
+    },
+  },
+  {
+    backend: 'zookeeper',
+    purpose: 'correctness',
+    fencing: true,
+    server: async () => {
+      const zk = await ZooKeeperServer.start();
+      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
+    },
+  },
+  {
+    backend: 'redlock',
+    purpose: 'efficiency',
+    fencing: false,
+    server: async () => {
+      const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+      return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
+    },
+  },
+];
+
+describe.each(CASES)('multi-key leases on $backend', ({ backend, purpose, fencing, server }) => {
+  let running: Awaited<ReturnType<Case['server']>>;
+  let a: LockApp;
+  let b: LockApp;
+  let c: LockApp;
+  const opts = (more: object = {}) => ({ purpose, backend, ...more });
+  const free = async (app: LockApp, key: string): Promise<boolean> => {
+    const lease = await app.locks.tryAcquire(key, opts());
+    await lease?.release();
+    return lease !== null;
+  };
+  beforeAll(async () => {
+    running = await server();
+    [a, b, c] = await Promise.all([startLockApp(running.options), startLockApp(running.options), startLockApp(running.options)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const app of [a, b, c]) await app?.close();
+    await running?.stop();
+  });
+
+  it('takes every key or none: a busy key leaves the others free; the lease lists its keys sorted and releases them all', async () => {
+    const [k1, k2, k3] = ['1', '2', '3'].map((n) => uniqueKey(`mk-${backend}-${n}`));
+    const held = await a.locks.acquire(k2, opts({ ttl: 20_000 }));
+    expect(await b.locks.tryAcquire([k3, k2, k1], opts())).toBeNull();
+    expect(await free(c, k1)).toBe(true);
+    expect(await free(c, k3)).toBe(true);
+    await held.release();
+    const lease = await b.locks.acquire([k3, k2, k1, k2], opts({ ttl: 20_000 }));
+    expect(lease.keys).toEqual([k1, k2, k3]);
+    expect(lease.key).toBe(k1);
+    if (fencing) expect(lease.token! > held.token!).toBe(true);
+    for (const key of [k1, k2, k3]) expect(await free(c, key)).toBe(false);
+    await lease.extend(30_000);
+    // etcd and ZooKeeper: bounded by the session (10 s, 4 s here), as for a lease on one key.
+    expect(lease.remainingMs()).toBeGreaterThan(2_000);
+    await lease.release();
+    for (const key of [k1, k2, k3]) expect(await free(c, key)).toBe(true);
+  }, 30_000);
+
+  it('callers naming the same keys in opposite orders never deadlock, and never overlap on a key', async () => {
+    const [x, y] = ['x', 'y'].map((n) => uniqueKey(`mk-order-${backend}-${n}`));
+    const inside = new Map<string, number>();
+    let overlaps = 0;
+    const worker = async (app: LockApp, keys: string[]): Promise<number> => {
+      let done = 0;
+      for (let i = 0; i < 8; i++) {
+        await app.locks.using(keys, opts({ ttl: 10_000, wait: 20_000 }), async () => {
+          for (const key of keys) {
+            if (inside.get(key)) overlaps++;
+            inside.set(key, 1);
+          }
+          await sleep(5);
+          for (const key of keys) inside.set(key, 0);
+          done++;
+        });
+      }
+      return done;
+    };
+    const counts = await Promise.all([worker(a, [x, y]), worker(b, [y, x]), worker(c, [x, y])]);
+    expect(counts).toEqual([8, 8, 8]);
+    expect(overlaps).toBe(0);
+  }, 60_000);
+
+  it('keeps the keys it holds alive while it waits longer than its ttl for the rest', async () => {
+    const [k1, k2] = ['1', '2'].map((n) => uniqueKey(`mk-wait-${backend}-${n}`));
+    const blocker = await a.locks.acquire(k2, opts({ ttl: 20_000 }));
+    const waiting = b.locks.acquire([k1, k2], opts({ ttl: 1_500, wait: 15_000 }));
+    setTimeout(() => void blocker.release(), 4_000);
+    const lease = await waiting;
+    // Granted with its validity intact, and k1 was never free meanwhile for a third caller to take.
+    expect(lease.remainingMs()).toBeGreaterThan(1_000);
+    expect(await free(c, k1)).toBe(false);
+    expect(await free(c, k2)).toBe(false);
+    await lease.release();
+  }, 30_000);
+
+  it('one of its keys force-released: the whole lease is lost', async () => {
+    const [k1, k2] = ['1', '2'].map((n) => uniqueKey(`mk-force-${backend}-${n}`));
+    const lease = await a.locks.acquire([k1, k2], opts({ ttl: 3_000 }));
+    expect(await c.locks.forceRelease(k2, { backend })).toBe(true);
+    const deadline = Date.now() + 5_000;
+    while (!lease.signal.aborted && Date.now() < deadline) await sleep(10);
+    expect(lease.signal.aborted).toBe(true);
+    await lease.release().catch(() => undefined);
+    expect(await free(c, k1)).toBe(true);
+  }, 30_000);
+});
+
+describe('multi-key leases: nesting, the decorator, bad input', () => {
+  it('a nested acquisition of one of its keys re-enters it; of some of its keys plus another, is refused', async () => {
+    const app = await startLockApp({ memory: {} });
+    try {
+      await app.locks.using(['a', 'b'], { purpose: 'efficiency' }, async (outer) => {
+        const inner = await app.locks.acquire('b', { purpose: 'efficiency', wait: 0 });
+        expect(inner.reentrant).toBe(true);
+        expect(inner.keys).toEqual(['a', 'b']);
+        await inner.release();
+        const both = await app.locks.acquire(['b', 'a'], { purpose: 'efficiency', wait: 0 });
+        expect(both.reentrant).toBe(true);
+        await both.release();
+        await expect(app.locks.acquire(['a', 'c'], { purpose: 'efficiency', wait: 0 })).rejects.toMatchObject({ constructor: InvalidLockOptionsError, field: 'key' });
+        expect(outer.held).toBe(true);
+      });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a key function returning several keys locks them all for the call', async () => {
+    @Injectable()
+    class Transfers {
+      constructor(readonly locks: DistributedLockService) {}
+      @DistributedLock({ purpose: 'efficiency', key: (from: string, to: string) => [`account:${from}`, `account:${to}`] })
+      async transfer(_from: string, _to: string): Promise<readonly string[]> {
+        return this.locks.current()!.keys;
+      }
+    }
+    @Module({ imports: [DistributedLockModule.forRoot({ memory: {} })], providers: [Transfers] })
+    class AppModule {}
+    const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
+    try {
+      const transfers = app.get(Transfers);
+      expect(await transfers.transfer('b', 'a')).toEqual(['account:a', 'account:b']);
+      const locks = app.get(DistributedLockService);
+      const held = await locks.acquire('account:b', { purpose: 'efficiency' });
+      await expect(transfers.transfer('a', 'b')).rejects.toMatchObject({ name: 'LockBusyError' });
+      expect(await locks.inspect('account:a', { purpose: 'efficiency' })).toBeNull();
+      await held.release();
+    } finally {
+      await app.close();
+    }
+  });
+
+  it.each([
+    [[], /at least one key/],
+    [['a', ''], /must not be empty/],
+    [['a', 7], /must be a string/],
+    [Array.from({ length: 1_001 }, (_, i) => `k${i}`), /at most 1000 keys/],
+  ])('refuses keys %#', async (keys, message) => {
+    const app = await startLockApp({ memory: {} });
+    try {
+      await expect(app.locks.acquire(keys as string[], { purpose: 'efficiency' })).rejects.toThrow(message);
+      await expect(app.locks.acquire(['a', 'b'], { purpose: 'efficiency', permits: 2 })).rejects.toMatchObject({ field: 'permits' });
+    } finally {
+      await app.close();
+    }
+  });
+});
