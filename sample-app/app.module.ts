@@ -3,6 +3,8 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { AccountsController } from './accounts/accounts.controller.js';
 import { PostgresLocksModule } from './backends/postgres.module.js';
 import { RedisEtcdLocksModule } from './backends/redis-etcd.module.js';
+import { LeadershipService } from './leader/leadership.service.js';
+import { SweepJob } from './leader/sweep.job.js';
 import { DigestJob } from './reports/digest.job.js';
 import { ReportService } from './reports/report.service.js';
 import { ReportsController } from './reports/reports.controller.js';
@@ -21,6 +23,6 @@ const locks = backends[chosen as keyof typeof backends];
 @Module({
   imports: [locks, ScheduleModule.forRoot()],
   controllers: [ReportsController, AccountsController, StatusController],
-  providers: [ReportService, DigestJob],
+  providers: [ReportService, DigestJob, LeadershipService, SweepJob],
 })
 export class AppModule {}

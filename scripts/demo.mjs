@@ -140,6 +140,33 @@ try {
   log('   (lockAtLeastFor keeps the lock 1.5 s after each run: a replica that fires a tick late —');
   log('   like A when it resumed from its pause — finds the lock taken instead of repeating the run.)');
   log();
+
+  // 5. leader election ---------------------------------------------------------------------
+  log(`5. Leader election (${names.correctness}): both replicas campaign for "sample:leader"; a @Cron sweep runs every second on the leader only.`);
+  const board = (await call(b, 'GET', '/status/locks')).body;
+  const leader = board['sample:leader'];
+  log(`   GET /status/locks → sample:leader ${leader ? `held on ${leader.backend}, token ${leader.token}, ${leader.remainingMs} ms left, ${leader.waiters} waiting` : 'not held'}`);
+  check(leader !== null && leader.waiters === 1, 'the leader lock was not held with the other replica waiting');
+  const sweeps = (await Promise.all(instances.map((i) => call(i, 'GET', '/status'))))
+    .flatMap((s) => s.body.sweepRuns.map((run) => ({ ...run, by: s.body.instance })))
+    .sort((x, y) => x.at - y.at);
+  const terms = [];
+  for (const run of sweeps) {
+    const last = terms.at(-1);
+    if (last && last.term === run.term) {
+      last.runs++;
+      last.to = run.at;
+      if (run.by !== last.by) last.shared = true;
+    } else terms.push({ term: run.term, by: run.by, runs: 1, from: run.at, to: run.at });
+  }
+  for (const t of terms) log(`   term ${t.term} on ${t.by}: ${t.runs} sweep(s), ${clock(t.from)}–${clock(t.to)}`);
+  check(terms.length >= 1, 'the sweep never ran');
+  check(terms.every((t) => !t.shared), 'a term ran on two replicas');
+  check(new Set(terms.map((t) => t.term)).size === terms.length, 'a term came back after another term');
+  check(terms.every((t, i) => i === 0 || BigInt(t.term) > BigInt(terms[i - 1].term)), 'a later term had a smaller token');
+  log('   Each term ran on one replica, one after the other, with a larger token each time');
+  log('   (a leader paused past its session is replaced, and its next sweep finds its term lost).');
+  log();
 } catch (error) {
   console.error(`demo failed: ${error.stack ?? error}`);
   failures.push(String(error));
@@ -153,6 +180,10 @@ if (failures.length) {
 }
 log('All checks passed: one holder at a time, no lost update, and the stale write was refused by the resource.');
 process.exit(0);
+
+function clock(ms) {
+  return new Date(ms).toISOString().slice(11, 19);
+}
 
 async function call(instance, method, url) {
   const response = await fetch(`http://127.0.0.1:${instance.port}${url}`, { method });

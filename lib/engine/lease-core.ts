@@ -6,6 +6,7 @@ import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
+import type { LockKind } from './lock-events.js';
 import { DeadlineTimer } from '../common/deadline-timer.js';
 import { LeaseWork } from './lease-work.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
@@ -47,6 +48,7 @@ export interface LeaseCoreInit {
   backendName: string;
   /** 1 for a lock; the semaphore's permits otherwise (`backend` is then its semaphore view). */
   permits: number;
+  kind: LockKind;
   owner: string;
   ttlMs: number;
   /** Monotonic time until which the grant may be trusted. */
@@ -73,6 +75,7 @@ export class LeaseCore {
   readonly backend: LockBackend;
   readonly backendName: string;
   readonly permits: number;
+  readonly kind: LockKind;
   readonly owner: string;
   /** The options it was acquired with (a reentrant acquisition may raise the settings below). */
   readonly policy: LeasePolicy;
@@ -123,6 +126,7 @@ export class LeaseCore {
     this.backend = init.backend;
     this.backendName = init.backendName;
     this.permits = init.permits;
+    this.kind = init.kind;
     this.keys = init.keys ?? [init.key];
     this.owner = init.owner;
     this.ttl = init.ttlMs;

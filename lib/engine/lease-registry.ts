@@ -57,14 +57,14 @@ export class LeaseRegistry implements LeaseObserver {
   /** A handle's release failed: reported, never thrown over the caller's own outcome. */
   releaseFailed(lease: Lease, error: unknown): void {
     this.logger.warn(`Release of "${lease.key}" (${lease.purpose}, ${lease.backend}) failed; it expires by itself: ${(error as Error)?.message ?? error}`);
-    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, error });
+    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, kind: lease.leaseCore.kind, error });
   }
 
   lost(core: LeaseCore, error: LeaseLostError): void {
     if (error.reason !== 'shutdown') {
       this.logger.warn(`Lease on "${core.key}" (${core.purpose}, ${core.backendName}) lost: ${error.message}`);
     }
-    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
+    this.events.emit('lost', { key: core.key, purpose: core.purpose, backend: core.backendName, kind: core.kind, error });
   }
 
   released(core: LeaseCore, wasOwner: boolean): void {
@@ -73,20 +73,21 @@ export class LeaseRegistry implements LeaseObserver {
       key: core.key,
       purpose: core.purpose,
       backend: core.backendName,
+      kind: core.kind,
       heldMs: monotonicNow() - core.acquiredAt,
       wasOwner,
     });
   }
 
   renewed(core: LeaseCore): void {
-    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backendName, remainingMs: core.remainingMs() });
+    this.events.emit('renewed', { key: core.key, purpose: core.purpose, backend: core.backendName, kind: core.kind, remainingMs: core.remainingMs() });
   }
 
   renewalFailed(core: LeaseCore, error: unknown): void {
     this.logger.warn(
       `Renewal of "${core.key}" (${core.purpose}, ${core.backendName}) failed; ${Math.round(core.remainingMs())} ms of validity left: ${(error as Error)?.message ?? error}`,
     );
-    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backendName, error });
+    this.events.emit('renewal-failed', { key: core.key, purpose: core.purpose, backend: core.backendName, kind: core.kind, error });
   }
 
   workOutlivedShutdown(core: LeaseCore): void {

@@ -18,7 +18,7 @@ import { LeaseContext } from './lease-context.js';
 import { LeaseCore } from './lease-core.js';
 import { LeaseRegistry } from './lease-registry.js';
 import { LockEvents } from './lock-events.js';
-import { SKIPPED, type LockRequest, type WhenBusy } from './lock-request.js';
+import { kindOf, SKIPPED, type LockRequest, type WhenBusy } from './lock-request.js';
 import { linkSignals, sleepUnlessAborted, unlessAborted } from './signals.util.js';
 import { untilLost } from './until-lost.util.js';
 
@@ -219,7 +219,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     }
     if (queued) await backend.release(o.key, owner).catch(() => undefined);
     const waitedMs = monotonicNow() - started;
-    this.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, waitedMs });
+    this.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, kind: kindOf(o), waitedMs });
     if (!throwWhenBusy) return null;
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
   }
@@ -255,6 +255,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
       backend,
       backendName: o.backend,
       permits: o.permits,
+      kind: kindOf(o),
       owner,
       ttlMs: o.ttl,
       validUntilMs: until,
@@ -264,7 +265,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     });
     this.registry.add(core);
     if (this.events.listenerCount('acquired') > 0) {
-      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token, waitedMs, reentrant: false });
+      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, kind: core.kind, token, waitedMs, reentrant: false });
     }
     return new Lease(core, true, this.reportReleaseFailure);
   }
@@ -308,7 +309,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
       );
     }
     const handle = (): Lease => {
-      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, token: outer.token, waitedMs: 0, reentrant: true });
+      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, kind: outer.leaseCore.kind, token: outer.token, waitedMs: 0, reentrant: true });
       return new Lease(outer.leaseCore, false, this.reportReleaseFailure);
     };
     const raising = outer.leaseCore.raise(o.ttl, o.policy);

@@ -3,10 +3,15 @@ import { EventEmitter } from 'node:events';
 import { LOGGER_CONTEXT } from '../distributed-lock.constants.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 
+/** What a lease is: a lock on one key, a semaphore permit, one lease over several keys, a leader's term. */
+export type LockKind = 'lock' | 'semaphore' | 'multi-key' | 'leader';
+
 interface LockEventBase {
+  /** The key (a multi-key lease's first). */
   key: string;
   purpose: LockPurpose;
   backend: string;
+  kind: LockKind;
 }
 
 /** Lifecycle events of `DistributedLockService.events`. */

@@ -1,5 +1,6 @@
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
+import type { LockKind } from './lock-events.js';
 
 /**
  * One acquisition, validated: what the engine needs, whoever asks (`acquire()`, `using()`, a
@@ -19,11 +20,20 @@ export interface LockRequest {
   backend: string;
   /** At most this many holders of the key at once: 1 is a lock, more a semaphore. */
   permits: number;
+  /** A leader's campaign (`campaign()`): reported as kind 'leader'. */
+  campaign?: boolean;
   policy: LeasePolicy;
   /** Stops the wait (and gives back a grant that comes anyway). */
   signal?: AbortSignal;
   /** Who asks, for messages: `acquire("k")`, `Class.method`. */
   where?: string;
+}
+
+/** The kind of lease a request asks for (events and metrics tell them apart). */
+export function kindOf(o: LockRequest): LockKind {
+  if (o.campaign) return 'leader';
+  if (o.keys) return 'multi-key';
+  return o.permits > 1 ? 'semaphore' : 'lock';
 }
 
 /** What the engine does when the key stays held by another owner: throw `LockBusyError`, or skip. */

@@ -68,6 +68,7 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
     for (const off of this.unsubscribe.splice(0)) off();
   }
 
+  /** Every series carries `lock.kind`: 'lock', 'semaphore', 'multi-key' or 'leader' (a leader's terms are its `acquired`). */
   private record(meter: Meter): void {
     const counter = (name: string, description: string): Counter =>
       meter.createCounter(`distributed_lock.${name}`, { description, unit: '{lock}' });
@@ -89,9 +90,10 @@ export class DistributedLockMetrics implements OnModuleInit, OnModuleDestroy {
     });
 
     const includeKey = this.options.metrics.includeKey;
-    const labels = (e: { key: string; purpose: string; backend: string }, extra?: Attributes): Attributes => ({
+    const labels = (e: { key: string; purpose: string; backend: string; kind: string }, extra?: Attributes): Attributes => ({
       'lock.purpose': e.purpose,
       'lock.backend': e.backend,
+      'lock.kind': e.kind,
       ...(includeKey ? { 'lock.key': e.key } : {}),
       ...extra,
     });

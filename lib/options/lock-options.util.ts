@@ -199,6 +199,7 @@ export function resolveCampaignOptions(name: unknown, opts: CampaignOptions | un
     wait: Number.POSITIVE_INFINITY,
     backend: routeBackend(purpose, opts.backend, module, where),
     permits: 1,
+    campaign: true,
     policy: {
       watchdog: { maxHold: Number.POSITIVE_INFINITY },
       lockAtLeastFor: 0,

@@ -22,6 +22,8 @@ describe('npm run demo', () => {
     const { code, output } = await demo({ REDIS_URL: redisUrl(), ETCD_HOSTS: etcdHosts().join(',') });
     expect(output).toMatch(/A's write with token \d+ was REJECTED \(stale-token\)/);
     expect(output).toContain('balance 61 (expected 61');
+    expect(output).toMatch(/sample:leader held on etcd, token \d+, \d+ ms left, 1 waiting/);
+    expect(output).toMatch(/term \d+ on [AB]: \d+ sweep/);
     expect(output).toContain('All checks passed');
     expect(code).toBe(0);
   }, 120_000);

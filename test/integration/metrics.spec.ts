@@ -107,6 +107,19 @@ describe('OpenTelemetry metrics (real Redis and etcd, an in-memory metric reader
     expect(await count(reader, 'distributed_lock.acquired', { 'lock.purpose': 'correctness', 'lock.backend': 'etcd' })).toBe(1);
   });
 
+  it("labels each series with the lease's kind: lock, semaphore, multi-key, leader", async () => {
+    const key = uniqueKey('metrics-kind');
+    await app.locks.using(key, { purpose: 'efficiency' }, () => undefined);
+    await app.locks.using(key, { purpose: 'efficiency', permits: 2 }, () => undefined);
+    await app.locks.using([key, `${key}:2`], { purpose: 'efficiency' }, () => undefined);
+    await (await app.locks.campaign(key, { purpose: 'efficiency' })).release();
+    for (const kind of ['lock', 'semaphore', 'multi-key', 'leader']) {
+      expect(await count(reader, 'distributed_lock.acquired', { ...redisLabels, 'lock.kind': kind })).toBeGreaterThanOrEqual(1);
+      expect(await count(reader, 'distributed_lock.released', { ...redisLabels, 'lock.kind': kind })).toBeGreaterThanOrEqual(1);
+    }
+    expect(await count(reader, 'distributed_lock.acquired', { ...redisLabels, 'lock.kind': 'leader' })).toBe(1);
+  });
+
   it('adds the key only with metrics: { includeKey: true }, and metrics: false subscribes to nothing', async () => {
     const keyed = await startLockApp({ redis: { url: redisUrl() }, metrics: { includeKey: true } });
     const off = await startLockApp({ redis: { url: redisUrl() }, metrics: false });

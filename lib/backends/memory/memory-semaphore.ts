@@ -2,7 +2,13 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lo
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import type { LossListeners } from '../loss-listeners.js';
-import type { MemoryLockHolder } from './memory.backend.js';
+
+/** One holder of a key (a lock's, or one of a semaphore's): its owner, expiry and token. */
+export interface MemoryLockHolder {
+  owner: string;
+  expiresAt: number;
+  token: bigint;
+}
 
 /** One semaphore key: its permits, its holders (owner → expiry and token), its FIFO queue. */
 export interface MemorySemaphoreState {

@@ -3,13 +3,9 @@ import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { permitsMismatch } from '../semaphore.util.js';
-import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
+import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
 
-export interface MemoryLockHolder {
-  owner: string;
-  expiresAt: number;
-  token: bigint;
-}
+export type { MemoryLockHolder } from './memory-semaphore.js';
 
 /**
  * NOT DISTRIBUTED: locks live in this process only. Same semantics as the real backends
