@@ -132,6 +132,20 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
       for (let j = 0; j < 100 && (await apps[1].locks.inspect(key, { purpose: 'efficiency' }))?.holders !== 1; j++) await sleep(10);
       expect(await apps[1].locks.inspect(key, { purpose: 'efficiency' })).toMatchObject({ holders: 1, waiters: 0 });
     }
+    // A process's first acquisition waits for its wake channel before it is sent: a release of it
+    // (the engine stopped waiting for its answer) must still reach the server after it.
+    for (let i = 0; i < 3; i++) {
+      const fresh = bareBackend();
+      try {
+        const attempt = fresh.semaphore(2).acquire({ key, owner: `late-${i}`, ttlMs: 20_000, queue: true });
+        const released = fresh.semaphore(2).release(key, `late-${i}`);
+        expect((await attempt).acquired).toBe(true);
+        expect(await released).toBe(true);
+        expect(await apps[1].locks.inspect(key, { purpose: 'efficiency' })).toMatchObject({ holders: 1, waiters: 0 });
+      } finally {
+        await fresh.close();
+      }
+    }
     await holder.release();
     expect(await leftOn(key)).toEqual([]);
   }, 30_000);
@@ -151,7 +165,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     expect(await leftOn(key)).toEqual([]);
   });
 
-  it('a plain waiter queued for a key refuses a semaphore, and a semaphore refuses a plain try even when only waiters remain', async () => {
+  it('a plain waiter queued for a key refuses a semaphore; semaphore waiters whose holders are gone never get in beside a plain holder', async () => {
     const key = uniqueKey('sem-plain-queue');
     const plain = await apps[0].locks.acquire(key, { purpose: 'efficiency', ttl: 20_000 });
     const plainWaiter = apps[1].locks.acquire(key, { purpose: 'efficiency', ttl: 20_000, wait: 10_000 });
@@ -162,12 +176,32 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     const semaphore = await apps[2].locks.acquire(key, opts(2, { ttl: 20_000 }));
     await semaphore.release();
     expect(await leftOn(key)).toEqual([]);
+
+    // Semaphore waiters still queued, their holders gone a moment ago (here: deleted). A plain
+    // caller's uncontended SET NX cannot see them and takes the key; the waiter is then refused
+    // on its next try (never admitted beside the plain holder), and its release clears the queue.
+    const other = uniqueKey('sem-waiters-only');
+    const bare = bareBackend();
+    try {
+      const view = bare.semaphore(2);
+      for (const owner of ['h1', 'h2']) expect((await view.acquire({ key: other, owner, ttlMs: 20_000, queue: false })).acquired).toBe(true);
+      expect((await view.acquire({ key: other, owner: 'w1', ttlMs: 20_000, queue: true })).acquired).toBe(false);
+      await raw.del(`lock:{${other}}`);
+      const plainHolder = await apps[0].locks.acquire(other, { purpose: 'efficiency', ttl: 20_000 });
+      await expect(view.acquire({ key: other, owner: 'w1', ttlMs: 20_000, queue: true })).rejects.toMatchObject({ field: 'permits' });
+      await view.release(other, 'w1');
+      expect(await leftOn(other)).toEqual(['lock']);
+      await plainHolder.release();
+      expect(await leftOn(other)).toEqual([]);
+    } finally {
+      await bare.close();
+    }
   });
 
   it('keys with braces, colons and unicode keep all their structures in one Cluster slot and apart from other keys', async () => {
     const backend = bareBackend();
     try {
-      for (const key of ['}a{b}:c', '{x}', 'ü:{é}', '', '%7D}']) {
+      for (const key of ['}a{b}:c', '{x}', 'ü:{é}', '%7D}', '}']) {
         const keys = backend.allKeysOf(key);
         expect(new Set(keys.map((k) => redisHashTag(k))).size).toBe(1);
         expect(redisHashTag(keys[0])).toBeDefined();

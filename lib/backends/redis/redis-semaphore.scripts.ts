@@ -38,9 +38,10 @@ local function purge()
   return gone
 end
 -- Nothing stays longer than what it holds: the holders' set until its last holder's expiry, the
--- permits until then or until the queue's own expiry, whichever is later.
-local function tidy()
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+-- permits until then or until the queue's own expiry, whichever is later. \`plain\`: a plain lock
+-- took the key (only the queue and the permits are ours).
+local function tidy(plain)
+  local last = (not plain) and redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
   local keep = 0
   if last then
     keep = tonumber(last)
@@ -121,7 +122,7 @@ redis.call('ZREM', KEYS[4], owner)
 redis.call('ZREM', KEYS[5], owner)
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'string' then
-  tidy()
+  tidy(true)
   return 0
 end
 local held = 0
