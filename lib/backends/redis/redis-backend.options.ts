@@ -5,7 +5,7 @@ import type { RedisClientLike } from './redis-client.interface.js';
 import { checkRedisKeyPrefix } from './redis-keys.util.js';
 
 /** No fencing tokens: a failover or a restart without persistence can lose a key. */
-export const REDIS_CAPABILITIES: LockBackendCapabilities = { fencing: false, fairQueue: true, distributed: true };
+export const REDIS_CAPABILITIES: LockBackendCapabilities = { fencing: false, fairQueue: true, distributed: true, semaphore: true };
 
 /** The defaults of `forRoot({ redis })` and of `new RedisBackend()` alike. */
 export const REDIS_DEFAULTS = { keyPrefix: 'lock:', connectTimeoutMs: 2000, commandTimeoutMs: 2000, waiterHeartbeatMs: 500 } as const;

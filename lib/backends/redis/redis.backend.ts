@@ -1,6 +1,6 @@
 // Over 250 lines on purpose: acquire with its hand-off claim, release, extend, inspect, forced
-// release, ping and close over one client and its wake-up (and loss) subscriber. Waiters, connection helpers, scripts and the
-// script loader live in the files beside this one.
+// release, ping and close over one client and its wake-up (and loss) subscriber. Waiters, connection helpers, scripts, the
+// script loader and the semaphore view live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
@@ -13,6 +13,9 @@ import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
 import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE } from './redis.scripts.js';
+import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
+import { RedisSemaphore, type RedisSemaphoreHost } from './redis-semaphore.js';
+import { permitsMismatch } from '../semaphore.util.js';
 
 /** A wake-channel message that ends a lease: `!lost <owner>` (owner ids never start with `!`). */
 const LOST = '!lost ';
@@ -45,6 +48,8 @@ export class RedisBackend implements LockBackend {
   private readonly deadlines: AnswerDeadlines;
   private corked = false;
   private readonly lossListeners = new LossListeners();
+  /** Semaphore views by permits (the engine asks once per permits value). */
+  private readonly views = new Map<number, RedisSemaphore>();
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -80,6 +85,37 @@ export class RedisBackend implements LockBackend {
     return [lock, `${lock}:q`, `${lock}:qa`];
   }
 
+  /**
+   * keysOf() and a semaphore's three keys beside them (its queue, its queue's liveness, its
+   * permits), in the order the scripts read them (see redis-semaphore.scripts.ts). The holders of a
+   * semaphore live at the lock key itself, so a plain `SET NX` fails on them.
+   */
+  allKeysOf(key: string): string[] {
+    const lock = this.lockKeyOf(key);
+    return [lock, `${lock}:q`, `${lock}:qa`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`];
+  }
+
+  /** This backend's semaphores (`permits` ≥ 2): same keys, client, wake channel and loss listeners. */
+  semaphore(permits: number): RedisSemaphore {
+    let view = this.views.get(permits);
+    if (!view) {
+      const host: RedisSemaphoreHost = {
+        name: this.name,
+        capabilities: this.capabilities,
+        channel: this.channel,
+        entryLifeMs: this.entryLifeMs,
+        waiters: this.waiters,
+        allKeysOf: (key) => this.allKeysOf(key),
+        listening: () => (this.subscribed ? undefined : this.subscribe()),
+        call: (operation, key, send, cleanup) => this.call(operation, key, send, cleanup),
+        script: (script, keys, args) => this.script(script, keys, args),
+      };
+      view = new RedisSemaphore(host, permits);
+      this.views.set(permits, view);
+    }
+    return view;
+  }
+
   /** The first of keysOf(). Without a `{` in the prefix, only an empty key or one starting with `}` needs the encoded form. */
   private lockKeyOf(key: string): string {
     const lock = `${this.prefix}{${key}}`;
@@ -105,9 +141,10 @@ export class RedisBackend implements LockBackend {
       if (!queue) {
         // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
         // that will report it — a skipped @Cron tick must not pay a second round trip.
-        if (!reportHolder) return { acquired: false };
-        const pttl = Number(await this.call('acquire', key, () => this.client.pttl(lock)));
-        return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
+        // A process that uses semaphores here also learns on a busy try whether the key is one
+        // (a mismatch); one that never does skips that round trip, and learns when it queues.
+        if (!reportHolder && this.views.size === 0) return { acquired: false };
+        return this.busy(key, lock, reportHolder === true);
       }
     }
     this.waiters.joining(owner);
@@ -123,7 +160,7 @@ export class RedisBackend implements LockBackend {
       reply = (await this.call(
         'acquire',
         key,
-        () => this.script(ENQUEUE, this.keysOf(key), [owner, ttlMs, this.entryLifeMs, this.channel]),
+        () => this.script(ENQUEUE, this.allKeysOf(key), [owner, ttlMs, this.entryLifeMs, this.channel]),
         { owner, ttlMs },
       )) as [number, number?];
     } catch (error) {
@@ -136,9 +173,26 @@ export class RedisBackend implements LockBackend {
       this.waiters.forget(owner);
       return this.granted(key, owner);
     }
+    if (reply[0] === -1) {
+      this.waiters.forget(owner);
+      throw permitsMismatch(key, Number(reply[1]), 1);
+    }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
+  }
+
+  /** A refused `SET NX` without queueing: a semaphore on the key is a mismatch; else how long the holder has left, if asked. */
+  private async busy(key: string, lock: string, reportHolder: boolean): Promise<AcquireResult> {
+    if (this.config.queueing === false) {
+      // A Redlock master: no semaphores here, and PTTL is all it needs.
+      const pttl = Number(await this.call('acquire', key, () => this.client.pttl(lock)));
+      return { acquired: false, holderRemainingMs: pttl >= 0 ? pttl : undefined };
+    }
+    const reply = (await this.call('acquire', key, () => this.script(PLAIN_BUSY, [lock, `${lock}:sp`], []))) as number[];
+    if (reply[0] === -1) throw permitsMismatch(key, Number(reply[1]), 1);
+    const pttl = Number(reply[0]);
+    return { acquired: false, holderRemainingMs: reportHolder && pttl >= 0 ? pttl : undefined };
   }
 
   /**
@@ -183,14 +237,18 @@ export class RedisBackend implements LockBackend {
   }
 
   async inspect(key: string): Promise<HeldLock | null> {
-    const reply = (await this.call('inspect', key, () => this.script(INSPECT, this.keysOf(key), []))) as [string, number, number] | [];
+    const reply = (await this.call('inspect', key, () => this.script(INSPECT, this.allKeysOf(key), []))) as
+      | [string, number, number]
+      | [string, number, number, number, number]
+      | [];
     if (reply.length === 0) return null;
-    return { remainingMs: Math.max(0, Number(reply[1])), waiters: Number(reply[2]) };
+    const held = { remainingMs: Math.max(0, Number(reply[1])), waiters: Number(reply[2]) };
+    return reply.length === 5 ? { ...held, permits: Number(reply[3]), holders: Number(reply[4]) } : held;
   }
 
   /** The holder's process hears it on the wake channel (see granted()), else at its next renewal or validity end. */
   async forceRelease(key: string): Promise<string | undefined> {
-    const holder = await this.call('forceRelease', key, () => this.script(FORCE_RELEASE, this.keysOf(key), [this.entryLifeMs, this.channel]));
+    const holder = await this.call('forceRelease', key, () => this.script(FORCE_RELEASE, this.allKeysOf(key), [this.entryLifeMs, this.channel]));
     return typeof holder === 'string' ? holder : undefined;
   }
 
@@ -253,7 +311,8 @@ export class RedisBackend implements LockBackend {
     } catch {
       return { acquired: true }; // no wake channel: the grant stands, the holder learns later
     }
-    const holder = await this.call('acquire', key, () => this.client.eval("return redis.call('GET', KEYS[1])", 1, this.lockKeyOf(key)));
+    // pcall: a semaphore may have taken the key meanwhile (GET of its set is WRONGTYPE).
+    const holder = await this.call('acquire', key, () => this.client.eval("return redis.pcall('GET', KEYS[1])", 1, this.lockKeyOf(key)));
     return holder === owner ? { acquired: true } : { acquired: false };
   }
 
@@ -302,7 +361,12 @@ export class RedisBackend implements LockBackend {
    * never came may still be applied later (ioredis resends it after reconnecting): `cleanup`
    * queues a compare-and-delete behind it so such a late SET cannot leave a ghost lock.
    */
-  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: { owner: string; ttlMs: number }): Promise<T> {
+  private call<T>(
+    operation: string,
+    key: string,
+    send: () => Promise<T>,
+    cleanup?: { owner: string; ttlMs: number; release?: (key: string, owner: string) => Promise<boolean> },
+  ): Promise<T> {
     return boundedCall({
       backend: this.name,
       operation,
@@ -317,7 +381,7 @@ export class RedisBackend implements LockBackend {
       deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
-        if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs);
+        if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs, cleanup.release ?? ((k, o) => this.release(k, o)));
       },
     });
   }
@@ -328,14 +392,14 @@ export class RedisBackend implements LockBackend {
    * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
    * delete is tried again (50, 100, then every 200 ms, each try bounded) until Redis answers, the
    * key's ttl has passed (it is gone by then anyway) or the backend closes: else the resent SET
-   * would block the key for its ttl.
+   * would block the key for its ttl. `release`: the lock's, or a semaphore view's.
    */
-  private cleanUp(key: string, owner: string, ttlMs: number, until = performance.now() + ttlMs, attempt = 0): void {
-    this.release(key, owner).catch(() => {
+  private cleanUp(key: string, owner: string, ttlMs: number, release: (key: string, owner: string) => Promise<boolean>, until = performance.now() + ttlMs, attempt = 0): void {
+    release(key, owner).catch(() => {
       const left = until - performance.now();
       if (this.closed || left <= 0) return;
       // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
-      setTimeout(() => this.cleanUp(key, owner, ttlMs, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+      setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
     });
   }
 

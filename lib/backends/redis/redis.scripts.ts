@@ -1,4 +1,5 @@
 import { redisScript as script } from './redis-script.loader.js';
+import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.scripts.js';
 
 /**
  * Lua scripts of the Redis backend. Every name and value travels in KEYS / ARGV; nothing is
@@ -8,6 +9,12 @@ import { redisScript as script } from './redis-script.loader.js';
  *   KEYS[1] lock  — the holder's owner id, with the lease ttl as its expiry
  *   KEYS[2] queue — sorted set of waiting owner ids by arrival (server time, µs)
  *   KEYS[3] alive — sorted set of the same owners by the server time their entry expires
+ *   KEYS[4..6] a semaphore's queue, liveness and permits (redis-semaphore.scripts.ts), passed
+ *           where a script must tell a semaphore on the key from a lock
+ *
+ * A semaphore lives at the lock key itself, as a sorted set: `SET NX` fails on it as on a held
+ * lock, and a script's `GET` of it would raise WRONGTYPE — so they read it with `redis.pcall`, and
+ * the queue script (the contended path only) reports the semaphore's permits instead.
  *
  * Fairness without polling: a release does not free a contended key, it re-assigns it to the
  * head waiter for a short reservation (taking it out of the queue) and publishes that waiter's
@@ -36,11 +43,14 @@ end
 /**
  * Join or refresh the queue, or take the lock when it is free and it is our turn, or claim a
  * hand-off reserved for us. ARGV: owner, ttl ms, entry lifetime ms, wake channel.
- * Returns {1} when acquired, else {0, ms until the holder's expiry if we are next, or -1}.
+ * Returns {1} when acquired, else {0, ms until the holder's expiry if we are next, or -1}, or
+ * {-1, permits} when a semaphore holds or awaits the key.
  */
 export const ENQUEUE = script(`
 local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local holder = redis.call('GET', KEYS[1])
+local holder = redis.pcall('GET', KEYS[1])
+-- WRONGTYPE: the key is a semaphore's set of holders. Refuse, saying its permits.
+if type(holder) == 'table' then return {-1, tonumber(redis.call('GET', KEYS[6])) or 0} end
 if holder == owner then
   -- A hand-off reserved for us: claim it with our own ttl (no purge needed on this path).
   redis.call('PEXPIRE', KEYS[1], ttl)
@@ -56,6 +66,9 @@ if holder then
   nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 else
+  -- Free, but a semaphore's waiters may be queued for it (its holders all gone a moment ago).
+  local permits = redis.call('GET', KEYS[6])
+  if permits then return {-1, tonumber(permits)} end
   ${PURGE}
   head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   if (not head) or head == owner then
@@ -81,7 +94,13 @@ return {0, -1}
 /** RELEASE's logic as a Lua function (owner, reservation ms, wake channel), shared with FORCE_RELEASE. */
 const RELEASE_FUNCTION = `
 local function release(owner, reserveMs, channel)
-  local holder = redis.call('GET', KEYS[1])
+  local holder = redis.pcall('GET', KEYS[1])
+  if type(holder) == 'table' then
+    -- A semaphore took the key since (this owner's lock had expired): only leave the queue.
+    redis.call('ZREM', KEYS[2], owner)
+    redis.call('ZREM', KEYS[3], owner)
+    return 0
+  end
   local nowMs
   -- The oldest waiter still alive (never the releasing owner), taken out of the queue; dead ones
   -- met on the way are dropped. nil when nobody waits.
@@ -134,9 +153,11 @@ return release(ARGV[1], ARGV[2], ARGV[3])
  * End the hold on the key whoever holds it (an operator's forceRelease): released as its holder
  * would (the next live waiter gets it reserved), and "!lost <holder>" published on the wake
  * channel, so the holder's process — subscribed since its grant — aborts the lease at once.
- * ARGV: reservation ms, wake channel. Returns the holder, or nil when the key was free.
+ * On a semaphore, every holder's permit ends so. ARGV: reservation ms, wake channel. Returns the
+ * holder (a semaphore's first), or nil when the key was free.
  */
 export const FORCE_RELEASE = script(`${RELEASE_FUNCTION}
+${SEMAPHORE_FORCE_RELEASE}
 local holder = redis.call('GET', KEYS[1])
 if not holder then return false end
 release(holder, ARGV[1], ARGV[2])
@@ -146,9 +167,10 @@ return holder
 
 /**
  * Who holds the key, for how much longer, and how many live waiters queue for it (inspect).
- * Returns {holder, ms left, waiters}, or an empty reply when the key is free.
+ * Returns {holder, ms left, waiters}, or an empty reply when the key is free; a semaphore's
+ * reply adds its permits and holders (see SEMAPHORE_INSPECT).
  */
-export const INSPECT = script(`
+export const INSPECT = script(`${SEMAPHORE_INSPECT}
 local holder = redis.call('GET', KEYS[1])
 if not holder then return {} end
 local t = redis.call('TIME')
@@ -158,7 +180,7 @@ return {holder, redis.call('PTTL', KEYS[1]), redis.call('ZCOUNT', KEYS[3], '(' .
 
 /** Reset the expiry if ARGV[1] still holds the key. ARGV: owner, ttl ms. Returns 1 or 0. */
 export const EXTEND = script(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -169,7 +191,7 @@ return 0
  * master), where RELEASE's hand-on would find no queue. ARGV: owner. Returns 1 or 0.
  */
 export const DELETE_IF_OWNER = script(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0

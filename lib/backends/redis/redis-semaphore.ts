@@ -1,0 +1,111 @@
+import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import { permitsMismatch } from '../semaphore.util.js';
+import type { RedisScript } from './redis-script.loader.js';
+import { SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND, SEMAPHORE_RELEASE } from './redis-semaphore.scripts.js';
+import type { RedisWaiters } from './redis-waiters.js';
+
+/** What a Redis backend shares with its semaphore views: its client, wake channel and waiters. */
+export interface RedisSemaphoreHost {
+  readonly name: string;
+  readonly capabilities: LockBackend['capabilities'];
+  readonly channel: string;
+  /** How long a queue entry lives without a refresh (3 heartbeats). */
+  readonly entryLifeMs: number;
+  readonly waiters: RedisWaiters;
+  /** The six keys of `key` (see redis-semaphore.scripts.ts). */
+  allKeysOf(key: string): string[];
+  /**
+   * undefined once the wake channel is subscribed, else the wait for it. A holder must be
+   * listening before its grant: a forced release publishes its loss once, for whoever listens.
+   */
+  listening(): Promise<void> | undefined;
+  /** A bounded call; `cleanup`: give `owner`'s attempt back through `release` if its outcome is unknown. */
+  call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: { owner: string; ttlMs: number; release: (key: string, owner: string) => Promise<boolean> }): Promise<T>;
+  script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown>;
+}
+
+const GRANTED: AcquireResult = Object.freeze({ acquired: true });
+
+/**
+ * A Redis backend's semaphores of `permits` holders each: one Lua script per operation over a set
+ * of holders at the lock key itself (each with its own expiry), a FIFO queue beside it, and
+ * wake-ups on the backend's channel. Loss (a forced release) is told through the backend's own
+ * listeners: its subscriber hears "!lost <owner>" for every holder.
+ */
+export class RedisSemaphore implements LockBackend {
+  readonly name: string;
+  readonly capabilities: LockBackend['capabilities'];
+  /** Acquisitions in flight by owner: a release of the same owner goes out after them, never before. */
+  private readonly sending = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly host: RedisSemaphoreHost,
+    readonly permits: number,
+  ) {
+    this.name = host.name;
+    this.capabilities = host.capabilities;
+  }
+
+  acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const attempt = this.attempt(request);
+    const { owner } = request;
+    this.sending.set(owner, attempt);
+    const done = (): void => {
+      if (this.sending.get(owner) === attempt) this.sending.delete(owner);
+    };
+    attempt.then(done, done);
+    return attempt;
+  }
+
+  private async attempt({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+    const { host } = this;
+    if (queue) host.waiters.joining(owner);
+    let reply: [number, number?];
+    try {
+      await host.listening();
+      reply = (await host.call(
+        'acquire',
+        key,
+        () => host.script(SEMAPHORE_ACQUIRE, host.allKeysOf(key), [owner, ttlMs, this.permits, host.entryLifeMs, queue ? '1' : '0']),
+        { owner, ttlMs, release: (k, o) => this.release(k, o) },
+      )) as [number, number?];
+    } catch (error) {
+      host.waiters.forget(owner);
+      throw error;
+    }
+    if (reply[0] === 1) {
+      host.waiters.forget(owner);
+      return GRANTED;
+    }
+    if (reply[0] === -1) {
+      host.waiters.forget(owner);
+      throw permitsMismatch(key, Number(reply[1]), this.permits);
+    }
+    const soonestMs = Number(reply[1] ?? -1);
+    if (queue) host.waiters.queued(key, owner, soonestMs);
+    return { acquired: false, holderRemainingMs: soonestMs >= 0 ? soonestMs : undefined };
+  }
+
+  /** A release or a leaving waiter wakes us; else we look again at the heartbeat (refreshing our entry) or the soonest expiry. */
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.host.waiters.wait(owner, timeoutMs, signal);
+  }
+
+  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    const { host } = this;
+    return (await host.call('extend', key, () => host.script(SEMAPHORE_EXTEND, host.allKeysOf(key), [owner, ttlMs]))) === 1;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    const { host } = this;
+    host.waiters.forget(owner);
+    // An engine that stopped waiting for an answer releases at once: the acquisition may not even
+    // have been sent yet (it waits for the wake channel first). Sent after it, the release undoes it.
+    const pending = this.sending.get(owner);
+    if (pending) await pending.catch(() => undefined);
+    return (await host.call('release', key, () => host.script(SEMAPHORE_RELEASE, host.allKeysOf(key), [owner, host.channel]))) === 1;
+  }
+
+  /** The backend closes the client; a view has nothing of its own. */
+  async close(): Promise<void> {}
+}
