@@ -73,6 +73,7 @@ export class EtcdAdmin {
       return { owner: first.owner, remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
     }
     const holders = await this.holders(lockPrefix, first.permits);
+    if (holders.length === 0) return null;
     // One read per session lease (a process's holders share one).
     const remaining = new Map<string, number>();
     for (const holder of holders) if (!remaining.has(holder.lease)) remaining.set(holder.lease, await this.leaseRemainingMs(holder.lease, sessionTtlMs));
@@ -90,8 +91,12 @@ export class EtcdAdmin {
       const first = await this.first(lockPrefix);
       if (!first) return [];
       const leaseId = await this.markerLease();
-      if (first.permits !== 1) return this.endHolders(await this.holders(lockPrefix, first.permits), leaseId);
-      if (await this.end(first, leaseId)) return [first.owner];
+      if (first.permits === 1 && (await this.end(first, leaseId))) return [first.owner];
+      if (first.permits !== 1) {
+        // Every holder went meanwhile (none ended): the waiters now holding are read again.
+        const ended = await this.endHolders(await this.holders(lockPrefix, first.permits), leaseId);
+        if (ended.length > 0) return ended;
+      }
     }
     throw new Error('the holder changed 5 times while it was being released (a busy key): call forceRelease() again');
   }
