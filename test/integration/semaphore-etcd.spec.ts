@@ -103,20 +103,31 @@ describe('etcd semaphores: what the server sees', () => {
 
   it('leaves no permit held and no queue entry when the caller gave up while its answer was on the way', async () => {
     const key = uniqueKey('sem-late');
+    const giveUps = async (): Promise<void> => {
+      for (let i = 0; i < 15; i++) {
+        // Aborts after 0–3 ms: before the request is sent, while it is in flight, or while queued.
+        const signal = AbortSignal.timeout(i % 4);
+        await b.locks.acquire(key, opts(2, { ttl: 20_000, wait: 5_000, signal })).then(
+          (lease) => lease.release(),
+          () => undefined,
+        );
+      }
+    };
+    // A permit free: the answers that came too late are grants.
     const holder = await a.locks.acquire(key, opts(2, { ttl: 20_000 }));
-    for (let i = 0; i < 15; i++) {
-      // Aborts after 0–3 ms: before the request is sent, while it is in flight, or while queued.
-      const signal = AbortSignal.timeout(i % 4);
-      await b.locks.acquire(key, opts(2, { ttl: 20_000, wait: 5_000, signal })).then(
-        (lease) => lease.release(),
-        () => undefined,
-      );
-    }
+    await giveUps();
     await eventually(async () => (await entries(key)).length === 1, 5_000, "only the holder's entry left");
+    // Every permit taken: they are places in line.
     const second = await c.locks.tryAcquire(key, opts(2, { ttl: 20_000 }));
     expect(second).not.toBeNull();
+    await giveUps();
+    await eventually(async () => (await entries(key)).length === 2, 5_000, "only the holders' entries left");
     await second!.release();
+    const third = await c.locks.tryAcquire(key, opts(2, { ttl: 20_000 }));
+    expect(third).not.toBeNull();
+    await third!.release();
     await holder.release();
+    expect(await entries(key)).toEqual([]);
   }, 30_000);
 
   it("refuses a plain caller on a semaphore's key on every path (single try, queued), leaving nothing behind", async () => {
