@@ -33,6 +33,10 @@ import { permitsMismatch } from '../semaphore.util.js';
  * ttl runs out (and aborts the signal). If the process cannot (paused, crashed, partitioned), the
  * session lease expires on the server and takes the key with it: a lock outlives its ttl only by
  * at most the session ttl, and only when its holder is unhealthy.
+ *
+ * Semaphores (`semaphore(permits)`, etcd-semaphore.ts) use the same keys with the permits as the
+ * value; a plain acquire that finds the key busy reads its oldest key's value (in the full txn, or
+ * one read after a busy single try) and refuses a semaphore's key.
  */
 export class EtcdBackend implements LockBackend {
   readonly capabilities = ETCD_CAPABILITIES;
