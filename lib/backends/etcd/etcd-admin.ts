@@ -1,9 +1,18 @@
 import type { HeldLock } from '../lock-backend.interface.js';
 import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
-import { prefixEnd } from './etcd-requests.util.js';
+import { permitsOf, prefixEnd } from './etcd-requests.util.js';
+import { semaphoreWindowRange } from './etcd-semaphore-requests.util.js';
 
 /** How long a forced release's marker lives: long enough for every holder's watch to catch up after a reconnect. */
 const MARKER_TTL_SECONDS = 60;
+
+/** One entry of a lock: its key, owner, create revision and session lease. */
+interface Holder {
+  key: Buffer;
+  owner: string;
+  createRevision: string;
+  lease: string;
+}
 
 /** etcd's inspect(): the holder's owner id too, so the engine can add its token when it is local. */
 export interface EtcdHeldLock extends HeldLock {
@@ -53,36 +62,93 @@ export class EtcdAdmin {
     this.watcher = watcher;
   }
 
+  /**
+   * A semaphore key (its oldest entry's value says its permits) is reported by the holder whose
+   * session lease has the most time left, with the count of holders (the first `permits` entries).
+   */
   async inspect(lockPrefix: string, sessionTtlMs: number): Promise<EtcdHeldLock | null> {
     const first = await this.first(lockPrefix);
     if (!first) return null;
-    const ttl = first.lease !== '0' && this.client.leaseClient ? Number((await this.client.leaseClient.leaseTimeToLive({ ID: first.lease }, this.deadline())).TTL) : NaN;
-    return { owner: first.owner, remainingMs: Number.isFinite(ttl) ? Math.max(0, ttl * 1_000) : sessionTtlMs, waiters: first.count - 1 };
+    if (first.permits === 1) {
+      return { owner: first.owner, remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
+    }
+    const holders = await this.holders(lockPrefix, first.permits);
+    if (holders.length === 0) return null;
+    // One read per session lease (a process's holders share one).
+    const remaining = new Map<string, number>();
+    for (const holder of holders) if (!remaining.has(holder.lease)) remaining.set(holder.lease, await this.leaseRemainingMs(holder.lease, sessionTtlMs));
+    const last = holders.reduce((a, b) => (remaining.get(b.lease)! > remaining.get(a.lease)! ? b : a), holders[0]);
+    return { owner: last.owner, remainingMs: remaining.get(last.lease)!, waiters: Math.max(0, first.count - holders.length), permits: first.permits, holders: holders.length };
   }
 
-  /** The holder's owner id, or undefined when nobody held the lock. */
-  async forceRelease(lockPrefix: string): Promise<string | undefined> {
+  /**
+   * The owners whose hold ended: the holder of a plain lock, every holder of a semaphore key (the
+   * first `permits` entries as one read saw them); none when nobody held it.
+   */
+  async forceRelease(lockPrefix: string): Promise<string[]> {
     // The holder may change between the read and the delete: read again (bounded).
     for (let attempt = 0; attempt < 5; attempt++) {
       const first = await this.first(lockPrefix);
-      if (!first) return undefined;
-      const lease = this.client.lease(MARKER_TTL_SECONDS, { autoKeepAlive: false });
-      const leaseId = await lease.grant();
-      lease.release();
-      const response = await this.client.kv.txn(
-        {
-          compare: [{ key: first.key, target: 'Create', result: 'Equal', create_revision: first.createRevision }],
-          success: [
-            { request_delete_range: { key: first.key } },
-            { request_put: { key: Buffer.from(this.markers + first.owner), value: Buffer.alloc(0), lease: leaseId } },
-          ],
-          failure: [],
-        },
-        this.deadline(),
-      );
-      if (response.succeeded) return first.owner;
+      if (!first) return [];
+      const leaseId = await this.markerLease();
+      if (first.permits === 1 && (await this.end(first, leaseId))) return [first.owner];
+      if (first.permits !== 1) {
+        // Every holder went meanwhile (none ended): the waiters now holding are read again.
+        const ended = await this.endHolders(await this.holders(lockPrefix, first.permits), leaseId);
+        if (ended.length > 0) return ended;
+      }
     }
     throw new Error('the holder changed 5 times while it was being released (a busy key): call forceRelease() again');
+  }
+
+  /**
+   * End each of a semaphore's holders, each in its own txn (compared by create revision: a holder
+   * that went meanwhile is not anyone else's key). Waiters get the permits as they free.
+   */
+  private async endHolders(holders: Holder[], leaseId: string): Promise<string[]> {
+    const ended = await Promise.all(holders.map((holder) => this.end(holder, leaseId)));
+    return holders.filter((_, i) => ended[i]).map((holder) => holder.owner);
+  }
+
+  /** Delete `holder`'s key if it is still that key, and leave the marker its process watches, in one txn. */
+  private async end(holder: Holder, leaseId: string): Promise<boolean> {
+    const response = await this.client.kv.txn(
+      {
+        compare: [{ key: holder.key, target: 'Create', result: 'Equal', create_revision: holder.createRevision }],
+        success: [
+          { request_delete_range: { key: holder.key } },
+          { request_put: { key: Buffer.from(this.markers + holder.owner), value: Buffer.alloc(0), lease: leaseId } },
+        ],
+        failure: [],
+      },
+      this.deadline(),
+    );
+    return response.succeeded;
+  }
+
+  /** A short lease for a forced release's markers. */
+  private async markerLease(): Promise<string> {
+    const lease = this.client.lease(MARKER_TTL_SECONDS, { autoKeepAlive: false });
+    const leaseId = await lease.grant();
+    lease.release();
+    return leaseId;
+  }
+
+  /** What is left of a session lease, ms (the session ttl when it cannot be read). */
+  private async leaseRemainingMs(lease: string, sessionTtlMs: number): Promise<number> {
+    const ttl = lease !== '0' && this.client.leaseClient ? Number((await this.client.leaseClient.leaseTimeToLive({ ID: lease }, this.deadline())).TTL) : NaN;
+    return Number.isFinite(ttl) ? Math.max(0, ttl * 1_000) : sessionTtlMs;
+  }
+
+  /** A semaphore's holders: its first `permits` entries by create revision. */
+  private async holders(lockPrefix: string, permits: number): Promise<Holder[]> {
+    const response = await this.client.kv.range(semaphoreWindowRange(lockPrefix, permits), this.deadline());
+    return (response.kvs as Array<{ key: Buffer; create_revision: string; lease: string }>).map((kv) => ({
+      key: kv.key,
+      owner: kv.key.toString().slice(lockPrefix.length),
+      createRevision: kv.create_revision,
+      lease: String(kv.lease),
+    }));
   }
 
   /**
@@ -108,12 +174,19 @@ export class EtcdAdmin {
     this.watcher = undefined;
   }
 
-  /** The lock's first key (its holder) and how many keys it has (holder and waiters). */
-  private async first(lockPrefix: string): Promise<{ key: Buffer; owner: string; createRevision: string; lease: string; count: number } | undefined> {
+  /** The lock's first key (its holder), its permits (1: a plain lock), and how many keys it has (holders and waiters). */
+  private async first(lockPrefix: string): Promise<(Holder & { permits: number; count: number }) | undefined> {
     const start = Buffer.from(lockPrefix);
-    const response = await this.client.kv.range({ key: start, range_end: prefixEnd(start), sort_order: 'Ascend', sort_target: 'Create', limit: 1, keys_only: true }, this.deadline());
-    const kv = response.kvs[0] as { key: Buffer; create_revision: string; lease: string } | undefined;
+    const response = await this.client.kv.range({ key: start, range_end: prefixEnd(start), sort_order: 'Ascend', sort_target: 'Create', limit: 1 }, this.deadline());
+    const kv = response.kvs[0] as { key: Buffer; value?: Buffer; create_revision: string; lease: string } | undefined;
     if (!kv) return undefined;
-    return { key: kv.key, owner: kv.key.toString().slice(lockPrefix.length), createRevision: kv.create_revision, lease: String(kv.lease), count: Number(response.count) };
+    return {
+      key: kv.key,
+      owner: kv.key.toString().slice(lockPrefix.length),
+      createRevision: kv.create_revision,
+      lease: String(kv.lease),
+      permits: permitsOf(kv.value),
+      count: Number(response.count),
+    };
   }
 }

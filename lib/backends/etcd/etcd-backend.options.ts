@@ -4,7 +4,7 @@ import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 
 /** The revision at which a lock became ours is its fencing token. */
-export const ETCD_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true };
+export const ETCD_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true, semaphore: true };
 
 /** The defaults of `forRoot({ etcd })` and of `new EtcdBackend()` alike. */
 export const ETCD_DEFAULTS = { prefix: 'lock/', sessionTtlSeconds: 10, commandTimeoutMs: 2000 } as const;

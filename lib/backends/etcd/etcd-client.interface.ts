@@ -27,6 +27,8 @@ export interface EtcdWatchBuilderLike {
   prefix(prefix: string | Buffer): EtcdWatchBuilderLike;
   startRevision(revision: string): EtcdWatchBuilderLike;
   only(...operations: Array<'put' | 'delete'>): EtcdWatchBuilderLike;
+  /** Deliver each event's previous key-value too (a semaphore waiter reads a deleted entry's create revision). */
+  withPreviousKV(): EtcdWatchBuilderLike;
   watcher(): EtcdWatcherLike;
 }
 

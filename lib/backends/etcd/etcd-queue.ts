@@ -45,6 +45,27 @@ export class EtcdQueue {
     this.watchPredecessor(owner, entry, predecessor);
   }
 
+  /**
+   * `owner` queued for a semaphore whose keys are under `prefix`: a permit frees when ANY entry
+   * ahead of ours goes, so it watches the whole range's deletes and is woken by those of an entry
+   * created before ours (the previous value tells its create revision); the backend then recounts
+   * with one read. Its own entry's delete wakes it too (a forced release, its session's end): the
+   * re-check finds it gone and starts over. Like a predecessor's watch it starts "now", and its
+   * 'connected' wakes a re-check that covers what went before it was set up (and after a reconnect).
+   */
+  joinBehind(owner: string, entry: Queued, prefix: string): void {
+    this.entries.set(owner, entry);
+    entry.session.waiters.add(owner);
+    this.turns.track(owner);
+    const watcher = this.client.watch().prefix(prefix).only('delete').withPreviousKV().watcher();
+    watcher.on('delete', (_kv: unknown, previous?: { create_revision?: string }) => {
+      if (previous?.create_revision === undefined || BigInt(previous.create_revision) <= entry.rev) this.turns.wake(owner);
+    });
+    watcher.on('connected', () => this.turns.wake(owner));
+    watcher.on('error', () => undefined);
+    entry.watcher = watcher;
+  }
+
   /** Watch only the key just ahead of ours; its deletion is our cue (no thundering herd). */
   watchPredecessor(owner: string, entry: Queued, predecessor: string | undefined): void {
     void entry.watcher?.cancel().catch(() => undefined);

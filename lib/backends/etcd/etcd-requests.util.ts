@@ -45,12 +45,16 @@ export function isLeaseNotFound(error: unknown): boolean {
  * lock's range is empty; else say whether `myKey` exists already, and when queueing, put it and
  * read the newest keys ahead.
  */
-export function acquireTxn(prefix: string, myKey: string, lease: string, queue: boolean): unknown {
+export function acquireTxn(prefix: string, myKey: string, lease: string, queue: boolean, withOldest = false): unknown {
   const start = Buffer.from(prefix);
   const range = { key: start, range_end: prefixEnd(start) };
   const mineKey = Buffer.from(myKey);
   const put = { request_put: { key: mineKey, value: EMPTY, lease } };
   const mine = { request_range: { key: mineKey, keys_only: true } };
+  const failure: unknown[] = queue ? [mine, put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine];
+  // Last (`withOldest`, only when the key was busy lately: the lean txn of a free key stays as
+  // it was): the oldest key with its value — a semaphore's entries say their permits there.
+  if (withOldest) failure.push(oldestRange(prefix));
   return {
     // The range is empty: nobody holds or waits.
     compare: [{ key: start, range_end: range.range_end, target: 'Create', result: 'Equal', create_revision: 0 }],
@@ -58,8 +62,24 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
     // Busy. First: is the key ours already? etcd3 retries a request whose answer was lost to a
     // broken connection, so an earlier copy of this very txn may have written it. Then, when
     // queueing: queue behind the newest key (limit 2: our own put may be among them).
-    failure: queue ? [mine, put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine],
+    failure,
   };
+}
+
+/** The oldest key of a lock (its holder), with its value: empty for a plain lock, the permits for a semaphore. */
+export function oldestRange(prefix: string): { request_range: Record<string, unknown> } {
+  const start = Buffer.from(prefix);
+  return { request_range: { key: start, range_end: prefixEnd(start), sort_order: 'Ascend', sort_target: 'Create', limit: 1 } };
+}
+
+/** The value of a semaphore's entry: its permits, in decimal (a plain lock's key is empty). */
+export function semaphoreValue(permits: number): Buffer {
+  return Buffer.from(String(permits));
+}
+
+/** The permits an entry's value says (1: a plain lock's empty value). */
+export function permitsOf(value: Buffer | Uint8Array | undefined): number {
+  return !value || value.length === 0 ? 1 : Number(Buffer.from(value).toString());
 }
 
 /**

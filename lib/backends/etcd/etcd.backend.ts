@@ -9,13 +9,15 @@ import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
-import { acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, predecessorTxn } from './etcd-requests.util.js';
+import { acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn } from './etcd-requests.util.js';
 import { EtcdQueue, type Queued } from './etcd-queue.js';
 import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
 import { boundedCall } from '../backend-call.util.js';
 import type { EtcdSession } from './etcd-session.js';
+import { EtcdSemaphore } from './etcd-semaphore.js';
+import { permitsMismatch } from '../semaphore.util.js';
 
 /**
  * `correctness` locks on etcd, following etcd's concurrency recipe: every acquirer puts a key
@@ -31,6 +33,10 @@ import type { EtcdSession } from './etcd-session.js';
  * ttl runs out (and aborts the signal). If the process cannot (paused, crashed, partitioned), the
  * session lease expires on the server and takes the key with it: a lock outlives its ttl only by
  * at most the session ttl, and only when its holder is unhealthy.
+ *
+ * Semaphores (`semaphore(permits)`, etcd-semaphore.ts) use the same keys with the permits as the
+ * value; a plain acquire that finds the key busy reads its oldest key's value (in the full txn, or
+ * one read after a busy single try) and refuses a semaphore's key.
  */
 export class EtcdBackend implements LockBackend {
   readonly capabilities = ETCD_CAPABILITIES;
@@ -52,6 +58,7 @@ export class EtcdBackend implements LockBackend {
   private closed = false;
   private holdsProcess = true;
   private readonly ownsClient: boolean;
+  private readonly views = new Map<number, EtcdSemaphore>();
 
   constructor(config: EtcdBackendConfig) {
     this.client = config.client;
@@ -93,6 +100,30 @@ export class EtcdBackend implements LockBackend {
   validUntil(owner: string): number | undefined {
     const session = this.holding.get(owner);
     return session && !session.lost ? session.validUntilMs : undefined;
+  }
+
+  /** This backend's semaphores (`permits` ≥ 2): the same keys, sessions, queues and forced-release watch. */
+  semaphore(permits: number): EtcdSemaphore {
+    let view = this.views.get(permits);
+    if (!view) {
+      view = new EtcdSemaphore(
+        {
+          backend: this,
+          client: this.client,
+          queued: this.queued,
+          cleanup: this.cleanup,
+          lockPrefix: (key) => this.lockPrefix(key),
+          session: (key) => this.sessionFor(key),
+          call: (operation, key, send, cleanupKey, session) => this.call(operation, key, send, cleanupKey, session),
+          deadline: () => this.deadline(),
+          granted: (owner, session, token) => this.granted(owner, session, token),
+          endIfDrained: (session) => this.sessions.endIfDrained(session),
+        },
+        permits,
+      );
+      this.views.set(permits, view);
+    }
+    return view;
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -183,15 +214,13 @@ export class EtcdBackend implements LockBackend {
       // Its key is being deleted in the background: a grant on it could vanish under the holder.
       throw new LockBackendUnavailableError(this.name, 'acquire', 'an earlier write of this owner had an unknown outcome; retry with a new owner id', { key });
     }
-    let session = await this.sessions.get(key);
-    // Retired (or lost) while we waited for it: no new key may go on it.
-    for (let i = 0; i < 3 && (session.retired || session.lost); i++) session = await this.sessions.get(key);
-    if (session.retired || session.lost) {
-      throw new LockBackendUnavailableError(this.name, 'acquire', 'every new session was retired at once (writes keep timing out)', { key });
-    }
+    const session = await this.sessionFor(key);
     // A key not seen busy lately is likely free: the txn carries no queue join (a put and a range
     // read built, sent and encoded for nothing); busy after all, it goes again in full.
-    const lean = queue && !this.busyKeys.recentlyBusy(key);
+    const recentlyBusy = this.busyKeys.recentlyBusy(key);
+    const lean = queue && !recentlyBusy;
+    // A busy key may be a semaphore's: the full txn reads its oldest entry too (never the lean one).
+    const withOldest = !lean && (queue || recentlyBusy);
     session.pending += 1;
     try {
       let response;
@@ -199,7 +228,7 @@ export class EtcdBackend implements LockBackend {
         response = await this.call(
           'acquire',
           key,
-          () => this.client.kv.txn(acquireTxn(prefix, myKey, session.id, queue && !lean), this.deadline()),
+          () => this.client.kv.txn(acquireTxn(prefix, myKey, session.id, queue && !lean, withOldest), this.deadline()),
           // Also for a single try (queue false): a put whose answer never came may still be
           // applied, and would then sit on our healthy session, blocking the key for good.
           myKey,
@@ -221,11 +250,21 @@ export class EtcdBackend implements LockBackend {
       const earlier: { create_revision: string } | undefined = response.responses[0].response_range.kvs[0];
       if (!queue) {
         // A single try writes only when the key was free: that earlier copy took the lock, then.
-        return earlier ? this.granted(owner, session, BigInt(earlier.create_revision)) : { acquired: false };
+        if (earlier) return this.granted(owner, session, BigInt(earlier.create_revision));
+        this.busyKeys.busy(key);
+        const found = await this.permitsFound(key, prefix, withOldest ? response.responses[1] : undefined);
+        if (found !== 1) throw permitsMismatch(key, found, 1);
+        return { acquired: false };
       }
       this.busyKeys.busy(key);
       // Busy, or our key is there already: the full txn joins the queue, or finds our place in it.
       if (lean) return await this.enqueue(request, retried);
+      const found = await this.permitsFound(key, prefix, response.responses[3]);
+      if (found !== 1) {
+        // A semaphore's key: our queue entry goes at once (a timed-out delete is retried in the background).
+        await this.call('release', key, () => this.client.kv.deleteRange({ key: Buffer.from(myKey) }, this.deadline()), myKey, session).catch(() => undefined);
+        throw permitsMismatch(key, found, 1);
+      }
       const keys: string[] = response.responses[2].response_range.kvs.map((kv: { key: Buffer }) => kv.key.toString());
       const entry: Queued = { session, key: myKey, rev: earlier ? BigInt(earlier.create_revision) : revision };
       // With an earlier copy, the newest keys may be behind ours: let a re-check find our predecessor.
@@ -234,6 +273,27 @@ export class EtcdBackend implements LockBackend {
     } finally {
       this.sessions.endIfDrained(session);
     }
+  }
+
+  /** The session a new key goes on: not retired, not lost. */
+  private async sessionFor(key: string): Promise<EtcdSession> {
+    let session = await this.sessions.get(key);
+    // Retired (or lost) while we waited for it: no new key may go on it.
+    for (let i = 0; i < 3 && (session.retired || session.lost); i++) session = await this.sessions.get(key);
+    if (session.retired || session.lost) {
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'every new session was retired at once (writes keep timing out)', { key });
+    }
+    return session;
+  }
+
+  /**
+   * A busy key's oldest entry says what holds it: a plain lock (1) or a semaphore (its permits).
+   * `found` is the read when the txn carried it; else one read now (a busy single try of a key not
+   * seen busy lately: the uncontended txn stays as lean as before).
+   */
+  private async permitsFound(key: string, prefix: string, found?: { response_range: { kvs: Array<{ value?: Buffer }> } }): Promise<number> {
+    const oldest = found ?? { response_range: await this.call('acquire', key, () => this.client.kv.range(oldestRange(prefix).request_range, this.deadline())) };
+    return permitsOf(oldest.response_range.kvs[0]?.value);
   }
 
   /**
@@ -274,9 +334,10 @@ export class EtcdBackend implements LockBackend {
 
   async forceRelease(key: string): Promise<string | undefined> {
     const prefix = this.lockPrefix(key);
-    const owner = await this.call('forceRelease', key, () => this.admin.forceRelease(prefix));
-    if (owner !== undefined) this.forced(owner);
-    return owner;
+    // Every holder of a semaphore key; the one holder of a plain lock.
+    const owners = await this.call('forceRelease', key, () => this.admin.forceRelease(prefix));
+    for (const owner of owners) this.forced(owner);
+    return owners[0];
   }
 
   /** `owner`'s key was deleted by a forced release: if it holds here, it holds no more. */

@@ -1,0 +1,191 @@
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import { permitsMismatch } from '../semaphore.util.js';
+import type { EtcdClientLike } from './etcd-client.interface.js';
+import type { EtcdQueue, Queued } from './etcd-queue.js';
+import { isLeaseNotFound, permitsOf, type EtcdCleanup } from './etcd-requests.util.js';
+import type { EtcdSession } from './etcd-session.js';
+import { semaphoreEnterTxn, semaphoreRecheckTxn, semaphoreRecordTxn, semaphoreWindowRange } from './etcd-semaphore-requests.util.js';
+
+/** What an etcd backend shares with its semaphore views: one client, one set of sessions and queues. */
+export interface EtcdSemaphoreHost {
+  /** The backend itself: extend, release, waitForTurn and validUntil are the plain lock's. */
+  readonly backend: LockBackend & { validUntil(owner: string): number | undefined };
+  readonly client: EtcdClientLike;
+  readonly queued: EtcdQueue;
+  readonly cleanup: EtcdCleanup;
+  lockPrefix(key: string): string;
+  /** The session a new key goes on (not retired, not lost). */
+  session(key: string): Promise<EtcdSession>;
+  /** The backend's bounded call (see EtcdBackend.call). */
+  call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string, session?: EtcdSession): Promise<T>;
+  deadline(): { deadline: Date };
+  /** `owner` holds now (its session, the forced-release watch). */
+  granted(owner: string, session: EtcdSession, token: bigint): AcquireResult;
+  endIfDrained(session: EtcdSession): void;
+}
+
+interface Kv {
+  key: Buffer;
+  value?: Buffer;
+  create_revision: string;
+}
+
+/**
+ * An etcd backend's semaphores of `permits` holders: etcd's semaphore recipe on the plain lock's
+ * keys. Every acquirer puts `<prefix><key>/<owner>` on its session lease, with the permits as its
+ * value; the first `permits` entries by create revision hold. A holder's entry stays among them
+ * until it goes (entries created later sort after it), so at any revision every holder is among
+ * the first `permits`: never more. A waiter watches the deletes of the entries ahead of it and
+ * recounts with one read; its grant is recorded by a write whose revision is its token (see
+ * semaphoreRecordTxn). Every read sees the permits of the entries it returns: one that differs
+ * (a plain lock's empty value counts as 1) refuses the caller, whose own entry is deleted first.
+ *
+ * Holding, extending and releasing are the plain lock's (same keys, same session bookkeeping):
+ * a permit lives while its session does; the engine deletes it at its ttl, the session lease
+ * takes it if its process stops, and the delete wakes the waiters.
+ */
+export class EtcdSemaphore implements LockBackend {
+  readonly name: string;
+  readonly capabilities: LockBackend['capabilities'];
+
+  constructor(
+    private readonly host: EtcdSemaphoreHost,
+    readonly permits: number,
+  ) {
+    this.name = host.backend.name;
+    this.capabilities = host.backend.capabilities;
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const queued = this.host.queued.get(request.owner);
+    if (queued && !queued.session.lost) {
+      const result = await this.recheck(request, queued);
+      if (result) return result;
+    } else if (queued) {
+      this.host.queued.drop(request.owner);
+    }
+    if (!request.queue) {
+      // A single try looks before it writes: busy or refused, it leaves nothing on the server.
+      const response = await this.host.call('acquire', request.key, () =>
+        this.host.client.kv.range(semaphoreWindowRange(this.host.lockPrefix(request.key), this.permits), this.host.deadline()),
+      );
+      const kvs = response.kvs as Kv[];
+      this.refuseMismatch(request.key, kvs);
+      if (kvs.length >= this.permits) return { acquired: false };
+    }
+    return this.enter(request);
+  }
+
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.host.backend.waitForTurn(key, owner, timeoutMs, signal);
+  }
+
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    return this.host.backend.extend(key, owner, ttlMs);
+  }
+
+  release(key: string, owner: string): Promise<boolean> {
+    return this.host.backend.release(key, owner);
+  }
+
+  validUntil(owner: string): number | undefined {
+    return this.host.backend.validUntil(owner);
+  }
+
+  /** The backend closes what is shared. */
+  async close(): Promise<void> {}
+
+  /** Put our entry and see where it stands: a permit, a place in line, or (single try) nothing left behind. */
+  private async enter(request: AcquireRequest, retried = false): Promise<AcquireResult> {
+    const { key, owner, queue } = request;
+    const prefix = this.host.lockPrefix(key);
+    const myKey = prefix + owner;
+    if (this.host.cleanup.has(myKey)) {
+      throw new LockBackendUnavailableError(this.name, 'acquire', 'an earlier write of this owner had an unknown outcome; retry with a new owner id', { key });
+    }
+    const session = await this.host.session(key);
+    session.pending += 1;
+    try {
+      let response;
+      try {
+        response = await this.host.call(
+          'acquire',
+          key,
+          () => this.host.client.kv.txn(semaphoreEnterTxn(prefix, myKey, session.id, this.permits), this.host.deadline()),
+          myKey,
+          session,
+        );
+      } catch (error) {
+        if (!retried && isLeaseNotFound(error)) return await this.enter(request, true);
+        throw error;
+      } finally {
+        session.pending -= 1;
+      }
+      if (session.lost) {
+        this.host.cleanup.schedule(myKey);
+        throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key });
+      }
+      const rev = BigInt(response.responses[1].response_range.kvs[0].create_revision);
+      const window = response.responses[2].response_range.kvs as Kv[];
+      const mismatch = this.mismatchIn(key, window, myKey);
+      if (mismatch || (!queue && !window.some((kv) => kv.key.toString() === myKey))) {
+        // Refused, or a single try that found every permit taken: our entry goes at once.
+        await this.deleteEntry(key, myKey, session);
+        if (mismatch) throw mismatch;
+        return { acquired: false };
+      }
+      if (window.some((kv) => kv.key.toString() === myKey)) return this.host.granted(owner, session, BigInt(response.header.revision));
+      this.host.queued.joinBehind(owner, { session, key: myKey, rev }, prefix);
+      return { acquired: false };
+    } finally {
+      this.host.endIfDrained(session);
+    }
+  }
+
+  /** A waiter's next attempt: one read; a permit ours is recorded (its token). undefined: our entry is gone, start over. */
+  private async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
+    const prefix = this.host.lockPrefix(key);
+    const response = await this.host.call('acquire', key, () =>
+      this.host.client.kv.txn(semaphoreRecheckTxn(prefix, entry.key, entry.rev, this.permits), this.host.deadline()),
+    );
+    if (!response.succeeded || entry.session.lost) {
+      this.host.queued.drop(owner);
+      return undefined;
+    }
+    const window = response.responses[0].response_range.kvs as Kv[];
+    // Thrown while queued: the engine's release takes our entry.
+    this.refuseMismatch(key, window, entry.key);
+    if (!window.some((kv) => kv.key.toString() === entry.key)) return { acquired: false };
+    const recorded = await this.host.call('acquire', key, () => this.host.client.kv.txn(semaphoreRecordTxn(entry.key, entry.rev), this.host.deadline()));
+    if (!recorded.succeeded || entry.session.lost) {
+      this.host.queued.drop(owner);
+      return undefined;
+    }
+    // Holder first, then out of the queue: the session is never seen unused in between.
+    const result = this.host.granted(owner, entry.session, BigInt(recorded.header.revision));
+    this.host.queued.drop(owner);
+    return result;
+  }
+
+  private refuseMismatch(key: string, kvs: Kv[], myKey?: string): void {
+    const mismatch = this.mismatchIn(key, kvs, myKey);
+    if (mismatch) throw mismatch;
+  }
+
+  /** The error of entries (other than ours) with other permits, if any. */
+  private mismatchIn(key: string, kvs: Kv[], myKey?: string): Error | undefined {
+    for (const kv of kvs) {
+      const found = permitsOf(kv.value);
+      if (found !== this.permits && kv.key.toString() !== myKey) return permitsMismatch(key, found, this.permits);
+    }
+    return undefined;
+  }
+
+  /** Delete our own entry (a timed-out delete is retried in the background, see EtcdCleanup). */
+  private async deleteEntry(key: string, myKey: string, session: EtcdSession): Promise<void> {
+    await this.host
+      .call('release', key, () => this.host.client.kv.deleteRange({ key: Buffer.from(myKey) }, this.host.deadline()), myKey, session)
+      .catch(() => undefined);
+  }
+}
