@@ -66,7 +66,7 @@ describe('OpenTelemetry metrics (real Redis and etcd, an in-memory metric reader
     expect(await count(reader, 'distributed_lock.acquired', redisLabels)).toBe(1);
     expect(await count(reader, 'distributed_lock.released', { ...redisLabels, 'lock.was_owner': true })).toBe(1);
     const [hold] = await points(reader, 'distributed_lock.hold.duration');
-    expect(hold.attributes).toEqual(redisLabels); // no lock.key: unbounded cardinality stays out
+    expect(hold.attributes).toEqual({ ...redisLabels, 'lock.kind': 'lock' }); // no lock.key: unbounded cardinality stays out
     const held = hold.value as { count: number; sum: number };
     expect(held.count).toBe(1);
     expect(held.sum).toBeGreaterThanOrEqual(0.025); // seconds
