@@ -1,3 +1,6 @@
+// Over 250 lines on purpose: every request of the backend with the clean-up of its unknown
+// outcomes (late creates undone, deletes retried, idle lines reaped) — one place to check that
+// nothing of ours is left on the server.
 import { monotonicNow } from '../../common/validity.util.js';
 import { EPHEMERAL_SEQUENTIAL, PERSISTENT, ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
 import { isNodeOf, zxid } from './zookeeper-paths.util.js';
@@ -27,13 +30,15 @@ const PARENT_IDLE_MS = 60_000;
 const PARENT_SWEEP_MAX = 1_000;
 const PARENT_SWEEP_BATCHES = 20;
 
-const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
+export const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
   new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
 
 /** A line: its children's names and the parent's pzxid (the zxid of its latest change). */
 export interface Line {
   readonly children: string[];
   readonly pzxid: bigint;
+  /** A semaphore's acquire only: the zxid of its write of the parent's data between create and read. */
+  readonly stamp?: bigint;
 }
 
 /**
@@ -58,12 +63,15 @@ export class ZooKeeperRequests {
    * is served after the create. A create answered only after we stopped waiting is deleted then;
    * one whose connection broke (outcome unknown) is looked for by its name and deleted.
    */
-  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = []): Promise<[string, Line]> {
+  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = [], stamp = false): Promise<[string, Line]> {
     const client = session.client;
     // Parents not known to exist go first, in the same write (one that exists already answers
     // NODE_EXISTS; any other failure shows as the create's NO_NODE).
     for (const path of ensure) client.create(path, undefined, PERSISTENT, () => undefined);
     const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
+    // A semaphore's token (zookeeper-semaphore.ts): a write of its own, after the create, before the read.
+    const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, undefined, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
+    stamped?.catch(() => undefined);
     const read = promised<string[]>((cb) => client.getChildren(parent, cb));
     read.catch(() => undefined);
     let path: string;
@@ -82,8 +90,9 @@ export class ZooKeeperRequests {
       throw error;
     }
     try {
+      const token = stamped && (await this.call('acquire', key, () => stamped));
       const [children, stat] = await this.call('acquire', key, () => read);
-      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid) }];
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token }];
     } catch (error) {
       this.removeLater(session, path, 0);
       throw error;
