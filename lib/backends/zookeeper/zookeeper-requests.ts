@@ -33,11 +33,14 @@ const PARENT_SWEEP_BATCHES = 20;
 export const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
   new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
 
+/** A line parent's data: none (a semaphore's token write sets it to nothing again). */
+const EMPTY = Buffer.alloc(0);
+
 /** A line: its children's names and the parent's pzxid (the zxid of its latest change). */
 export interface Line {
   readonly children: string[];
   readonly pzxid: bigint;
-  /** A semaphore's acquire only: the zxid of its write of the parent's data between create and read. */
+  /** A semaphore's first attempt only: the zxid of its write of the parent's data right after the read. */
   readonly stamp?: bigint;
 }
 
@@ -69,11 +72,11 @@ export class ZooKeeperRequests {
     // NODE_EXISTS; any other failure shows as the create's NO_NODE).
     for (const path of ensure) client.create(path, undefined, PERSISTENT, () => undefined);
     const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
-    // A semaphore's token (zookeeper-semaphore.ts): a write of its own, after the create, before the read.
-    const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, undefined, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
-    stamped?.catch(() => undefined);
     const read = promised<string[]>((cb) => client.getChildren(parent, cb));
     read.catch(() => undefined);
+    // A semaphore's token (zookeeper-semaphore.ts): a write of its own, after the read.
+    const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, EMPTY, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
+    stamped?.catch(() => undefined);
     let path: string;
     try {
       path = await this.call('acquire', key, () => created);
@@ -90,8 +93,8 @@ export class ZooKeeperRequests {
       throw error;
     }
     try {
-      const token = stamped && (await this.call('acquire', key, () => stamped));
       const [children, stat] = await this.call('acquire', key, () => read);
+      const token = stamped && (await this.call('acquire', key, () => stamped));
       return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token }];
     } catch (error) {
       this.removeLater(session, path, 0);

@@ -23,7 +23,7 @@ export interface ZooKeeperNode {
 export interface Placement {
   /** The znode's name before its sequence. */
   namePrefix(owner: string): string;
-  /** Write the parent's data between the create and the read (a semaphore's token). */
+  /** Write the parent's data right after the read, in the same write (a semaphore's token). */
   readonly stamp: boolean;
   /** Our znode is in the line at `place` (of `order`): the answer. */
   decide(request: AcquireRequest, node: ZooKeeperNode, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult>;
@@ -66,12 +66,14 @@ export const HELD = Buffer.from('held');
  *
  * Tokens: the parent's `pzxid` is no token here (two holders reading one state would share it), and
  * neither is a znode's `czxid` (a waiter woken late is granted after a younger holder). Each grant
- * writes once and its token is that write's zxid: a fresh transaction id, unique, and larger than
- * every zxid committed before it was sent — so larger than the token of every grant already
- * answered (plain ones included: their pzxid was committed before their answer), and a plain
+ * writes once after the read that admitted it, and its token is that write's zxid: unique, and
+ * larger than every zxid committed before — so larger than the token of every holder whose znode
+ * was gone at that read (its token was written before its znode's deletion, plain holders' pzxid
+ * too) and of every grant answered before the write was sent. Only holders that overlapped (both
+ * admitted, both znodes there) may see their tokens in the other order than their answers. A plain
  * holder after us reads a pzxid at least our znode's deletion, which follows our write. The first
- * attempt writes the parent's data in the create-and-read write (no extra round trip); a waiter's
- * grant writes its own znode's data (HELD), which is also the mark below.
+ * attempt writes the parent's data in the create-and-read write, after the read (no extra round
+ * trip); a waiter's grant writes its own znode's data (HELD), which is also the mark below.
  *
  * Waiting, without polling: a waiter with other waiters ahead watches only its predecessor's znode
  * (deleted, or marked HELD once it holds: either way the waiter re-reads); the first waiter — the
@@ -130,7 +132,7 @@ export class ZooKeeperSemaphore implements LockBackend {
   /** The backend closes what this view used (one session for both). */
   async close(): Promise<void> {}
 
-  /** The first read of the line after our create (the stamp written between them). */
+  /** The first read of the line after our create (the stamp written right after it). */
   private async decide({ key, owner, queue }: AcquireRequest, node: ZooKeeperNode, line: Line, order: string[], place: number): Promise<AcquireResult> {
     const found = this.mismatch(order, place);
     if (found !== undefined) {
