@@ -3,8 +3,8 @@ import { describeValue } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
 
-/** Tokens from ZooKeeper's zxids (strictly increasing per key, across restarts): `correctness` may use it. */
-export const ZOOKEEPER_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true };
+/** Tokens from ZooKeeper's zxids (strictly increasing per key, across restarts): `correctness` may use it. Semaphores: zookeeper-semaphore.ts. */
+export const ZOOKEEPER_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true, semaphore: true };
 
 /** The defaults of `forRoot({ zookeeper })` and of `new ZooKeeperBackend()` alike. */
 export const ZOOKEEPER_DEFAULTS = {

@@ -6,6 +6,8 @@ export interface ZooKeeperStatLike {
   /** 8-byte big-endian zxids. */
   readonly czxid: Buffer;
   readonly pzxid: Buffer;
+  /** The zxid of the latest write of the znode's data (a `setData` answers with its own). */
+  readonly mzxid: Buffer;
 }
 
 export type ZooKeeperCallback<T> = (error: Error | null | undefined, result: T, extra?: any) => void;
@@ -15,6 +17,8 @@ export interface ZooKeeperClientLike {
   create(path: string, callback: ZooKeeperCallback<string>): void;
   remove(path: string, version: number, callback: (error: Error | null | undefined) => void): void;
   getChildren(path: string, callback: (error: Error | null | undefined, children: string[], stat: ZooKeeperStatLike) => void): void;
+  getChildren(path: string, watcher: ((event: unknown) => void) | undefined, callback: (error: Error | null | undefined, children: string[], stat: ZooKeeperStatLike) => void): void;
+  setData(path: string, data: Buffer | undefined, version: number, callback: ZooKeeperCallback<ZooKeeperStatLike>): void;
   getData(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<Buffer | undefined>): void;
   exists(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<ZooKeeperStatLike | null>): void;
   getState(): { readonly name: string; readonly code: number };

@@ -24,8 +24,27 @@ const SEQUENCE_DIGITS = 10;
 /** The name (before ZooKeeper's sequence) of an owner's znode: `<owner>-`. */
 export const nodeNamePrefix = (owner: string, backend: string): string => `${pathSegment(owner, backend)}-`;
 
-/** The owner whose znode `child` is (`<encoded owner>-` + 10 digits). */
-export const ownerOfNode = (child: string): string => decodeURIComponent(child.slice(0, -(SEQUENCE_DIGITS + 1)));
+/**
+ * The name (before ZooKeeper's sequence) of an owner's znode in a semaphore of `permits`:
+ * `<owner>%S<permits>-`. In the name, not the data: every acquirer reads the line's names anyway,
+ * so a plain acquirer sees a semaphore ahead of it (and a semaphore one another's permits) without
+ * a read per znode. Unambiguous: an encoded owner has `%` only before two hex digits, never `S`.
+ */
+export const semaphoreNamePrefix = (owner: string, permits: number, backend: string): string => `${pathSegment(owner, backend)}%S${permits}-`;
+
+/** The permits a znode of the line was created with: 1 for a plain lock's (or any other name). */
+export function permitsOfNode(child: string): number {
+  const match = SEMAPHORE_NAME.exec(child);
+  return match ? Number(match[1]) : 1;
+}
+const SEMAPHORE_NAME = /%S(\d+)-\d{10}$/;
+
+/** The owner whose znode `child` is (`<encoded owner>[%S<permits>]-` + 10 digits). */
+export function ownerOfNode(child: string): string {
+  const name = child.slice(0, -(SEQUENCE_DIGITS + 1));
+  const permits = name.indexOf('%S');
+  return decodeURIComponent(permits >= 0 ? name.slice(0, permits) : name);
+}
 
 /** Whether `child` is the znode of the owner whose name prefix is `prefix` (`<owner>-` + 10 digits). */
 export const isNodeOf = (child: string, prefix: string): boolean => child.length === prefix.length + SEQUENCE_DIGITS && child.startsWith(prefix);
@@ -38,6 +57,20 @@ export function inLineOrder(children: readonly string[]): string[] {
 function sequenceOf(child: string): number {
   const digits = child.slice(-SEQUENCE_DIGITS);
   return /^\d{10}$/.test(digits) ? Number(digits) : Number.POSITIVE_INFINITY;
+}
+
+/**
+ * The holders of a line in order (`inLineOrder`) whose first znode is a semaphore's: the first
+ * znodes, at most its permits, up to one with other permits (that one refuses itself).
+ */
+export function semaphoreHolders(ordered: readonly string[]): string[] {
+  const permits = ordered.length > 0 ? permitsOfNode(ordered[0]) : 0;
+  const holders: string[] = [];
+  for (const child of ordered.slice(0, permits)) {
+    if (permitsOfNode(child) !== permits) break;
+    holders.push(child);
+  }
+  return holders;
 }
 
 /** The paths from the root down to `path` itself: `/a/b` → `/a`, `/a/b`. */

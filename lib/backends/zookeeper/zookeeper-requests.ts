@@ -1,3 +1,6 @@
+// Over 250 lines on purpose: every request of the backend with the clean-up of its unknown
+// outcomes (late creates undone, deletes retried, idle lines reaped) — one place to check that
+// nothing of ours is left on the server.
 import { monotonicNow } from '../../common/validity.util.js';
 import { EPHEMERAL_SEQUENTIAL, PERSISTENT, ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
 import { isNodeOf, zxid } from './zookeeper-paths.util.js';
@@ -27,13 +30,18 @@ const PARENT_IDLE_MS = 60_000;
 const PARENT_SWEEP_MAX = 1_000;
 const PARENT_SWEEP_BATCHES = 20;
 
-const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
+export const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
   new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
+
+/** A line parent's data: none (a semaphore's token write sets it to nothing again). */
+const EMPTY = Buffer.alloc(0);
 
 /** A line: its children's names and the parent's pzxid (the zxid of its latest change). */
 export interface Line {
   readonly children: string[];
   readonly pzxid: bigint;
+  /** A semaphore's first attempt only: the zxid of its write of the parent's data right after the read. */
+  readonly stamp?: bigint;
 }
 
 /**
@@ -58,7 +66,7 @@ export class ZooKeeperRequests {
    * is served after the create. A create answered only after we stopped waiting is deleted then;
    * one whose connection broke (outcome unknown) is looked for by its name and deleted.
    */
-  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = []): Promise<[string, Line]> {
+  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = [], stamp = false): Promise<[string, Line]> {
     const client = session.client;
     // Parents not known to exist go first, in the same write (one that exists already answers
     // NODE_EXISTS; any other failure shows as the create's NO_NODE).
@@ -66,6 +74,9 @@ export class ZooKeeperRequests {
     const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
     const read = promised<string[]>((cb) => client.getChildren(parent, cb));
     read.catch(() => undefined);
+    // A semaphore's token (zookeeper-semaphore.ts): a write of its own, after the read.
+    const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, EMPTY, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
+    stamped?.catch(() => undefined);
     let path: string;
     try {
       path = await this.call('acquire', key, () => created);
@@ -83,7 +94,8 @@ export class ZooKeeperRequests {
     }
     try {
       const [children, stat] = await this.call('acquire', key, () => read);
-      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid) }];
+      const token = stamped && (await this.call('acquire', key, () => stamped));
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token }];
     } catch (error) {
       this.removeLater(session, path, 0);
       throw error;

@@ -12,25 +12,15 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
-import { ancestry, inLineOrder, lockParent, nodeNamePrefix, ownerOfNode } from './zookeeper-paths.util.js';
-import { ZooKeeperRequests } from './zookeeper-requests.js';
+import { ancestry, inLineOrder, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders } from './zookeeper-paths.util.js';
+import { ZooKeeperRequests, type Line } from './zookeeper-requests.js';
+import { HELD, ZooKeeperSemaphore, type Placement, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
+import { permitsMismatch } from '../semaphore.util.js';
 
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
-
-/** One znode of ours: an owner's place in a lock's line, on the session that created it. */
-interface Node {
-  readonly key: string;
-  readonly parent: string;
-  readonly path: string;
-  readonly name: string;
-  readonly session: ZooKeeperSession;
-  holding: boolean;
-  /** The watcher of the znode just ahead (one function per node, so the client keeps it once). */
-  readonly watcher: () => void;
-}
 
 /**
  * `correctness` (and `efficiency`) locks on ZooKeeper, the recipe of its documentation and of the
@@ -69,6 +59,14 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly enqueuing = new Set<Promise<unknown>>();
   /** The prefix's znodes were there at our last create. */
   private prefixKnown = false;
+  /** The plain lock's znodes: `<owner>-<sequence>`, first in line holds. */
+  private readonly plain: Placement = {
+    namePrefix: (owner) => nodeNamePrefix(owner, this.name),
+    stamp: false,
+    decide: (request, node, line, order, place) => this.decide(request, node, line, order, place),
+  };
+  /** Semaphore views by permits (zookeeper-semaphore.ts): the same sessions, znodes and waiters. */
+  private readonly views = new Map<number, ZooKeeperSemaphore>();
 
   constructor(private readonly config: ZooKeeperBackendConfig) {
     this.name = config.name ?? 'zookeeper';
@@ -102,6 +100,30 @@ export class ZooKeeperBackend implements LockBackend {
     return node?.holding && !node.session.lost ? node.session.validUntilMs : undefined;
   }
 
+  /** This backend's semaphores (`permits` ≥ 2): lines of the same kind, the first `permits` hold. */
+  semaphore(permits: number): ZooKeeperSemaphore {
+    let view = this.views.get(permits);
+    if (!view) {
+      view = new ZooKeeperSemaphore(
+        {
+          backend: this,
+          requests: this.requests,
+          nodes: this.nodes,
+          turns: this.turns,
+          call: (operation, key, send, closing) => this.call(operation, key, send, closing),
+          enqueue: (request, placement) => this.enqueue(request, placement),
+          readLine: (owner, node) => this.readLine(owner, node),
+          leave: (node) => this.leave(node),
+          granted: (owner, node, token, mark) => this.granted(owner, node, token, mark),
+          drop: (owner) => this.drop(owner),
+        },
+        permits,
+      );
+      this.views.set(permits, view);
+    }
+    return view;
+  }
+
   /** The parent znode of one lock's line. */
   parentOf(key: string): string {
     return lockParent(this.prefix, key, this.name);
@@ -116,7 +138,7 @@ export class ZooKeeperBackend implements LockBackend {
       }
       this.drop(request.owner);
     }
-    return this.enqueue(request);
+    return this.enqueue(request, this.plain);
   }
 
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
@@ -160,32 +182,38 @@ export class ZooKeeperBackend implements LockBackend {
    * The first znode of the key's line holds it. What is left is the session timeout (how long the
    * server keeps the znode once its process stops; the engine deletes it at the lease's own ttl);
    * the token, the pzxid of the holder's read, is known to the holder only (the engine adds it
-   * when the holder is in this process).
+   * when the holder is in this process). A semaphore's line: its first `permits` znodes hold, the
+   * owner reported is the youngest holder's.
    */
   async inspect(key: string): Promise<HeldLock | null> {
     const session = await this.sessions.get(key);
     const line = await this.requests.readLine(session.client, key, this.parentOf(key));
     const ordered = line ? inLineOrder(line.children) : [];
     if (ordered.length === 0) return null;
-    return { owner: ownerOfNode(ordered[0]), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+    const permits = permitsOfNode(ordered[0]);
+    if (permits === 1) return { owner: ownerOfNode(ordered[0]), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+    const holders = semaphoreHolders(ordered);
+    const last = holders[holders.length - 1];
+    return { owner: ownerOfNode(last), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - holders.length, permits, holders: holders.length };
   }
 
   /**
    * Delete the first znode of the key's line — that very znode (its name is unique): a later
-   * holder's is never touched. Its holder's process watches its own znode from its grant on.
+   * holder's is never touched. Its holder's process watches its own znode from its grant on. A
+   * semaphore's line: every holder's znode, in one write.
    */
   async forceRelease(key: string): Promise<string | undefined> {
     const session = await this.sessions.get(key);
     const parent = this.parentOf(key);
     for (let attempt = 0; attempt < 5; attempt++) {
       const line = await this.requests.readLine(session.client, key, parent);
-      const first = line ? inLineOrder(line.children)[0] : undefined;
-      if (first === undefined) return undefined;
-      if (await this.requests.remove(session.client, key, `${parent}/${first}`)) {
-        const owner = ownerOfNode(first);
-        this.forced(owner);
-        return owner;
-      }
+      const ordered = line ? inLineOrder(line.children) : [];
+      if (ordered.length === 0) return undefined;
+      const holders = permitsOfNode(ordered[0]) === 1 ? [ordered[0]] : semaphoreHolders(ordered);
+      const removed = await Promise.all(holders.map((holder) => this.requests.remove(session.client, key, `${parent}/${holder}`)));
+      const owners = holders.filter((_, i) => removed[i]).map(ownerOfNode);
+      for (const owner of owners) this.forced(owner);
+      if (owners.length > 0) return owners[0];
     }
     throw new LockBackendUnavailableError(this.name, 'forceRelease', 'the holder kept changing while it was being released', { key });
   }
@@ -231,22 +259,21 @@ export class ZooKeeperBackend implements LockBackend {
 
   /**
    * First attempt of an owner: create its znode and read the line in one write (the read comes
-   * after the create on the server: one session's requests are served in order). First in line:
-   * ours, with the line's pzxid as the token. Else a single try deletes its znode again, and a
-   * waiter watches the one ahead.
+   * after the create on the server: one session's requests are served in order), then let the
+   * placement (the plain lock's, or a semaphore's) decide.
    */
-  private async enqueue(request: AcquireRequest, retried = false): Promise<AcquireResult> {
-    const { key, owner, queue } = request;
+  private async enqueue(request: AcquireRequest, placement: Placement, retried = false): Promise<AcquireResult> {
+    const { key, owner } = request;
     const session = await this.sessions.get(key);
     const parent = this.parentOf(key);
-    const namePrefix = nodeNamePrefix(owner, this.name);
+    const namePrefix = placement.namePrefix(owner);
     // A line not used here lately may have no parent yet: create it (and, the first time, the
     // prefix) in the same write rather than after a failed create.
     const ensure = this.requests.knows(parent) ? [] : this.prefixKnown ? [parent] : ancestry(parent);
     const sentAt = monotonicNow();
     let path: string;
-    let line: { children: string[]; pzxid: bigint };
-    const creating = this.requests.createAndRead(session, key, parent, namePrefix, ensure);
+    let line: Line;
+    const creating = this.requests.createAndRead(session, key, parent, namePrefix, ensure, placement.stamp);
     this.enqueuing.add(creating);
     try {
       [path, line] = await creating;
@@ -256,7 +283,7 @@ export class ZooKeeperBackend implements LockBackend {
         // Deleted since we last used it (an idle line reaped by another process, the prefix by hand).
         this.prefixKnown = false;
         await this.requests.ensurePath(session.client, key, ancestry(parent));
-        return this.enqueue(request, true);
+        return this.enqueue(request, placement, true);
       }
       throw error;
     } finally {
@@ -276,38 +303,60 @@ export class ZooKeeperBackend implements LockBackend {
       // The session ended under us (or our znode is gone already): start again on a new one.
       this.requests.removeLater(session, path);
       if (retried) throw new LockBackendUnavailableError(this.name, 'acquire', 'the ZooKeeper session was lost while acquiring', { key });
-      return this.enqueue(request, true);
+      return this.enqueue(request, placement, true);
     }
     this.requests.touch(parent);
+    return placement.decide(request, node, line, order, place);
+  }
+
+  /**
+   * The plain lock's first read: first in line, ours, with the line's pzxid as the token. Else a
+   * semaphore's znode ahead refuses us (permits 1 against its), a single try deletes its znode
+   * again, and a waiter watches the one ahead.
+   */
+  private decide({ key, owner, queue }: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
     if (place === 0) return this.granted(owner, node, line.pzxid);
-    if (!queue) {
-      // A single try leaves no trace: its znode goes before we answer "busy".
-      try {
-        await this.requests.remove(session.client, key, path);
-      } catch (error) {
-        this.requests.removeLater(session, path);
-        throw error;
-      }
-      return { acquired: false };
+    // The contended path only: a znode ahead is never added after this read.
+    for (let i = 0; i < place; i++) {
+      const permits = permitsOfNode(order[i]);
+      if (permits !== 1) return this.leave(node).then(() => Promise.reject(permitsMismatch(key, permits, 1)), () => Promise.reject(permitsMismatch(key, permits, 1)));
     }
+    // A single try leaves no trace: its znode goes before we answer "busy".
+    if (!queue) return this.leave(node).then(() => ({ acquired: false }));
     this.nodes.set(owner, node);
     this.turns.track(owner);
     this.watch(node, order[place - 1]);
     return { acquired: false };
   }
 
+  /** Delete a znode that is not to stay; unanswered, in the background (and the error thrown). */
+  private async leave(node: Node): Promise<void> {
+    try {
+      await this.requests.remove(node.session.client, node.key, node.path);
+    } catch (error) {
+      this.requests.removeLater(node.session, node.path);
+      throw error;
+    }
+  }
+
   /** A queued owner's next attempt: read the line. undefined: our znode is gone, start over. */
-  private async recheck({ key, owner }: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
-    const sentAt = monotonicNow();
-    const line = await this.requests.readLine(node.session.client, key, node.parent);
-    if (node.session.lost || this.nodes.get(owner) !== node) return undefined;
-    node.session.heard(sentAt);
-    const order = line ? inLineOrder(line.children) : [];
-    const place = order.indexOf(node.name);
-    if (place < 0) return undefined;
-    if (place === 0) return this.granted(owner, node, line!.pzxid);
-    this.watch(node, order[place - 1]);
+  private async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
+    const read = await this.readLine(request.owner, node);
+    if (!read) return undefined;
+    if (read.place === 0) return this.granted(request.owner, node, read.line.pzxid);
+    this.watch(node, read.order[read.place - 1]);
     return { acquired: false };
+  }
+
+  /** Read the line a queued owner is in; undefined: its znode (or its session) is gone. */
+  private async readLine(owner: string, node: Node): Promise<{ line: Line; order: string[]; place: number } | undefined> {
+    const sentAt = monotonicNow();
+    const line = await this.requests.readLine(node.session.client, node.key, node.parent);
+    if (!line || node.session.lost || this.nodes.get(owner) !== node) return undefined;
+    node.session.heard(sentAt);
+    const order = inLineOrder(line.children);
+    const place = order.indexOf(node.name);
+    return place < 0 ? undefined : { line, order, place };
   }
 
   /** Watch only the znode just ahead of ours: its deletion is our cue. Gone already: wake now. */
@@ -325,7 +374,7 @@ export class ZooKeeperBackend implements LockBackend {
    * answer that came back after the session could have expired (a slow link, a long pause) may
    * describe a line the server has since changed — another holder may be in already.
    */
-  private granted(owner: string, node: Node, token: bigint): AcquireResult {
+  private granted(owner: string, node: Node, token: bigint, mark = false): AcquireResult {
     if (node.session.lost || node.session.validUntilMs <= monotonicNow()) {
       if (this.nodes.get(owner) === node) this.drop(owner);
       this.requests.removeLater(node.session, node.path);
@@ -343,6 +392,15 @@ export class ZooKeeperBackend implements LockBackend {
     const gone = (): void => {
       if (this.nodes.get(owner) === node && !node.session.lost) this.forced(owner);
     };
+    // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts), sent before
+    // the watch below so that the watch never sees it.
+    if (mark) {
+      try {
+        node.session.client.setData(node.path, HELD, -1, () => undefined);
+      } catch {
+        // A client closed under us: the watch below fails too, the successor's re-read decides.
+      }
+    }
     this.requests.watch(node.session.client, node.key, node.path, gone).then((exists) => exists || gone(), () => undefined);
     return { acquired: true, token };
   }
