@@ -4,6 +4,7 @@ import { DistributedLock, DistributedLockModule, DistributedLockService, Invalid
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { RedisServer } from '../harness/servers.mjs';
+import { backendsOf } from '../harness/backends-of.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 
 // Multi-key leases against real servers: callers in separate applications share the server only.
@@ -86,6 +87,33 @@ describe.each(CASES)('multi-key leases on $backend', ({ backend, purpose, fencin
     await lease.release();
     for (const key of [k1, k2, k3]) expect(await free(c, key)).toBe(true);
   }, 30_000);
+
+  it('takes free keys in one step where the backend can (Redis: one script, etcd: one txn), one at a time elsewhere', async () => {
+    const backendOf = backendsOf(a.app).get(backend)!;
+    const calls = { acquire: 0, acquireAll: 0 };
+    const original = { acquire: backendOf.acquire, acquireAll: backendOf.acquireAll };
+    backendOf.acquire = (request) => (calls.acquire++, original.acquire.call(backendOf, request));
+    if (original.acquireAll) backendOf.acquireAll = (keys, owners, ttl) => (calls.acquireAll++, original.acquireAll!.call(backendOf, keys, owners, ttl));
+    try {
+      const keys = ['1', '2', '3', '4'].map((n) => uniqueKey(`mk-one-step-${backend}-${n}`));
+      const lease = await a.locks.acquire(keys, opts({ ttl: 10_000 }));
+      expect(calls).toEqual(original.acquireAll ? { acquire: 0, acquireAll: 1 } : { acquire: 4, acquireAll: 0 });
+      for (const key of keys) expect(await free(c, key)).toBe(false);
+      if (fencing) {
+        for (const key of keys) {
+          const info = await a.locks.inspect(key, { backend });
+          // One step: one token for all; key by key: the lease's is the largest of theirs.
+          if (original.acquireAll) expect(info?.token).toBe(lease.token);
+          else expect(info!.token! <= lease.token!).toBe(true);
+        }
+      }
+      await lease.release();
+      for (const key of keys) expect(await free(c, key)).toBe(true);
+    } finally {
+      backendOf.acquire = original.acquire;
+      if (original.acquireAll) backendOf.acquireAll = original.acquireAll;
+    }
+  });
 
   it('callers naming the same keys in opposite orders never deadlock, and never overlap on a key', async () => {
     const [x, y] = ['x', 'y'].map((n) => uniqueKey(`mk-order-${backend}-${n}`));

@@ -66,6 +66,21 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
   };
 }
 
+/**
+ * Several locks in one txn, or none: if every lock's range is empty (nobody holds or waits), put
+ * `myKeys[i]` under each on the session lease. The txn's revision is the token of all of them.
+ */
+export function acquireAllTxn(prefixes: readonly string[], myKeys: readonly string[], lease: string): unknown {
+  return {
+    compare: prefixes.map((prefix) => {
+      const start = Buffer.from(prefix);
+      return { key: start, range_end: prefixEnd(start), target: 'Create', result: 'Equal', create_revision: 0 };
+    }),
+    success: myKeys.map((key) => ({ request_put: { key: Buffer.from(key), value: EMPTY, lease } })),
+    failure: [],
+  };
+}
+
 /** The oldest key of a lock (its holder), with its value: empty for a plain lock, the permits for a semaphore. */
 export function oldestRange(prefix: string): { request_range: Record<string, unknown> } {
   const start = Buffer.from(prefix);

@@ -9,7 +9,7 @@ import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
-import { acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn } from './etcd-requests.util.js';
+import { acquireAllTxn, acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn } from './etcd-requests.util.js';
 import { EtcdQueue, type Queued } from './etcd-queue.js';
 import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
@@ -275,6 +275,34 @@ export class EtcdBackend implements LockBackend {
     }
   }
 
+  /**
+   * Several locks in one txn (a multi-key lease's first try): when every one of them is free —
+   * nobody holds or waits — all keys are put on one session lease at one revision, the token of
+   * all of them. Busy: nothing was written, and the lease goes on key by key through the queue.
+   */
+  async acquireAll(keys: readonly string[], owners: readonly string[], _ttlMs: number): Promise<AcquireResult> {
+    const prefixes = keys.map((key) => this.lockPrefix(key));
+    const myKeys = prefixes.map((prefix, i) => prefix + owners[i]);
+    if (myKeys.some((k) => this.cleanup.has(k))) return { acquired: false };
+    const session = await this.sessionFor(keys[0]);
+    session.pending += 1;
+    try {
+      // A txn whose answer never came may still be applied: every key is deleted behind it.
+      const response = await this.call('acquire', keys[0], () => this.client.kv.txn(acquireAllTxn(prefixes, myKeys, session.id), this.deadline()), myKeys, session);
+      if (session.lost) {
+        for (const k of myKeys) this.cleanup.schedule(k);
+        throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key: keys[0] });
+      }
+      if (!response.succeeded) return { acquired: false };
+      const token = BigInt(response.header.revision);
+      for (const owner of owners) this.granted(owner, session, token);
+      return { acquired: true, token };
+    } finally {
+      session.pending -= 1;
+      this.sessions.endIfDrained(session);
+    }
+  }
+
   /** The session a new key goes on: not retired, not lost. */
   private async sessionFor(key: string): Promise<EtcdSession> {
     let session = await this.sessions.get(key);
@@ -385,7 +413,7 @@ export class EtcdBackend implements LockBackend {
    * revoked once unused — so a late put cannot leave a key that blocks the queue while our process
    * lives. An answer saying the session lease does not exist means the session is lost.
    */
-  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string, session?: EtcdSession): Promise<T> {
+  private call<T>(operation: string, key: string, send: () => Promise<T>, cleanupKey?: string | readonly string[], session?: EtcdSession): Promise<T> {
     return boundedCall({
       backend: this.name,
       operation,
@@ -401,7 +429,7 @@ export class EtcdBackend implements LockBackend {
           this.sessions.lose(session, `the session lease ${session.id} no longer exists on the server (revoked or expired)`);
           return;
         }
-        if (cleanupKey !== undefined) this.cleanup.schedule(cleanupKey);
+        if (cleanupKey !== undefined) for (const k of typeof cleanupKey === 'string' ? [cleanupKey] : cleanupKey) this.cleanup.schedule(k);
         if (session) this.sessions.retire(session);
       },
     });

@@ -12,7 +12,7 @@ import { AnswerDeadlines } from '../answer-deadlines.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
-import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE } from './redis.scripts.js';
+import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE, SET_ALL_NX } from './redis.scripts.js';
 import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
 import { RedisSemaphore, type RedisSemaphoreHost } from './redis-semaphore.js';
 import { permitsMismatch } from '../semaphore.util.js';
@@ -180,6 +180,49 @@ export class RedisBackend implements LockBackend {
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
+  }
+
+  /**
+   * Several keys in one step, or none (a multi-key lease's first try): one script per slot group
+   * — all of them on a standalone or Sentinel Redis; in a Cluster, the keys that share a hash tag
+   * (`{order:42}:items`, `{order:42}:payment`) go together and the groups one after the other,
+   * the ones taken given back if a later group is busy. Busy: nothing is left held, and the
+   * multi-key lease goes on key by key through the queue.
+   */
+  async acquireAll(keys: readonly string[], owners: readonly string[], ttlMs: number): Promise<AcquireResult> {
+    const locks = keys.map((key) => this.lockKeyOf(key));
+    const groups = new Map<string, number[]>();
+    keys.forEach((_, i) => {
+      const slot = this.config.client.isCluster === true ? (redisHashTag(locks[i]) ?? locks[i]) : '';
+      groups.set(slot, [...(groups.get(slot) ?? []), i]);
+    });
+    const taken: number[] = [];
+    const giveBack = (indexes: number[]): Promise<unknown> => Promise.all(indexes.map((i) => this.release(keys[i], owners[i]).catch(() => undefined)));
+    for (const group of groups.values()) {
+      const reply = await this.call(
+        'acquire',
+        keys[group[0]],
+        () => this.script(SET_ALL_NX, group.map((i) => locks[i]), [...group.map((i) => owners[i]), ttlMs]),
+        // An answer that never came may still be applied: every key of the group is deleted behind it.
+        { owner: owners[group[0]], ttlMs, release: async () => (await giveBack(group), true) },
+      ).catch(async (error: unknown) => {
+        await giveBack(taken);
+        throw error;
+      });
+      if (reply !== 1) {
+        await giveBack(taken);
+        return { acquired: false };
+      }
+      taken.push(...group);
+    }
+    if (this.subscribed || this.config.queueing === false || this.closed) return GRANTED;
+    // A process's first grant: as granted(), listen first, then check no key was force-released meanwhile.
+    for (let i = 0; i < keys.length; i++) {
+      if ((await this.firstGrant(keys[i], owners[i])).acquired) continue;
+      await giveBack(taken);
+      return { acquired: false };
+    }
+    return GRANTED;
   }
 
   /** A refused `SET NX` without queueing: a semaphore on the key is a mismatch; else how long the holder has left, if asked. */

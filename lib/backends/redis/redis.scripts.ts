@@ -196,3 +196,19 @@ if redis.pcall('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 `);
+
+/**
+ * Take every key or none, in one step: KEYS = the lock keys (one Cluster slot), ARGV = one owner
+ * per key, then the ttl ms. A key that exists (held, handed off, or a semaphore's set) refuses
+ * the lot and nothing is written. Returns 1 or 0.
+ */
+export const SET_ALL_NX = script(`
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end
+end
+local ttl = ARGV[#KEYS + 1]
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[i], 'PX', ttl)
+end
+return 1
+`);
