@@ -1,4 +1,5 @@
 import { Injectable, Module } from '@nestjs/common';
+import { Cluster, Redis } from 'ioredis';
 import { NestFactory } from '@nestjs/core';
 import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
@@ -11,6 +12,7 @@ import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 
 interface Case {
   backend: string;
+  title?: string;
   purpose: LockPurpose;
   fencing: boolean;
   server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
@@ -19,6 +21,28 @@ interface Case {
 const CASES: Case[] = [
   { backend: 'shared', purpose: 'correctness', fencing: true, server: async () => ({ options: { backends: { shared: new MemoryBackend('shared') } }, stop: async () => undefined }) },
   { backend: 'redis', purpose: 'efficiency', fencing: false, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }) },
+  {
+    // A one-node Cluster owning every slot: a script whose keys span slots fails there (CROSSSLOT).
+    backend: 'redis',
+    title: 'a Redis Cluster',
+    purpose: 'efficiency',
+    fencing: false,
+    server: async () => {
+      const server = await RedisServer.start({ cluster: true });
+      const admin = new Redis(server.url);
+      await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
+      for (let i = 0; i < 200 && !String(await admin.call('CLUSTER', 'INFO')).includes('cluster_state:ok'); i++) await sleep(25);
+      admin.disconnect();
+      const cluster = new Cluster([{ host: '127.0.0.1', port: server.port }]);
+      return {
+        options: { redis: { client: cluster } },
+        stop: async () => {
+          cluster.disconnect();
+          await server.stop();
+        },
+      };
+    },
+  },
   { backend: 'etcd', purpose: 'correctness', fencing: true, server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }) },
   {
     backend: 'postgres',
@@ -49,7 +73,7 @@ const CASES: Case[] = [
   },
 ];
 
-describe.each(CASES)('multi-key leases on $backend', ({ backend, purpose, fencing, server }) => {
+describe.each(CASES.map((c) => ({ ...c, title: c.title ?? c.backend })))('multi-key leases on $title', ({ backend, purpose, fencing, server }) => {
   let running: Awaited<ReturnType<Case['server']>>;
   let a: LockApp;
   let b: LockApp;
