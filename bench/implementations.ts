@@ -16,6 +16,8 @@ export interface Implementation {
   backend: Backend;
   /** The raw floor of its backend: ratios are against it. */
   floor?: boolean;
+  /** A semaphore's permits: up to this many holders of one key at once are expected. */
+  permits?: number;
   /** Acquire `key`, waiting while it is held (by polling or by the implementation's own means). */
   lock(key: string): Promise<Unlock>;
   close(): Promise<void>;
@@ -195,6 +197,27 @@ export async function ours(backend: Backend, target: Target): Promise<Implementa
     backend,
     async lock(key) {
       const lease = await locks.acquire(key, { purpose, ttl: TTL, wait: 60_000 });
+      return () => lease.release();
+    },
+    close: () => app.close(),
+  };
+}
+
+/**
+ * Ours, a semaphore of `permits` through the service (`npm run bench -- --semaphore`): one holder
+ * at a time sequentially shows what the semaphore's own path costs against the plain lock
+ * (`permits: 1` is the plain lock itself); on one hot key up to `permits` hold at once.
+ */
+export async function oursSemaphore(backend: Backend, target: Target, permits: number): Promise<Implementation> {
+  const app = await lockApp(moduleOptions(backend, target));
+  const locks = app.get(DistributedLockService);
+  const purpose = backend === 'redis' || backend === 'redlock' ? 'efficiency' : 'correctness';
+  return {
+    name: `ours: semaphore, permits ${permits} (${backend})`,
+    backend,
+    permits,
+    async lock(key) {
+      const lease = await locks.acquire(key, { purpose, ttl: TTL, wait: 60_000, permits });
       return () => lease.release();
     },
     close: () => app.close(),

@@ -5,6 +5,7 @@
 //   npm run bench                     3 runs
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
+//   npm run bench -- --semaphore      adds a semaphore of permits 2 per backend (printed; docs/ left as they are)
 //   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper, redlock; printed; docs/ left as they are)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -14,7 +15,7 @@ import pg from 'pg';
 import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
 import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
-import { etcdFloor, ours, oursDecorator, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
+import { etcdFloor, ours, oursDecorator, oursSemaphore, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
 import { peers, redlockPeers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'spread';
@@ -40,6 +41,7 @@ const arg = (name: string, fallback: number): number => {
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
 const quick = args.includes('--quick');
+const withSemaphore = args.includes('--semaphore');
 const onlyBackend = args.includes('--backend') ? args[args.indexOf('--backend') + 1] : undefined;
 const RUNS = arg('runs', 3);
 const ROUNDS = arg('rounds', quick ? 2 : 3);
@@ -252,6 +254,14 @@ async function main(): Promise<void> {
         ['redlock', () => oursDecorator('redlock', masterUrls)],
         ['redlock', async () => redlockPeers(masterUrls)],
       ];
+      if (withSemaphore) {
+        makers.push(
+          ['redis', () => oursSemaphore('redis', redis.url, 2)],
+          ['etcd', () => oursSemaphore('etcd', etcd.hosts, 2)],
+          ['postgres', () => oursSemaphore('postgres', postgres.url, 2)],
+          ['zookeeper', () => oursSemaphore('zookeeper', zookeeper.connectionString, 2)],
+        );
+      }
       const impls: Implementation[] = [];
       for (const [backend, make] of makers) {
         if (onlyBackend !== undefined && backend !== onlyBackend && backend !== 'peers') continue;
@@ -287,7 +297,7 @@ async function main(): Promise<void> {
   });
   const table = render(final);
   console.log(`\n${table}`);
-  if (!quick && onlyBackend === undefined) writeDocs(final, table, pgVersion);
+  if (!quick && onlyBackend === undefined && !withSemaphore) writeDocs(final, table, pgVersion);
 }
 
 function render(rows: Row[]): string {
