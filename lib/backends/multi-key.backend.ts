@@ -48,6 +48,17 @@ export class MultiKeyBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    try {
+      return await this.attempt(request);
+    } catch (error) {
+      // Unreachable, refused (a semaphore on a key): the keys taken so far go back now, not at their ttl.
+      const p = this.progress.get(request.owner);
+      if (p) await this.restart(request.owner, p);
+      throw error;
+    }
+  }
+
+  private async attempt(request: AcquireRequest): Promise<AcquireResult> {
     const { owner } = request;
     let p = this.progress.get(owner);
     if (!p) {

@@ -188,6 +188,20 @@ describe.each(CASES.map((c) => ({ ...c, title: c.title ?? c.backend })))('multi-
   }, 30_000);
 });
 
+describe('multi-key leases: a failure on the way gives back what was taken', () => {
+  it('a key that turns out to be a semaphore refuses the lease and leaves the earlier keys free at once', async () => {
+    const app = await startLockApp({ memory: {} });
+    try {
+      const semaphore = await app.locks.acquire('b', { purpose: 'efficiency', permits: 2 });
+      await expect(app.locks.acquire(['a', 'b'], { purpose: 'efficiency', wait: 1_000 })).rejects.toMatchObject({ field: 'permits' });
+      expect(await app.locks.inspect('a', { purpose: 'efficiency' })).toBeNull();
+      await semaphore.release();
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('multi-key leases: nesting, the decorator, bad input', () => {
   it('a nested acquisition of one of its keys re-enters it; of some of its keys plus another, is refused', async () => {
     const app = await startLockApp({ memory: {} });
