@@ -23,20 +23,25 @@ interface Progress {
  * when the last key comes, every key not granted by a direct answer within that attempt is given
  * its full ttl again, so the engine's validity (counted from the attempt's send time) holds for
  * all of them. A key found lost on the way (expired, force-released) restarts from nothing.
- * Each key is held by an owner id of its own, `<owner>.<index>`: a backend keeps one hold per
- * owner (a znode, a Redlock attempt), and a key's loss reported for it reaches the lease (the
- * engine's registry strips the suffix; engine owner ids never contain a dot).
+ * Each key is held by an owner id of its own, `<owner>.<generation>-<index>`: a backend keeps one
+ * hold per owner (a znode, a Redlock attempt), and a key's loss reported for it reaches the lease
+ * (the engine's registry strips everything from the first dot; engine owner ids never contain
+ * one). A restart gives back every key of the generation — held or queued for, so no stale queue
+ * place of ours can keep a key reserved while we wait for an earlier one — and starts a new
+ * generation: a clean-up of the old one still in flight never touches the new one's keys.
  * The lease's token is the largest of the keys' tokens: fencing backends number grants on one
  * global counter (etcd revision, PostgreSQL sequence, ZooKeeper zxid), so it is larger than every
  * earlier holder's token of each of the keys.
  */
-/** The owner id of key `index` of a multi-key lease held by `owner`. */
-export const ownerOf = (owner: string, index: number): string => `${owner}.${index}`;
+/** The owner id of key `index` of a multi-key lease held by `owner`, in its `generation`. */
+export const ownerOf = (owner: string, generation: number, index: number): string => `${owner}.${generation}-${index}`;
 
 export class MultiKeyBackend implements LockBackend {
   readonly name: string;
   readonly capabilities: LockBackend['capabilities'];
   private readonly progress = new Map<string, Progress>();
+  /** Per owner, how many times its acquisition started over (see ownerOf). */
+  private readonly generations = new Map<string, number>();
 
   constructor(
     private readonly inner: LockBackend,
@@ -63,7 +68,7 @@ export class MultiKeyBackend implements LockBackend {
     let p = this.progress.get(owner);
     if (!p) {
       if (this.inner.acquireAll) {
-        const all = await this.inner.acquireAll(this.keys, this.keys.map((_, i) => ownerOf(owner, i)), request.ttlMs);
+        const all = await this.inner.acquireAll(this.keys, this.keys.map((_, i) => this.idOf(owner, i)), request.ttlMs);
         if (all.acquired) return all;
       }
       p = { held: [], tokens: [], refreshedAt: performance.now(), ttlMs: request.ttlMs };
@@ -75,17 +80,17 @@ export class MultiKeyBackend implements LockBackend {
     const grantedBefore = p.held.length;
     let direct = true;
     for (let i = p.held.length; i < this.keys.length; i++) {
-      const result = await this.inner.acquire({ ...request, key: this.keys[i], owner: ownerOf(owner, i) });
+      const result = await this.inner.acquire({ ...request, key: this.keys[i], owner: this.idOf(owner, i) });
       if (!result.acquired) {
         // A single try (no queue) leaves nothing behind.
-        if (!request.queue) await this.restart(owner, p);
+        if (!request.queue) await this.restart(owner, p, true);
         return { acquired: false, holderRemainingMs: result.holderRemainingMs };
       }
       if (result.provisional) {
         direct = false;
         // A hand-off: the key is ours once its claim has landed (it may turn out not to be).
         if (result.provisional.confirmed && (await result.provisional.confirmed) === undefined) {
-          await this.inner.release(this.keys[i], ownerOf(owner, i)).catch(() => undefined);
+          await this.inner.release(this.keys[i], this.idOf(owner, i)).catch(() => undefined);
           return this.restart(owner, p);
         }
       }
@@ -104,16 +109,25 @@ export class MultiKeyBackend implements LockBackend {
   /** Give every held key its full ttl; false if one of them is no longer ours. */
   private async refresh(p: Progress, owner: string, ttlMs: number): Promise<boolean> {
     const sent = performance.now();
-    const kept = await Promise.all(p.held.map((key, i) => this.inner.extend(key, ownerOf(owner, i), ttlMs)));
+    const kept = await Promise.all(p.held.map((key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs)));
     p.refreshedAt = sent;
     return kept.every(Boolean);
   }
 
-  /** Give back everything held and begin again from the first key (the engine retries). */
-  private async restart(owner: string, p: Progress): Promise<AcquireResult> {
+  /**
+   * Give back every key of this generation (held or queued for; `onlyHeld`: a single try, which
+   * queued for none), and begin again from the first key in a new generation.
+   */
+  private async restart(owner: string, p: Progress, onlyHeld = false): Promise<AcquireResult> {
     this.progress.delete(owner);
-    await Promise.all(p.held.map((key, i) => this.inner.release(key, ownerOf(owner, i)).catch(() => undefined)));
+    const keys = onlyHeld ? p.held : this.keys;
+    await Promise.all(keys.map((key, i) => this.inner.release(key, this.idOf(owner, i)).catch(() => undefined)));
+    this.generations.set(owner, (this.generations.get(owner) ?? 0) + 1);
     return { acquired: false };
+  }
+
+  private idOf(owner: string, index: number): string {
+    return ownerOf(owner, this.generations.get(owner) ?? 0, index);
   }
 
   /** Wait on the key this acquisition queues for — at most ttl/3 while it holds earlier keys. */
@@ -122,12 +136,12 @@ export class MultiKeyBackend implements LockBackend {
     if (!p) return Promise.resolve();
     const waitingFor = this.keys[p.held.length];
     const keepAlive = p.held.length > 0 ? Math.max(1, p.refreshedAt + p.ttlMs / 3 - performance.now()) : timeoutMs;
-    return this.inner.waitForTurn(waitingFor, ownerOf(owner, p.held.length), Math.min(timeoutMs, keepAlive), signal);
+    return this.inner.waitForTurn(waitingFor, this.idOf(owner, p.held.length), Math.min(timeoutMs, keepAlive), signal);
   }
 
   /** Every key kept `ttlMs` more; false if any of them is no longer this owner's. */
   async extend(_key: string, owner: string, ttlMs: number): Promise<boolean> {
-    const kept = await Promise.all(this.keys.map((key, i) => this.inner.extend(key, ownerOf(owner, i), ttlMs)));
+    const kept = await Promise.all(this.keys.map((key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs)));
     return kept.every(Boolean);
   }
 
@@ -137,7 +151,9 @@ export class MultiKeyBackend implements LockBackend {
    */
   async release(_key: string, owner: string): Promise<boolean> {
     this.progress.delete(owner);
-    const results = await Promise.allSettled(this.keys.map((key, i) => this.inner.release(key, ownerOf(owner, i))));
+    const ids = this.keys.map((_, i) => this.idOf(owner, i));
+    this.generations.delete(owner);
+    const results = await Promise.allSettled(this.keys.map((key, i) => this.inner.release(key, ids[i])));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
     return results.some((r) => r.status === 'fulfilled' && r.value);
@@ -146,7 +162,7 @@ export class MultiKeyBackend implements LockBackend {
   /** The earliest of the keys' own bounds (their owners' sessions). */
   validUntil(owner: string): number | undefined {
     if (!this.inner.validUntil) return undefined;
-    const bounds = this.keys.map((_, i) => this.inner.validUntil!(ownerOf(owner, i))).filter((b): b is number => b !== undefined);
+    const bounds = this.keys.map((_, i) => this.inner.validUntil!(this.idOf(owner, i))).filter((b): b is number => b !== undefined);
     return bounds.length > 0 ? Math.min(...bounds) : undefined;
   }
 

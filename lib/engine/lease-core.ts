@@ -286,7 +286,9 @@ export class LeaseCore {
     // A lock must not outlive its ttl just because its process is healthy: give the key up
     // (owner-checked, so never someone else's), after the lock-delay. Backends with a shared
     // session lease rely on it.
-    if (reason === 'expired' || reason === 'session-lost') {
+    // A multi-key lease that lost one key still holds the others: they go back the same way.
+    const othersLeft = this.keys.length > 1 && (reason === 'not-owner' || reason === 'force-released') && !this.releasing;
+    if (reason === 'expired' || reason === 'session-lost' || othersLeft) {
       const giveUp = (): void => void this.release().catch(() => undefined);
       if (this.lockDelayMs > 0) setTimeout(giveUp, this.lockDelayMs).unref();
       else giveUp();

@@ -32,8 +32,8 @@ export class LeaseRegistry implements LeaseObserver {
   byOwner(owner: string): LeaseCore | undefined {
     const core = this.owners.get(owner);
     if (core) return core;
-    // A multi-key lease's keys are held by `<owner>.<index>` (see MultiKeyBackend.ownerOf).
-    const dot = owner.lastIndexOf('.');
+    // A multi-key lease's keys are held by `<owner>.<generation>-<index>` (see MultiKeyBackend's ownerOf).
+    const dot = owner.indexOf('.');
     return dot > 0 ? this.owners.get(owner.slice(0, dot)) : undefined;
   }
 

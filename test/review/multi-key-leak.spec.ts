@@ -41,8 +41,8 @@ describe.each(CASES)('review: failed multi-key acquisition on $backend', ({ back
     );
     expect(outcome).toMatchObject({ error: { field: 'permits' } });
     // All or nothing: k1 must be free for a third application right away.
-    const probe = await c.locks.tryAcquire(k1, opts());
     const info = await c.locks.inspect(k1, { backend });
+    const probe = await c.locks.tryAcquire(k1, opts());
     await probe?.release();
     await sem.release();
     expect(info).toBeNull();

@@ -19,6 +19,9 @@ import type { EtcdSession } from './etcd-session.js';
 import { EtcdSemaphore } from './etcd-semaphore.js';
 import { permitsMismatch } from '../semaphore.util.js';
 
+/** Most keys one multi-key txn takes (etcd's default --max-txn-ops is 128; half of it leaves room). */
+const MAX_TXN_KEYS = 64;
+
 /**
  * `correctness` locks on etcd, following etcd's concurrency recipe: every acquirer puts a key
  * `<prefix><key>/<owner>` on a shared session lease; the lowest create revision holds the lock;
@@ -281,6 +284,8 @@ export class EtcdBackend implements LockBackend {
    * all of them. Busy: nothing was written, and the lease goes on key by key through the queue.
    */
   async acquireAll(keys: readonly string[], owners: readonly string[], _ttlMs: number): Promise<AcquireResult> {
+    // etcd refuses a txn of more than --max-txn-ops operations (128 by default): more keys go one by one.
+    if (keys.length > MAX_TXN_KEYS) return { acquired: false };
     const prefixes = keys.map((key) => this.lockPrefix(key));
     const myKeys = prefixes.map((prefix, i) => prefix + owners[i]);
     if (myKeys.some((k) => this.cleanup.has(k))) return { acquired: false };
