@@ -19,9 +19,10 @@
  * function that hands the key on.
  *
  * Transaction locks (PgTransactionLock): a second advisory lock per key (another hash seed), held
- * by the caller's transaction until it ends. Lease acquires (v2, and the fast insert) try it
+ * by the caller's transaction until it ends. Lease acquires (v2, v3, and the fast insert) try it
  * before any grant and hold it to their commit; they never wait for it, so a transaction delays
- * no lease call. v1 stays created for instances of the previous version during a rolling deploy.
+ * no lease call. v3 also refuses a key a semaphore holds (postgres-semaphore.sql.ts). v1 and v2
+ * stay created for instances of previous versions during a rolling deploy.
  */
 
 import { xactAcquireFunction } from './pg-transaction-lock.sql.js';
