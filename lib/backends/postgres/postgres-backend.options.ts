@@ -4,7 +4,7 @@ import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { PgPoolLike } from './postgres-client.interface.js';
 
 /** Tokens from a durable sequence (with the WAL timeline): `correctness` may use it. */
-export const POSTGRES_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true };
+export const POSTGRES_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true, semaphore: true };
 
 /** The defaults of `forRoot({ postgres })` and of `new PostgresBackend()` alike. */
 export const POSTGRES_DEFAULTS = {

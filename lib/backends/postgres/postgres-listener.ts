@@ -3,6 +3,8 @@ import type { PgPoolClientLike, PgPoolLike } from './postgres-client.interface.j
 
 /** The NOTIFY of a forced release: '!lost <owner>'. */
 const LOST = '!lost ';
+/** A semaphore waiter's wake-up: '!sem <owner>' (the whole rest is the owner; ask again). */
+const SEMAPHORE_TURN = '!sem ';
 
 /** Why LISTEN/NOTIFY cannot serve: a transaction pooler hands LISTEN's session to someone else. */
 export class NotifyUnreachableError extends Error {}
@@ -30,6 +32,8 @@ export class PostgresListener {
     private readonly probeTimeoutMs: number,
     /** '!lost <owner>': an operator's forceRelease() ended that owner's lease. */
     private readonly onLost: (owner: string) => void = () => undefined,
+    /** '!sem <owner>': a semaphore permit may be free for that waiter. */
+    private readonly onTurn: (owner: string) => void = () => undefined,
   ) {}
 
   /** Connect and LISTEN (once; later calls share it). Rejects with NotifyUnreachableError behind a transaction pooler. */
@@ -116,6 +120,7 @@ export class PostgresListener {
     const probe = this.probes.get(payload);
     if (probe) return probe();
     if (payload.startsWith(LOST)) return this.onLost(payload.slice(LOST.length));
+    if (payload.startsWith(SEMAPHORE_TURN)) return this.onTurn(payload.slice(SEMAPHORE_TURN.length));
     const [owner, ms, token] = payload.split(' ');
     this.onWake(owner, Number(ms) || 0, token && /^\d+$/.test(token) ? BigInt(token) : undefined);
   }

@@ -23,20 +23,36 @@ export function objectNames({ schema, prefix }: PostgresNames) {
     queue: name('queue'),
     tokens: name('tokens'),
     arrivals: name('arrivals'),
-    /** The lease acquire: v2 also yields to a transaction lock (PgTransactionLock) on the key. */
-    acquire: name('acquire_v2'),
-    /** v1, still created for instances of an earlier version during a rolling deploy (see README). */
+    /** The lease acquire: v3 also refuses a key held or awaited as a semaphore (answers its permits). */
+    acquire: name('acquire_v3'),
+    /** v2 (yields to a transaction lock, PgTransactionLock, like v3) and v1: still created for instances of earlier versions during a rolling deploy (see README). */
+    acquireV2: name('acquire_v2'),
     acquireV1: name('acquire_v1'),
     release: name('release_v1'),
     extend: name('extend_v1'),
-    /** An operator's forceRelease(): the holder's release, made for it, and a '!lost <owner>' NOTIFY. */
-    forceRelease: name('force_release_v1'),
+    /** An operator's forceRelease(): the holder's release, made for it, and a '!lost <owner>' NOTIFY; v2 ends every holder of a semaphore. */
+    forceRelease: name('force_release_v2'),
+    forceReleaseV1: name('force_release_v1'),
+    /** A semaphore's holders (key, owner: own expiry, token, the permits they agreed on) and its FIFO queue. */
+    semHeld: name('sem_held'),
+    semQueue: name('sem_queue'),
+    semAcquire: name('sem_acquire_v1'),
+    semRelease: name('sem_release_v1'),
+    semExtend: name('sem_extend_v1'),
     /** PgTransactionLock's acquire, run inside the caller's transaction. */
     xactAcquire: name('xact_acquire_v1'),
     /** NOTIFY channel (an identifier, unquoted for LISTEN it is quoted too). */
     channel: `${prefix}_wake`,
   };
 }
+
+/**
+ * The owner of a key's lease row while a semaphore holds or awaits it (a plain owner id never starts
+ * with '!'): the row's expiry is the latest of the semaphore's holders and waiters, so the plain
+ * one-statement insert finds the key taken (no extra check on that path) and the plain function
+ * reads it as a semaphore.
+ */
+export const SEMAPHORE_MARK = '!semaphore';
 
 /**
  * The advisory lock id of a key (`key` is an SQL expression): seed 0 serialises the backend's

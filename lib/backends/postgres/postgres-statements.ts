@@ -4,7 +4,10 @@ import { fastStatements } from './postgres-fast.sql.js';
 import { objectNames, type PostgresNames } from './postgres-sql.util.js';
 
 /** The statements the backend runs, each named (prepared once per connection). */
-export type BackendStatements = Record<'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend' | 'inspect' | 'forceRelease', PgQueryConfigLike>;
+export type BackendStatements = Record<
+  'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend' | 'inspect' | 'forceRelease' | 'semAcquire' | 'semRelease' | 'semExtend' | 'semInspect',
+  PgQueryConfigLike
+>;
 
 /** A named statement for `text`: its name is derived from the text, so backends sharing a pool never clash. */
 function prepared(text: string): PgQueryConfigLike {
@@ -20,17 +23,29 @@ export function backendStatements(names: PostgresNames): BackendStatements {
   const fast = fastStatements(names);
   return {
     fastAcquire: prepared(fast.acquire),
-    acquire: prepared(`SELECT acquired, token, holder_ms FROM ${n.acquire}($1, $2, $3, $4, $5)`),
+    acquire: prepared(`SELECT acquired, token, holder_ms, permits FROM ${n.acquire}($1, $2, $3, $4, $5)`),
     fastRelease: prepared(fast.release),
     release: prepared(`SELECT ${n.release}($1, $2, $3) AS held`),
     extend: prepared(`SELECT ${n.extend}($1, $2, $3) AS held`),
-    // The live holder's row: its token, what is left of it on the database's clock, live waiters.
+    // The live holder's row: its token, what is left of it on the database's clock, live waiters
+    // (owner: SEMAPHORE_MARK for a semaphore, then described by semInspect).
     inspect: prepared(
-      `SELECT h.token, GREATEST(0, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000))::bigint AS remaining_ms,
+      `SELECT h.owner, h.token, GREATEST(0, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000))::bigint AS remaining_ms,
         (SELECT count(*) FROM ${n.queue} qq WHERE qq.key = h.key AND qq.expires_at > clock_timestamp()) AS waiters
        FROM ${n.held} h WHERE h.key = $1 AND h.expires_at > clock_timestamp()`,
     ),
     forceRelease: prepared(`SELECT ${n.forceRelease}($1, $2) AS owner`),
+    // Semaphores (postgres-semaphore.sql.ts): $1 key, $2 owner, $3 permits, $4 ttl ms, $5 queue, $6 waiter entry life ms.
+    semAcquire: prepared(`SELECT acquired, token, holder_ms, permits FROM ${n.semAcquire}($1, $2, $3, $4, $5, $6)`),
+    semRelease: prepared(`SELECT ${n.semRelease}($1, $2) AS held`),
+    semExtend: prepared(`SELECT ${n.semExtend}($1, $2, $3) AS held`),
+    // A semaphore key: the holder whose hold ends last (its token, what is left of it), the counts.
+    semInspect: prepared(
+      `SELECT sh.token, sh.permits, GREATEST(0, floor(extract(epoch FROM sh.expires_at - clock_timestamp()) * 1000))::bigint AS remaining_ms,
+        (SELECT count(*) FROM ${n.semHeld} c WHERE c.key = sh.key AND c.expires_at > clock_timestamp()) AS holders,
+        (SELECT count(*) FROM ${n.semQueue} sq WHERE sq.key = sh.key AND sq.expires_at > clock_timestamp()) AS waiters
+       FROM ${n.semHeld} sh WHERE sh.key = $1 AND sh.expires_at > clock_timestamp() ORDER BY sh.expires_at DESC LIMIT 1`,
+    ),
   };
 }
 

@@ -1,6 +1,6 @@
 // Over 250 lines on purpose: every operation (acquire with its hand-off, release, extend, inspect,
 // forced release) is one bounded statement over one pool; the SQL, the statements, the LISTEN
-// session and the waiters live in the files beside this one.
+// session, the waiters and the semaphore view live in the files beside this one.
 import { AnswerDeadlines } from '../answer-deadlines.js';
 import { LossListeners } from '../loss-listeners.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
@@ -8,10 +8,13 @@ import { errorText } from '../../common/redact.util.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
+import { permitsMismatch } from '../semaphore.util.js';
+import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
-import { objectNames, refuseNul } from './postgres-sql.util.js';
+import { objectNames, refuseNul, SEMAPHORE_MARK } from './postgres-sql.util.js';
+import { PostgresSemaphore, semaphoreHeld } from './postgres-semaphore.js';
 import { backendStatements, createSchema, type BackendStatements } from './postgres-statements.js';
 import { setupStatements } from './postgres.sql.js';
 
@@ -40,6 +43,9 @@ export class PostgresBackend implements LockBackend {
   private readonly sql: BackendStatements;
   private closed = false;
   private readonly lossListeners = new LossListeners();
+  /** Semaphore waiters of this process (woken by '!sem <owner>'), and the views by permits. */
+  private readonly semaphoreTurns = new TurnWaiters();
+  private readonly views = new Map<number, PostgresSemaphore>();
 
   constructor(private readonly config: PostgresBackendConfig) {
     this.name = config.name ?? 'postgres';
@@ -73,7 +79,29 @@ export class PostgresBackend implements LockBackend {
         this.waiters.revokeHandOff(owner);
         this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
       },
+      (owner) => this.semaphoreTurns.wake(owner),
     );
+  }
+
+  /** This backend's semaphores (`permits` ≥ 2): the same pool, tables beside the leases', one token sequence. */
+  semaphore(permits: number): PostgresSemaphore {
+    let view = this.views.get(permits);
+    if (!view) {
+      view = new PostgresSemaphore(
+        {
+          name: this.name,
+          capabilities: this.capabilities,
+          sql: this.sql,
+          turns: this.semaphoreTurns,
+          heartbeatMs: this.heartbeatMs,
+          closed: () => this.closed,
+          call: (operation, key, statement, values, cleanup) => this.call(operation, key, statement, values, cleanup),
+        },
+        permits,
+      );
+      this.views.set(permits, view);
+    }
+    return view;
   }
 
   /**
@@ -99,6 +127,7 @@ export class PostgresBackend implements LockBackend {
     refuseNul(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
     const row = await this.call('inspect', key, this.sql.inspect, [key]);
     if (row.token === undefined) return null;
+    if (row.owner === SEMAPHORE_MARK) return semaphoreHeld(await this.call('inspect', key, this.sql.semInspect, [key]));
     return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string) };
   }
 
@@ -119,7 +148,7 @@ export class PostgresBackend implements LockBackend {
     // A first try on a key not seen busy lately: the one-statement insert. A key busy a moment
     // ago is likely busy again: straight to the function (one round trip, not two).
     if (!this.waiters.isQueued(owner) && !this.waiters.recentlyBusy(key)) {
-      const fast = await this.call('acquire', key, this.sql.fastAcquire, [key, owner, ttlMs], owner);
+      const fast = await this.call('acquire', key, this.sql.fastAcquire, [key, owner, ttlMs], this.cleanup(key, owner));
       if (fast.token !== undefined) return { acquired: true, token: BigInt(fast.token as string) };
       this.waiters.busy(key);
     }
@@ -129,10 +158,15 @@ export class PostgresBackend implements LockBackend {
     }
     let row: Record<string, any>;
     try {
-      row = await this.call('acquire', key, this.sql.acquire, [key, owner, ttlMs, queue, this.heartbeatMs * 3], owner);
+      row = await this.call('acquire', key, this.sql.acquire, [key, owner, ttlMs, queue, this.heartbeatMs * 3], this.cleanup(key, owner));
     } catch (error) {
       this.waiters.forget(owner);
       throw error;
+    }
+    // A semaphore holds or awaits the key (found only here, off the uncontended path).
+    if (row.permits !== null && row.permits !== undefined) {
+      this.waiters.forget(owner);
+      throw permitsMismatch(key, Number(row.permits), 1);
     }
     if (row.acquired) {
       this.waiters.forget(owner);
@@ -250,12 +284,19 @@ export class PostgresBackend implements LockBackend {
     return this.setup;
   }
 
+  /** The clean-up of an acquire whose answer never came: an owner-checked release. */
+  private cleanup(key: string, owner: string): () => void {
+    return () => void this.release(key, owner).catch(() => undefined);
+  }
+
   /**
    * One function call with a bounded wait for setup and connection and a bounded time for the
-   * answer. An acquire whose answer never came may still be applied: `cleanupOwner` queues an
-   * owner-checked release behind it so it cannot leave a ghost lock.
+   * answer. An acquire whose answer never came may still be applied: `cleanup` (an owner-checked
+   * release) runs at once, and again if the answer comes late — a release sent on another
+   * connection may have run before the acquire did — so it cannot leave a ghost lock.
    */
-  private async call(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanupOwner?: string): Promise<Record<string, any>> {
+  private async call(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanup?: () => void): Promise<Record<string, any>> {
+    let sent: Promise<unknown> | undefined;
     const result = await boundedCall({
       backend: this.name,
       operation,
@@ -269,12 +310,14 @@ export class PostgresBackend implements LockBackend {
           this.connectTimeoutMs,
           () => unavailable(`not ready within ${this.connectTimeoutMs} ms (connectTimeoutMs)`),
         ),
-      send: () => this.pool.query({ ...statement, values }),
+      send: () => (sent = this.pool.query({ ...statement, values })),
       timeoutMs: this.commandTimeoutMs,
       deadlines: this.deadlines,
       timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
       onFailure: () => {
-        if (cleanupOwner !== undefined && !this.closed) void this.release(key, cleanupOwner).catch(() => undefined);
+        if (cleanup === undefined || this.closed) return;
+        cleanup();
+        sent?.then(() => !this.closed && cleanup(), () => undefined);
       },
     });
     return result.rows[0] ?? {};

@@ -19,13 +19,15 @@
  * function that hands the key on.
  *
  * Transaction locks (PgTransactionLock): a second advisory lock per key (another hash seed), held
- * by the caller's transaction until it ends. Lease acquires (v2, and the fast insert) try it
+ * by the caller's transaction until it ends. Lease acquires (v2, v3, and the fast insert) try it
  * before any grant and hold it to their commit; they never wait for it, so a transaction delays
- * no lease call. v1 stays created for instances of the previous version during a rolling deploy.
+ * no lease call. v3 also refuses a key a semaphore holds (postgres-semaphore.sql.ts). v1 and v2
+ * stay created for instances of previous versions during a rolling deploy.
  */
 
 import { xactAcquireFunction } from './pg-transaction-lock.sql.js';
-import { issuedSoFar, lockId, newToken, objectNames, q, type PostgresNames } from './postgres-sql.util.js';
+import { semaphoreSetup, semaphorePermits } from './postgres-semaphore.sql.js';
+import { issuedSoFar, lockId, newToken, objectNames, q, SEMAPHORE_MARK, type PostgresNames } from './postgres-sql.util.js';
 
 /**
  * A table made before `column` existed gains it. Checked first, so a start-up takes no exclusive
@@ -67,25 +69,36 @@ export function setupStatements(names: PostgresNames): string[] {
         UPDATE ${n.held} h SET waiting = true WHERE h.key = p_key AND NOT h.waiting;`;
   // acquire: (acquired, token, holder_ms). Claims a reservation made for p_owner; takes a free
   // key when nobody waits before p_owner; otherwise (p_queue) joins or refreshes the queue.
-  const acquireFunction = (fnName: string, guard: string): string =>
-  `CREATE OR REPLACE FUNCTION ${fnName}(p_key text, p_owner text, p_ttl_ms bigint, p_queue boolean, p_life_ms bigint)
-    RETURNS TABLE (acquired boolean, token bigint, holder_ms bigint) LANGUAGE plpgsql AS $fn$
+  // v3 (`semaphores`) answers a fourth column, permits: set when a semaphore holds or awaits the
+  // key (its lease row is the mark, SEMAPHORE_MARK) — the caller is refused, nothing is written.
+  const acquireFunction = (fnName: string, guard: string, semaphores = false): string => {
+  const x = semaphores ? ', NULL::integer' : '';
+  return `CREATE OR REPLACE FUNCTION ${fnName}(p_key text, p_owner text, p_ttl_ms bigint, p_queue boolean, p_life_ms bigint)
+    RETURNS TABLE (acquired boolean, token bigint, holder_ms bigint${semaphores ? ', permits integer' : ''}) LANGUAGE plpgsql AS $fn$
     #variable_conflict use_column
     DECLARE
       v_now timestamptz;
       v_held ${n.held}%ROWTYPE;
       v_head text;
       v_head_ms bigint;
-      v_token bigint;
+      v_token bigint;${semaphores ? '\n      v_permits integer;' : ''}
     BEGIN
       PERFORM ${advisory};
       v_now := clock_timestamp();
-      SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;
+      SELECT * INTO v_held FROM ${n.held} h WHERE h.key = p_key;${semaphores ? `
+      IF FOUND AND v_held.owner = '${SEMAPHORE_MARK}' AND v_held.expires_at > v_now THEN
+        v_permits := ${semaphorePermits(n, 'v_now')};
+        IF v_permits IS NOT NULL THEN
+          RETURN QUERY SELECT false, NULL::bigint, NULL::bigint, v_permits;
+          RETURN;
+        END IF;
+        v_held.expires_at := v_now; -- a mark nothing lives under: the key is free
+      END IF;` : ''}
       IF FOUND AND v_held.expires_at > v_now THEN
         IF v_held.owner = p_owner THEN
           UPDATE ${n.held} h SET expires_at = v_now + p_ttl_ms * interval '1 millisecond' WHERE h.key = p_key;
           DELETE FROM ${n.queue} qq WHERE qq.key = p_key AND qq.owner = p_owner;
-          RETURN QUERY SELECT true, v_held.token, NULL::bigint;
+          RETURN QUERY SELECT true, v_held.token, NULL::bigint${x};
           RETURN;
         END IF;
       ELSE${guard}
@@ -97,7 +110,7 @@ export function setupStatements(names: PostgresNames): string[] {
           INSERT INTO ${n.held} AS h (key, owner, token, expires_at, waiting)
             VALUES (p_key, p_owner, v_token, v_now + p_ttl_ms * interval '1 millisecond', ${othersWait('p_owner')})
             ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at, waiting = EXCLUDED.waiting;
-          RETURN QUERY SELECT true, v_token, NULL::bigint;
+          RETURN QUERY SELECT true, v_token, NULL::bigint${x};
           RETURN;
         END IF;
         ${handOff}
@@ -107,20 +120,21 @@ export function setupStatements(names: PostgresNames): string[] {
         ${joinQueue}
       END IF;
       -- Busy: with every token issued so far (see issuedSoFar) in the token column.
-      RETURN QUERY SELECT false, ${issuedSoFar(n)}, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint;
+      RETURN QUERY SELECT false, ${issuedSoFar(n)}, GREATEST(0, floor(extract(epoch FROM v_held.expires_at - v_now) * 1000))::bigint${x};
     END
     $fn$`;
+  };
   // v2: a transaction holding the key (PgTransactionLock) has its transaction lock; no lease is
   // granted past it — neither to the caller nor, by hand-off, to the head waiter. Tried only where
   // a grant would follow (a holder claiming or refreshing its own live row needs none: no
   // transaction gets past a live row). Only tried — never waited for — so no lease call queues
   // behind a transaction, and, taken after the per-key lock, never waits in a cycle with one.
-  const transactionGuard = `
+  const transactionGuard = (x = ''): string => `
         IF NOT pg_try_advisory_xact_lock(${txLock}) THEN
           IF p_queue THEN
             ${joinQueue}
           END IF;
-          RETURN QUERY SELECT false, ${issuedSoFar(n)}, NULL::bigint;
+          RETURN QUERY SELECT false, ${issuedSoFar(n)}, NULL::bigint${x};
         RETURN;
       END IF;`;
   return [
@@ -149,7 +163,8 @@ export function setupStatements(names: PostgresNames): string[] {
     `CREATE SEQUENCE IF NOT EXISTS ${n.tokens}`,
     `CREATE SEQUENCE IF NOT EXISTS ${n.arrivals}`,
     acquireFunction(n.acquireV1, ''),
-    acquireFunction(n.acquire, transactionGuard),
+    acquireFunction(n.acquireV2, transactionGuard()),
+    acquireFunction(n.acquire, transactionGuard(', NULL::integer'), true),
     // release: true when p_owner held the key. Leaves the queue either way; a key it frees goes
     // to the next live waiter (reserved, woken).
     `CREATE OR REPLACE FUNCTION ${n.release}(p_key text, p_owner text, p_life_ms bigint)
@@ -204,7 +219,7 @@ export function setupStatements(names: PostgresNames): string[] {
     // force_release: the live holder (NULL when free), released as it would release (the next
     // live waiter gets the key), and told on the channel: '!lost <owner>' (owner ids never
     // start with '!'). The advisory lock is taken again inside release: it is reentrant.
-    `CREATE OR REPLACE FUNCTION ${n.forceRelease}(p_key text, p_life_ms bigint)
+    `CREATE OR REPLACE FUNCTION ${n.forceReleaseV1}(p_key text, p_life_ms bigint)
     RETURNS text LANGUAGE plpgsql AS $fn$
     #variable_conflict use_column
     DECLARE
@@ -221,5 +236,6 @@ export function setupStatements(names: PostgresNames): string[] {
     END
     $fn$`,
     xactAcquireFunction(names),
+    ...semaphoreSetup(names),
   ];
 }
