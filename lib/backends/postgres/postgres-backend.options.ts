@@ -28,7 +28,7 @@ export interface PostgresBackendOptions {
   pool?: PgPoolLike;
   /** Schema of the backend's tables and functions (created at start-up if absent). @default 'public' */
   schema?: string;
-  /** Prefix of their names: `<prefix>_held`, `<prefix>_queue`, `<prefix>_acquire_v2`, … @default 'nest_lock' */
+  /** Prefix of their names: `<prefix>_held`, `<prefix>_queue`, `<prefix>_acquire_v3`, `<prefix>_sem_held`, … @default 'nest_lock' */
   tablePrefix?: string;
   /** Connections of the pool the module opens (not of a `pool` you pass). @default 4 */
   maxConnections?: number;
