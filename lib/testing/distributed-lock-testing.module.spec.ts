@@ -142,6 +142,22 @@ describe('DistributedLockTestingModule (nest-distributed-lock/testing): busy, lo
     await next.release();
   });
 
+  it('semaphores: isHeld sees the holders, expire() ends every one, makeUnavailable() and reset() reach them too', async () => {
+    const one = await locks.acquire('renderers', { purpose: 'efficiency', permits: 2 });
+    const two = await locks.acquire('renderers', { purpose: 'efficiency', permits: 2 });
+    expect(backend.isHeld('renderers')).toBe(true);
+    expect(backend.expire('renderers')).toBe(true);
+    expect(one.signal.aborted && two.signal.aborted).toBe(true);
+    expect(backend.isHeld('renderers')).toBe(false);
+    backend.makeUnavailable();
+    await expect(locks.acquire('renderers', { purpose: 'efficiency', permits: 2 })).rejects.toBeInstanceOf(LockBackendUnavailableError);
+    backend.restore();
+    const three = await locks.acquire('renderers', { purpose: 'efficiency', permits: 2 });
+    backend.reset();
+    expect(three.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(backend.isHeld('renderers')).toBe(false);
+  });
+
   it('reset() frees every key for the next test', async () => {
     await backend.occupy('invoices');
     backend.makeUnavailable();
