@@ -94,8 +94,11 @@ export class DistributedLockService {
     const signal = request.signal;
     if (signal) {
       const stepDown = (): void => void lease.release().catch(() => undefined);
-      if (signal.aborted) stepDown();
-      else {
+      if (signal.aborted) {
+        // Aborted as the grant came in: the campaign stopped, so this caller does not lead.
+        await lease.release().catch(() => undefined);
+        throw signal.reason;
+      } else {
         signal.addEventListener('abort', stepDown, { once: true });
         const forget = (): void => signal.removeEventListener('abort', stepDown);
         lease.signal.addEventListener('abort', forget, { once: true });

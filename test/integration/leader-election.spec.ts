@@ -164,6 +164,20 @@ describe('campaign(): bad input fails closed', () => {
     }
   });
 
+  it('a signal aborted as the grant comes in: the campaign rejects and leaves the name free (adversarial review)', async () => {
+    const app = await startLockApp({ memory: {} });
+    try {
+      const stop = new AbortController();
+      app.locks.events.on('acquired', (e) => {
+        if (e.kind === 'leader') stop.abort(new Error('stopped at the grant'));
+      });
+      await expect(app.locks.campaign('n', { purpose: 'efficiency', signal: stop.signal })).rejects.toThrow('stopped at the grant');
+      expect(await app.locks.inspect('n', { purpose: 'efficiency' })).toBeNull();
+    } finally {
+      await app.close();
+    }
+  });
+
   it('a candidate waiting at shutdown rejects, and leaves nothing behind', async () => {
     const shared = new MemoryBackend('shared');
     const a = await startLockApp({ backends: { shared } });
