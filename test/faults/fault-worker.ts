@@ -265,7 +265,9 @@ async function leaderLoop(
         const list = JSON.parse(raw ?? '[]') as Array<[string, string | null]>;
         send({ e: 'read', token, validUntil: validUntilOf(lease) });
         phase = 'write';
-        await sleep(60);
+        await sleep(80);
+        // A graceful stop abandons the round (the application is closing: its term is handed on).
+        if (stopping()) break;
         await register.write(JSON.stringify([...list, [el, token ?? null]]), lease.token, (outcome) => send({ e: outcome, el, token, reason: 'late' }));
         send({ e: 'write-ok', el, token });
       } catch (error) {
