@@ -1,6 +1,6 @@
 // `npm run test:faults [-- --long] [-- --only pg-]`: the fault suite outside jest, for longer runs.
 // Starts its own servers, runs every scenario (`--long`: 5× longer, twice; `--only`: those whose
-// name contains the text), writes the report, and exits 1
+// name contains the text, or one of comma-separated texts: `--only sem,leader`), writes the report, and exits 1
 // if a fenced scenario accepted a stale write, lost an update or regressed a token, or if a
 // negative control showed no overlap.
 import path from 'node:path';
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   const problems: string[] = [];
   try {
     for (let round = 1; round <= rounds; round++) {
-      for (const spec of scenarios(scale).filter((s) => s.name.includes(only))) {
+      for (const spec of scenarios(scale).filter((s) => only.split(',').some((part) => s.name.includes(part)))) {
         const started = Date.now();
         const run = await runScenario(spec, servers);
         run.spec.name = rounds > 1 ? `${spec.name}#${round}` : spec.name;
