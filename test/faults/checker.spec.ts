@@ -1,4 +1,4 @@
-import { check, firstGrantAfter, type HistoryEvent, type Register } from './checker.js';
+import { check, checkLeader, checkSemaphore, firstGrantAfter, validityWindows, type HistoryEvent, type Register } from './checker.js';
 
 const ev = (t: number, worker: number, e: HistoryEvent['e'], extra: Partial<HistoryEvent> = {}): HistoryEvent => ({ t, worker, e, ...extra });
 
@@ -94,5 +94,97 @@ describe('fault-run checker', () => {
   it('measures how long after a moment the next grant came, to anyone', () => {
     expect(firstGrantAfter(clean, 2)).toBe(3);
     expect(firstGrantAfter(clean, 5)).toBeUndefined();
+  });
+
+  describe('semaphores', () => {
+    // Three holders of a 2-permit key; worker 3 is granted while 1 and 2 are both valid.
+    const threeAtOnce = (lostFirst: boolean): HistoryEvent[] => [
+      ev(0, 1, 'acquiring'),
+      ev(1, 1, 'acquired', { token: '10', validUntil: 1001 }),
+      ev(2, 2, 'acquiring'),
+      ev(3, 2, 'acquired', { token: '11', validUntil: 1003 }),
+      ev(4, 3, 'acquiring'),
+      ...(lostFirst ? [ev(400, 1, 'lost', { reason: 'expired' })] : []),
+      ev(500, 3, 'acquired', { token: '12', validUntil: 1500 }),
+      ev(600, 3, 'act'),
+      ev(610, 3, 'releasing'),
+      ev(700, 2, 'act'),
+      ev(710, 2, 'releasing'),
+      ev(2000, 1, 'act'),
+      ev(2010, 1, 'releasing'),
+    ];
+
+    it('counts a grant that makes permits + 1 holders valid at once as over-admission', () => {
+      const r = checkSemaphore(threeAtOnce(false), 1000, 2);
+      expect(r).toMatchObject({ acquisitions: 3, overAdmission: 1, maxHolders: 3, tokenDuplicates: 0, tokenRegressions: 0 });
+      expect(r.firstOverAdmission?.holders.map((h) => h.worker).sort()).toEqual([1, 2, 3]);
+      expect(checkSemaphore(threeAtOnce(false), 1000, 3).overAdmission).toBe(0);
+    });
+
+    it('a holder told it lost its permit is no longer counted, and its late act counts as acting after expiry', () => {
+      const r = checkSemaphore(threeAtOnce(true), 1000, 2);
+      expect(r).toMatchObject({ overAdmission: 0, maxHolders: 2, actedAfterExpiry: 1, lossesSignalled: 1, overAdmissionAtPermitsMinus1: 2 });
+    });
+
+    it('a paused holder past its validity end does not count, though it acts after resuming', () => {
+      const paused = [
+        ev(0, 1, 'acquired', { token: '1', validUntil: 990 }),
+        ev(10, 2, 'acquired', { token: '2', validUntil: 1010 }),
+        ev(1000, 3, 'acquired', { token: '3', validUntil: 2000 }),
+        ev(1100, 3, 'releasing'),
+        ev(3000, 1, 'lost', { reason: 'expired' }),
+        ev(3001, 1, 'act'),
+        ev(3002, 1, 'releasing'),
+        ev(3003, 2, 'releasing'),
+      ];
+      // Worker 2's window (to 1010) and 3's (from 1000) overlap with 1's over by then: 2 at once.
+      expect(checkSemaphore(paused, 1000, 2)).toMatchObject({ overAdmission: 0, maxHolders: 2, actedAfterExpiry: 1 });
+    });
+
+    it('counts a token granted twice, and a grant not above a token granted before its holder asked', () => {
+      const dup = [ev(0, 1, 'acquired', { token: '5' }), ev(1, 2, 'acquiring'), ev(2, 2, 'acquired', { token: '5' })];
+      expect(checkSemaphore(dup, 1000, 2)).toMatchObject({ tokenDuplicates: 1, tokenRegressions: 1 });
+      const concurrent = [ev(0, 1, 'acquiring'), ev(1, 2, 'acquiring'), ev(2, 2, 'acquired', { token: '6' }), ev(3, 1, 'acquired', { token: '5' })];
+      expect(checkSemaphore(concurrent, 1000, 2)).toMatchObject({ tokenDuplicates: 0, tokenRegressions: 0 });
+    });
+  });
+
+  describe('leader terms', () => {
+    it("a term's window follows its renewals; reports with no time left (remainingMs 0) do not extend it", () => {
+      const term = [
+        ev(0, 1, 'acquired', { token: '1', validUntil: 1000 }),
+        ev(300, 1, 'renewed', { validUntil: 1300 }),
+        ev(600, 1, 'read', { validUntil: 1600 }),
+        ev(5000, 1, 'read', { validUntil: 5000 }),
+        ev(5001, 1, 'lost'),
+        ev(5002, 1, 'releasing'),
+      ];
+      expect(validityWindows(term, 1000)).toMatchObject([{ worker: 1, start: 0, end: 1600, lost: true }]);
+    });
+
+    it('counts two leaders within their validity at one instant as a term overlap; a paused leader resuming is a late act', () => {
+      const terms = (renewedLate: boolean): HistoryEvent[] => [
+        ev(0, 1, 'acquired', { token: '10', validUntil: 1000 }),
+        ev(100, 1, 'write-ok', { el: 'a', token: '10' }),
+        ev(110, 1, 'read', { validUntil: 1110 }),
+        ...(renewedLate ? [ev(120, 1, 'renewed', { validUntil: 2500 })] : []),
+        // paused here; worker 2 leads at 2000
+        ev(2000, 2, 'acquired', { token: '20', validUntil: 3000 }),
+        ev(2100, 2, 'write-ok', { el: 'b', token: '20' }),
+        ev(3000, 1, 'write-stale', { el: 'c', token: '10' }),
+        ev(3001, 1, 'lost'),
+        ev(3002, 1, 'releasing'),
+      ];
+      const pause = { t: 150, end: 3000, kind: 'SIGSTOP leader', worker: 1 };
+      expect(checkLeader(terms(false), 1000, [pause])).toMatchObject({ terms: 2, termOverlaps: 0, actedAfterExpiry: 1, tokenRegressions: 0, handOvers: { 'SIGSTOP leader': [1850] } });
+      const overlapping = checkLeader(terms(true), 1000, [pause]);
+      expect(overlapping.termOverlaps).toBe(1);
+      expect(overlapping.firstTermOverlap?.holders.map((h) => h.token)).toEqual(['10', '20']);
+    });
+
+    it('counts a term whose token is not above an earlier term as a regression, and a fault with no next leader', () => {
+      const regressed = [ev(0, 1, 'acquired', { token: '10' }), ev(100, 1, 'releasing'), ev(200, 2, 'acquired', { token: '9' }), ev(300, 2, 'releasing')];
+      expect(checkLeader(regressed, 1000, [{ t: 250, kind: 'kill', worker: 2 }])).toMatchObject({ tokenRegressions: 1, noHandOver: 1 });
+    });
   });
 });

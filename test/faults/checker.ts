@@ -15,6 +15,12 @@ export type WorkerEventName =
   | 'released'
   | 'lost'
   | 'error'
+  /** Semaphore workers: the holder acted (after its work, without looking at its signal). */
+  | 'act'
+  /** Leaders: the watchdog renewed the term; `validUntil` is its new end. */
+  | 'renewed'
+  /** Leaders: a read of the register failed while leading (the term goes on). */
+  | 'read-failed'
   /** Recorded by the controller when it kill -9s a worker: that worker holds nothing from then on. */
   | 'killed';
 
@@ -206,4 +212,238 @@ export function firstGrantAfter(events: HistoryEvent[], t: number): number | und
   let first: number | undefined;
   for (const ev of events) if (ev.e === 'acquired' && ev.t > t && (first === undefined || ev.t < first)) first = ev.t;
   return first === undefined ? undefined : first - t;
+}
+
+// ——— Semaphores and leader terms ———————————————————————————————————————————————————————————
+
+/** One grant as the engine saw it: valid from `start` (the grant) until `end`. */
+export interface ValidityWindow {
+  worker: number;
+  start: number;
+  /** The earliest of: the holder began releasing (or was killed, or its loop failed), its loss was signalled, the last validity end it was told. */
+  end: number;
+  token?: bigint;
+  /** The loss of this grant was signalled to the holder (at any time). */
+  lost: boolean;
+}
+
+/**
+ * The validity window of every grant, in the engine's view: from `acquired` until the first of
+ * `releasing`/`released`/`error`/`killed`, `lost`, and the latest `validUntil` the worker reported
+ * for the grant (on `acquired`, and for a renewed leader on `renewed` and `read`); acquired + ttl
+ * when it reported none. A paused holder learns of its loss late, but its reported validity had
+ * ended by then: its window ends there, not at the signal.
+ */
+export function validityWindows(events: HistoryEvent[], ttlMs: number): ValidityWindow[] {
+  const ordered = [...events].sort((a, b) => a.t - b.t);
+  const lastT = ordered.length ? ordered[ordered.length - 1].t : 0;
+  interface Open {
+    w: ValidityWindow;
+    validUntil?: number;
+    cut?: number;
+  }
+  const open = new Map<number, Open>();
+  const windows: ValidityWindow[] = [];
+  const close = (o: Open, at: number): void => {
+    const validEnd = o.validUntil ?? o.w.start + ttlMs;
+    o.w.end = Math.max(o.w.start, Math.min(at, o.cut ?? Infinity, validEnd));
+    windows.push(o.w);
+  };
+  for (const ev of ordered) {
+    const o = open.get(ev.worker);
+    if (ev.e === 'acquired') {
+      if (o) close(o, ev.t);
+      open.set(ev.worker, { w: { worker: ev.worker, start: ev.t, end: Infinity, token: ev.token ? BigInt(ev.token) : undefined, lost: false }, validUntil: ev.validUntil });
+      continue;
+    }
+    if (!o) continue;
+    // Only a report with time left moves the end: remainingMs() is 0 once the validity is over,
+    // and wallNow() + 0 must not read as a renewal.
+    if (ev.validUntil !== undefined && ev.validUntil > ev.t && (ev.e === 'renewed' || ev.e === 'read') && o.cut === undefined) {
+      o.validUntil = Math.max(o.validUntil ?? -Infinity, ev.validUntil);
+    }
+    if (ev.e === 'lost') {
+      o.w.lost = true;
+      o.cut ??= ev.t;
+    }
+    if (ev.e === 'releasing' || ev.e === 'released' || ev.e === 'error' || ev.e === 'killed') {
+      close(o, ev.t);
+      open.delete(ev.worker);
+    }
+  }
+  for (const o of open.values()) close(o, lastT);
+  return windows.sort((a, b) => a.start - b.start);
+}
+
+export interface OverAdmission {
+  /** Grants after which more than `permits` windows were open at once. */
+  violations: number;
+  /** The most windows open at one instant. */
+  maxHolders: number;
+  /** The first violation: when, and the holders (worker, token) whose windows were open then. */
+  first?: { t: number; holders: Array<{ worker: number; token?: string; start: number; end: number }> };
+}
+
+/**
+ * Over-admission: at no instant more than `permits` validity windows open (windows that merely
+ * touch — one ends as the next starts — do not overlap). Pure; `permits: 1` checks leader terms.
+ */
+export function overAdmission(windows: ValidityWindow[], permits: number): OverAdmission {
+  const points: Array<{ t: number; d: 1 | -1; w: ValidityWindow }> = [];
+  for (const w of windows) {
+    if (w.end <= w.start) continue;
+    points.push({ t: w.start, d: 1, w }, { t: w.end, d: -1, w });
+  }
+  // Ends before starts at one instant.
+  points.sort((a, b) => a.t - b.t || a.d - b.d);
+  const active = new Set<ValidityWindow>();
+  let violations = 0;
+  let maxHolders = 0;
+  let first: OverAdmission['first'];
+  for (const p of points) {
+    if (p.d === -1) {
+      active.delete(p.w);
+      continue;
+    }
+    active.add(p.w);
+    maxHolders = Math.max(maxHolders, active.size);
+    if (active.size > permits) {
+      violations += 1;
+      first ??= { t: p.t, holders: [...active].map((w) => ({ worker: w.worker, token: w.token?.toString(), start: w.start, end: w.end })) };
+    }
+  }
+  return { violations, maxHolders, first };
+}
+
+/**
+ * Tokens of grants on one key: `duplicates` — a token granted twice; `regressions` — a grant whose
+ * token is not above every token granted (acquired reported) before its holder asked.
+ */
+export function grantTokens(events: HistoryEvent[]): { duplicates: number; regressions: number } {
+  const ordered = [...events].sort((a, b) => a.t - b.t);
+  const seen = new Set<string>();
+  let duplicates = 0;
+  let regressions = 0;
+  let maxGranted: bigint | undefined;
+  const floorOf = new Map<number, bigint | undefined>();
+  for (const ev of ordered) {
+    if (ev.e === 'acquiring') floorOf.set(ev.worker, maxGranted);
+    if (ev.e !== 'acquired' || ev.token === undefined) continue;
+    if (seen.has(ev.token)) duplicates += 1;
+    seen.add(ev.token);
+    const token = BigInt(ev.token);
+    const floor = floorOf.get(ev.worker);
+    if (floor !== undefined && token <= floor) regressions += 1;
+    if (maxGranted === undefined || token > maxGranted) maxGranted = token;
+  }
+  return { duplicates, regressions };
+}
+
+/**
+ * Grants whose holder acted (`act`, or tried a write) after its validity window had ended: a paused
+ * holder resuming — harmless for a semaphore or a leader only if the resource refuses it (fence).
+ */
+export function actedAfterExpiry(events: HistoryEvent[], windows: ValidityWindow[]): number {
+  const byWorker = new Map<number, ValidityWindow[]>();
+  for (const w of windows) byWorker.set(w.worker, [...(byWorker.get(w.worker) ?? []), w]);
+  const late = new Set<ValidityWindow>();
+  for (const ev of events) {
+    if (ev.e !== 'act' && ev.e !== 'write-ok' && ev.e !== 'write-stale' && ev.e !== 'write-unknown') continue;
+    if (ev.reason === 'late') continue; // the outcome of an earlier attempt, not a new act
+    const own = (byWorker.get(ev.worker) ?? []).filter((w) => w.start <= ev.t).pop();
+    if (own && ev.t > own.end) late.add(own);
+  }
+  return late.size;
+}
+
+/** ms from `t` to the first grant after it to a worker other than `except`; undefined when none came. */
+export function handOver(events: HistoryEvent[], t: number, except?: number): number | undefined {
+  let first: number | undefined;
+  for (const ev of events) if (ev.e === 'acquired' && ev.t > t && ev.worker !== except && (first === undefined || ev.t < first)) first = ev.t;
+  return first === undefined ? undefined : first - t;
+}
+
+export interface SemaphoreResult {
+  permits: number;
+  acquisitions: number;
+  /** Must be 0: grants after which more than `permits` holders were within their validity. */
+  overAdmission: number;
+  maxHolders: number;
+  firstOverAdmission?: OverAdmission['first'];
+  /** The checker's own control: the same windows against permits − 1 must show violations (the run reached `permits` holders at once). */
+  overAdmissionAtPermitsMinus1: number;
+  /** Paused holders that acted after their permit's validity ended (not over-admission: they had been told, or their validity was over). */
+  actedAfterExpiry: number;
+  lossesSignalled: number;
+  tokenDuplicates: number;
+  tokenRegressions: number;
+}
+
+export function checkSemaphore(events: HistoryEvent[], ttlMs: number, permits: number): SemaphoreResult {
+  const windows = validityWindows(events, ttlMs);
+  const over = overAdmission(windows, permits);
+  const tokens = grantTokens(events);
+  return {
+    permits,
+    acquisitions: events.filter((e) => e.e === 'acquired').length,
+    overAdmission: over.violations,
+    maxHolders: over.maxHolders,
+    firstOverAdmission: over.first,
+    overAdmissionAtPermitsMinus1: permits > 1 ? overAdmission(windows, permits - 1).violations : 0,
+    actedAfterExpiry: actedAfterExpiry(events, windows),
+    lossesSignalled: events.filter((e) => e.e === 'lost').length,
+    tokenDuplicates: tokens.duplicates,
+    tokenRegressions: tokens.regressions,
+  };
+}
+
+export interface LeaderResult {
+  terms: number;
+  /** Must be 0: instants at which two leaders were both within their terms' validity. */
+  termOverlaps: number;
+  firstTermOverlap?: OverAdmission['first'];
+  /** Terms whose leader still wrote (or tried to) after its term's validity ended: a paused leader resuming. */
+  actedAfterExpiry: number;
+  /** Terms whose token is not above every earlier term's (in grant order), and tokens granted twice. */
+  tokenRegressions: number;
+  tokenDuplicates: number;
+  /** Per fault kind: ms from the fault to the next leader (another worker's grant). */
+  handOvers: Record<string, number[]>;
+  /** Faults after which no other worker led before the run ended. */
+  noHandOver: number;
+}
+
+export function checkLeader(events: HistoryEvent[], ttlMs: number, faults: FaultEvent[]): LeaderResult {
+  const ordered = [...events].sort((a, b) => a.t - b.t);
+  const windows = validityWindows(ordered, ttlMs);
+  const over = overAdmission(windows, 1);
+  let regressions = 0;
+  let duplicates = 0;
+  let highest: bigint | undefined;
+  const seen = new Set<string>();
+  for (const ev of ordered) {
+    if (ev.e !== 'acquired' || ev.token === undefined) continue;
+    if (seen.has(ev.token)) duplicates += 1;
+    seen.add(ev.token);
+    const token = BigInt(ev.token);
+    if (highest !== undefined && token <= highest) regressions += 1;
+    if (highest === undefined || token > highest) highest = token;
+  }
+  const handOvers: Record<string, number[]> = {};
+  let noHandOver = 0;
+  for (const fault of faults) {
+    const ms = handOver(ordered, fault.t, fault.worker);
+    if (ms === undefined) noHandOver += 1;
+    else (handOvers[fault.kind] ??= []).push(ms);
+  }
+  return {
+    terms: ordered.filter((e) => e.e === 'acquired').length,
+    termOverlaps: over.violations,
+    firstTermOverlap: over.first,
+    actedAfterExpiry: actedAfterExpiry(ordered, windows),
+    tokenRegressions: regressions,
+    tokenDuplicates: duplicates,
+    handOvers,
+    noHandOver,
+  };
 }

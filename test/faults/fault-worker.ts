@@ -31,6 +31,14 @@ export interface FaultWorkerConfig {
   register: string;
   ttl: number;
   workMs: number;
+  /**
+   * `lock` (default): acquire → read-modify-write → release. `semaphore`: acquire with `permits`
+   * → report `read`, work, report `act` (no check of the signal first) → release. `leader`:
+   * campaign → while leading, a fenced read-modify-write of the register every `workMs` → on loss,
+   * campaign again; SIGTERM steps down through `app.close()`.
+   */
+  mode?: 'lock' | 'semaphore' | 'leader';
+  permits?: number;
 }
 
 type Report = Omit<HistoryEvent, 't' | 'worker'>;
@@ -126,10 +134,27 @@ async function main(): Promise<void> {
   const purpose = config.backend === 'redis' || config.backend === 'redlock' ? 'efficiency' : 'correctness';
 
   let stopping = false;
+  const stop = new AbortController();
   process.on('message', (message: { op: string }) => {
-    if (message.op === 'stop') stopping = true;
+    if (message.op === 'stop') {
+      stopping = true;
+      stop.abort();
+    }
   });
+  if (config.mode === 'leader') {
+    process.on('SIGTERM', () => {
+      // A graceful stop: the application closes, which hands leadership on at once.
+      stopping = true;
+      send({ e: 'releasing' });
+      void app.close().then(() => {
+        send({ e: 'released' });
+        process.exit(0);
+      });
+    });
+  }
   process.send?.({ e: 'ready' });
+  if (config.mode === 'semaphore') return semaphoreLoop(config, locks, () => stopping, app, register);
+  if (config.mode === 'leader') return leaderLoop(config, locks, () => stopping, stop.signal, app, register);
 
   for (let n = 0; !stopping; n++) {
     send({ e: 'acquiring' });
@@ -165,6 +190,100 @@ async function main(): Promise<void> {
     await lease.release().catch(() => undefined);
     send({ e: 'released', token });
   }
+  await register.close();
+  await app.close();
+  process.exit(0);
+}
+
+/** `validUntil` as the engine sees it now (a skewed worker has no trustworthy clock: left out). */
+const validUntilOf = (lease: Lease): number | undefined => (skewed ? undefined : wallNow() + lease.remainingMs());
+
+async function semaphoreLoop(config: FaultWorkerConfig, locks: DistributedLockService, stopping: () => boolean, app: { close(): Promise<void> }, register: Register): Promise<void> {
+  const purpose = config.backend === 'redis' ? 'efficiency' : 'correctness';
+  while (!stopping()) {
+    send({ e: 'acquiring' });
+    let lease: Lease;
+    try {
+      lease = await locks.acquire(config.key, { purpose, ttl: config.ttl, wait: 5_000, permits: config.permits });
+    } catch (error) {
+      send({ e: 'error', reason: (error as Error).name });
+      await sleep(50);
+      continue;
+    }
+    const token = lease.token?.toString();
+    send({ e: 'acquired', token, validUntil: validUntilOf(lease) });
+    lease.signal.addEventListener('abort', () => send({ e: 'lost', token, reason: (lease.signal.reason as { reason?: string }).reason }));
+    // `read`: the controller's cue that this worker holds a permit and is about to work.
+    send({ e: 'read', token });
+    await sleep(config.workMs);
+    // Deliberately naive: acts without looking at its signal, as a paused process would.
+    send({ e: 'act', token });
+    send({ e: 'releasing', token });
+    await lease.release().catch(() => undefined);
+    send({ e: 'released', token });
+  }
+  await register.close();
+  await app.close();
+  process.exit(0);
+}
+
+async function leaderLoop(
+  config: FaultWorkerConfig,
+  locks: DistributedLockService,
+  stopping: () => boolean,
+  stop: AbortSignal,
+  app: { close(): Promise<void> },
+  register: Register,
+): Promise<void> {
+  const purpose = config.backend === 'redis' ? 'efficiency' : 'correctness';
+  let term: Lease | undefined;
+  // Each renewal moves the term's validity end: reported, so the checker sees the engine's view.
+  locks.events.on('renewed', (ev) => {
+    if (ev.key === config.key && term && !term.signal.aborted) send({ e: 'renewed', token: term.token?.toString(), validUntil: validUntilOf(term) });
+  });
+  for (let n = 0; !stopping(); ) {
+    send({ e: 'acquiring' });
+    try {
+      term = await locks.campaign(config.key, { purpose, ttl: config.ttl, signal: stop });
+    } catch (error) {
+      if (!stopping()) send({ e: 'error', reason: (error as Error).name });
+      await sleep(50);
+      continue;
+    }
+    const lease = term;
+    const token = lease.token?.toString();
+    send({ e: 'acquired', token, validUntil: validUntilOf(lease) });
+    lease.signal.addEventListener('abort', () => send({ e: 'lost', token, reason: (lease.signal.reason as { reason?: string }).reason }));
+    // While leading: a fenced read-modify-write every workMs. The check of the signal is at the top
+    // of the round only — a leader paused between its read and its write writes late, with its
+    // old term's token, as a real one would: the fence must refuse it.
+    while (!lease.signal.aborted && !stopping()) {
+      const el = `w${config.id}-${n++}`;
+      let phase: 'read' | 'write' = 'read';
+      try {
+        const raw = await register.read(lease.token);
+        const list = JSON.parse(raw ?? '[]') as Array<[string, string | null]>;
+        send({ e: 'read', token, validUntil: validUntilOf(lease) });
+        phase = 'write';
+        await sleep(80);
+        // A graceful stop abandons the round (the application is closing: its term is handed on).
+        if (stopping()) break;
+        await register.write(JSON.stringify([...list, [el, token ?? null]]), lease.token, (outcome) => send({ e: outcome, el, token, reason: 'late' }));
+        send({ e: 'write-ok', el, token });
+      } catch (error) {
+        if (error instanceof StaleFencingTokenError) send({ e: phase === 'read' ? 'read-stale' : 'write-stale', el, token });
+        else if (phase === 'write') send({ e: 'write-unknown', el, token, reason: (error as Error).message });
+        else send({ e: 'read-failed', reason: (error as Error).message });
+      }
+      await sleep(config.workMs);
+    }
+    if (stopping()) break;
+    // Lost: it holds nothing from here (the release of a lost term is a no-op for the key).
+    send({ e: 'releasing', token });
+    await lease.release().catch(() => undefined);
+    send({ e: 'released', token });
+  }
+  await term?.release().catch(() => undefined);
   await register.close();
   await app.close();
   process.exit(0);

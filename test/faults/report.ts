@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { holdingIntervals } from './checker.js';
+import { holdingIntervals, percentile } from './checker.js';
 import type { ScenarioResult } from './scenarios.js';
 
 const fmt = (n: number | undefined): string => (n === undefined ? '–' : String(Math.round(n)));
@@ -22,6 +22,29 @@ export function summaryTable(results: ScenarioResult[]): string {
     r.lossesSignalled,
     `${fmt(r.signalDelayP50)}/${fmt(r.signalDelayP99)}`,
   ]);
+  const table = [head, ...rows].map((row) => row.map(String));
+  const widths = head.map((_, i) => Math.max(...table.map((row) => row[i].length)));
+  return table.map((row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ')).join('\n');
+}
+
+/** Hand-over times per fault kind: `kind n× median/max ms`. */
+export function handOverText(handOvers: Record<string, number[]>): string {
+  const parts = Object.entries(handOvers).map(([kind, ms]) => `${kind} ${ms.length}× ${fmt(percentile(ms, 50))}/${fmt(Math.max(...ms))} ms`);
+  return parts.length ? parts.join('; ') : '–';
+}
+
+/** The semaphore and leader scenarios' own figures: one row each. */
+export function semLeaderTable(results: ScenarioResult[]): string {
+  const head = ['scenario', 'permits', 'acq / terms', 'OVER-ADMISSION / TERM OVERLAPS', 'max valid at once', 'control (permits−1)', 'acted after expiry', 'token dup/regr.', 'stale refused/ACCEPTED', 'hand-over median/max ms'];
+  const rows = results
+    .filter((r) => r.semaphore || r.leader)
+    .map(({ spec, result: r, semaphore: m, leader: l }) => {
+      const fencing = spec.backend !== 'redis' && spec.backend !== 'redlock';
+      return m
+        ? [spec.name, m.permits, m.acquisitions, m.overAdmission, m.maxHolders, m.overAdmissionAtPermitsMinus1, m.actedAfterExpiry, fencing ? `${m.tokenDuplicates}/${m.tokenRegressions}` : '–', '–', '–']
+        : [spec.name + (spec.negativeControl ? ' (control)' : ''), 1, l!.terms, l!.termOverlaps, '–', '–', l!.actedAfterExpiry, fencing ? `${l!.tokenDuplicates}/${l!.tokenRegressions}` : '–', spec.fenced ? `${r.staleRejected}/${r.staleAccepted}` : `–/${r.lostUpdates} lost`, handOverText(l!.handOvers)];
+    });
+  if (rows.length === 0) return '';
   const table = [head, ...rows].map((row) => row.map(String));
   const widths = head.map((_, i) => Math.max(...table.map((row) => row[i].length)));
   return table.map((row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ')).join('\n');
@@ -75,12 +98,13 @@ function timeline(r: ScenarioResult): string {
 export function writeReport(results: ScenarioResult[], dir: string): string {
   mkdirSync(dir, { recursive: true });
   for (const r of results) writeFileSync(path.join(dir, `history-${r.spec.name}.json`), JSON.stringify(r, null, 1));
-  const table = summaryTable(results);
+  const semLeader = semLeaderTable(results);
+  const table = summaryTable(results) + (semLeader ? `\n\nsemaphores and leaders:\n${semLeader}` : '');
   writeFileSync(path.join(dir, 'summary.txt'), `${table}\n`);
   const sections = results
     .map(
       (r) => `<section><h2>${esc(r.spec.name)}${r.spec.negativeControl ? ' — negative control' : ''}</h2><p>${esc(r.spec.description)}</p>
-<p>${Object.entries(r.result).map(([k, v]) => `<b>${esc(k)}</b> ${esc(String(v ?? '–'))}`).join(' · ')}</p>${timeline(r)}</section>`,
+<p>${Object.entries({ ...r.result, ...(r.semaphore ?? {}), ...(r.leader ?? {}) }).map(([k, v]) => `<b>${esc(k)}</b> ${esc(typeof v === 'object' ? JSON.stringify(v, (_, x: unknown) => (typeof x === 'bigint' ? String(x) : x)) : String(v ?? '–'))}`).join(' · ')}</p>${timeline(r)}</section>`,
     )
     .join('\n');
   const html = `<!doctype html><html><head><meta charset="utf-8"><title>nest-distributed-lock fault report</title>

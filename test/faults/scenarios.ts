@@ -7,7 +7,7 @@ import { PostgresServer } from '../harness/postgres.mjs';
 import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
-import { check, type CheckResult, type FaultEvent, type HistoryEvent, type Register } from './checker.js';
+import { check, checkLeader, checkSemaphore, type CheckResult, type FaultEvent, type HistoryEvent, type LeaderResult, type Register, type SemaphoreResult } from './checker.js';
 import type { FaultWorkerConfig } from './fault-worker.js';
 import { createPgRegister, readPgRegister } from './pg-register.js';
 
@@ -89,6 +89,10 @@ export interface FaultContext {
   pause(worker: number, ms: number, kind?: string): Promise<void>;
   /** kill -9 a worker (it holds nothing from then on), then start a new process in its place. */
   kill9(worker: number, kind?: string): Promise<void>;
+  /** SIGTERM a worker (a leader steps down through `app.close()`), wait for its exit, start a new process in its place. */
+  terminate(worker: number, kind?: string): Promise<void>;
+  /** The worker currently leading (leader scenarios): the last one granted and not since lost, released or killed. */
+  leader(): number | undefined;
 }
 
 /** A network fault on every proxy of `ctx` for `ms` (recorded as `kind`), then healed. */
@@ -137,6 +141,10 @@ export interface ScenarioSpec {
   outsideNpmTest?: boolean;
   /** A negative control: the faults must visibly bite (overlaps and lost updates). */
   negativeControl?: boolean;
+  /** What the workers do (see fault-worker.ts): locks (default), semaphore permits, or leader campaigns. */
+  mode?: 'lock' | 'semaphore' | 'leader';
+  /** Semaphore scenarios: the permits of the key. */
+  permits?: number;
   workers: number;
   durationMs: number;
   ttl: number;
@@ -149,8 +157,12 @@ export interface ScenarioSpec {
 }
 
 export interface ScenarioResult {
-  spec: Pick<ScenarioSpec, 'name' | 'description' | 'backend' | 'fenced' | 'exclusiveValidity' | 'negativeControl' | 'workers' | 'ttl' | 'workMs' | 'durationMs'>;
+  spec: Pick<ScenarioSpec, 'name' | 'description' | 'backend' | 'fenced' | 'exclusiveValidity' | 'negativeControl' | 'workers' | 'ttl' | 'workMs' | 'durationMs' | 'mode' | 'permits'>;
   result: CheckResult;
+  /** Semaphore scenarios: over-admission, acts after expiry, token order of the grants. */
+  semaphore?: SemaphoreResult;
+  /** Leader scenarios: term overlaps, hand-over times per fault, token order of the terms. */
+  leader?: LeaderResult;
   faults: FaultEvent[];
   history: HistoryEvent[];
   register: Register;
@@ -194,6 +206,8 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       register: registerName,
       ttl: spec.ttl,
       workMs: spec.workMs,
+      mode: spec.mode,
+      permits: spec.permits,
     };
     const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '', FAULT_WORKER: JSON.stringify(config) };
     if (spec.skew && index === 0) Object.assign(env, { LD_PRELOAD: faketimeLibrary(), FAKETIME: spec.skew, DYLD_INSERT_LIBRARIES: faketimeLibrary(), FAULT_CLOCK_SKEWED: '1' });
@@ -270,6 +284,29 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       await spawnWorker(worker);
       fault.end = now();
     },
+    terminate: async (worker, kind = 'SIGTERM') => {
+      const { child } = workers[worker];
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      const fault = ctx.record({ t: now(), kind, worker, detail: `pid ${child.pid}` });
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+      // Whatever it had not said before it exited, it holds nothing now.
+      history.push({ t: now(), worker, e: 'killed' });
+      await spawnWorker(worker);
+      fault.end = now();
+    },
+    leader: () => {
+      const holding = new Map<number, number>();
+      for (const ev of history) {
+        if (ev.e === 'acquired') holding.set(ev.worker, ev.t);
+        if (ev.e === 'lost' || ev.e === 'releasing' || ev.e === 'released' || ev.e === 'killed') holding.delete(ev.worker);
+      }
+      let latest: number | undefined;
+      for (const [w, t] of holding) if (!workers[w]?.paused && (latest === undefined || t > holding.get(latest)!)) latest = w;
+      return latest;
+    },
   };
 
   try {
@@ -301,7 +338,10 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
   const register = spec.backend === 'postgres' ? await readPgRegister(servers.postgres, registerName) : await readRedisRegister(servers, registerName, spec.fenced);
   const { faults: specFaults, ...specRest } = spec;
   void specFaults;
-  return { spec: specRest, result: check(history, register, spec.ttl), faults, history, register, elapsedMs: now() };
+  const result: ScenarioResult = { spec: specRest, result: check(history, register, spec.ttl), faults, history, register, elapsedMs: now() };
+  if (spec.mode === 'semaphore') result.semaphore = checkSemaphore(history, spec.ttl, spec.permits ?? 1);
+  if (spec.mode === 'leader') result.leader = checkLeader(history, spec.ttl, faults);
+  return result;
 }
 
 async function readRedisRegister(servers: FaultServers, registerName: string, fenced: boolean): Promise<Register> {

@@ -1,5 +1,6 @@
 import { pgScenarios } from './pg-suite.js';
 import { redlockScenarios } from './redlock-suite.js';
+import { leaderScenarios, semaphoreScenarios } from './sem-leader-suite.js';
 import { zkScenarios } from './zk-suite.js';
 import { proxyFault, type FaultContext, type ScenarioSpec } from './scenarios.js';
 
@@ -133,5 +134,7 @@ export function scenarios(scale = 1): ScenarioSpec[] {
     ...pgScenarios(scale),
     ...zkScenarios(scale),
     ...redlockScenarios(scale),
+    ...semaphoreScenarios(scale),
+    ...leaderScenarios(scale),
   ];
 }
