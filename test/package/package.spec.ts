@@ -149,7 +149,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     const body = dts.slice(dts.indexOf('export declare class DistributedLockService'));
     const members = [...body.matchAll(/^ {4}((?:private )?(?:readonly )?)([A-Za-z]\w*)[(:<;?]/gm)];
     const published = members.filter((m) => !m[1].startsWith('private')).map((m) => m[2]);
-    expect(published).toEqual(['events', 'constructor', 'acquire', 'tryAcquire', 'using', 'current', 'inspect', 'forceRelease', 'currentLeases']);
+    expect(published).toEqual(['events', 'constructor', 'acquire', 'tryAcquire', 'using', 'campaign', 'current', 'inspect', 'forceRelease', 'currentLeases']);
     // Private fields appear by name only, without their types: nothing a caller can use.
     for (const [line, modifiers] of members.map((m) => [m[0], m[1]])) if (modifiers.startsWith('private')) expect(line).toMatch(/;$/);
     expect(body).not.toMatch(/@internal/);

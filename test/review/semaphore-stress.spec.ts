@@ -46,7 +46,7 @@ const CASES = only ? ALL.filter((c) => only.includes(c.backend)) : ALL;
 
 const PERMITS = 3;
 const WORKERS = Number(process.env.RV_WORKERS ?? 9);
-const ROUNDS = Number(process.env.RV_ROUNDS ?? 10);
+const ROUNDS = Number(process.env.RV_ROUNDS ?? 5);
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;

@@ -173,13 +173,17 @@ export class EtcdSemaphore implements LockBackend {
     if (mismatch) throw mismatch;
   }
 
-  /** The error of entries (other than ours) with other permits, if any. */
+  /**
+   * The error when the oldest entry (not ours) has other permits. Only the oldest is judged: an
+   * entry behind it with other permits is a caller about to refuse itself (it sees the oldest too),
+   * and must not get an agreeing caller refused meanwhile; it still takes its place in the window
+   * until it is gone, so nothing is admitted beyond the permits.
+   */
   private mismatchIn(key: string, kvs: Kv[], myKey?: string): Error | undefined {
-    for (const kv of kvs) {
-      const found = permitsOf(kv.value);
-      if (found !== this.permits && kv.key.toString() !== myKey) return permitsMismatch(key, found, this.permits);
-    }
-    return undefined;
+    const oldest = kvs[0];
+    if (!oldest || oldest.key.toString() === myKey) return undefined;
+    const found = permitsOf(oldest.value);
+    return found !== this.permits ? permitsMismatch(key, found, this.permits) : undefined;
   }
 
   /** Delete our own entry (a timed-out delete is retried in the background, see EtcdCleanup). */

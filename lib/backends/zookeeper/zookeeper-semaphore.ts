@@ -57,8 +57,8 @@ export const HELD = Buffer.from('held');
  * Its znodes are named `<owner>%S<permits>-<sequence>`, so every reader of the line sees every
  * permits of it: an acquirer refuses (and deletes its znode) when a znode ahead of it has other
  * permits — a plain lock's counting as 1 — and the plain acquire refuses when it finds a semaphore
- * znode ahead. Only the znodes ahead are judged: exactly one of two mismatched acquirers refuses
- * (the later one), and a znode ahead is never added after our first read.
+ * znode ahead. Only the oldest znode is judged (see mismatch()), and a znode ahead is never added
+ * after our first read.
  *
  * At most `permits` hold: a granted znode had fewer than `permits` znodes ahead at its read, and
  * the znodes ahead of it then are all the older ones still there; of `permits` + 1 live holders the
@@ -168,13 +168,16 @@ export class ZooKeeperSemaphore implements LockBackend {
     return this.host.granted(owner, node, token, false);
   }
 
-  /** The permits of the first znode ahead of `place` whose permits differ from ours. */
+  /**
+   * The permits of the oldest znode when it is ahead of `place` and differs from ours. Only the
+   * oldest is judged: a znode behind it with other permits belongs to an acquirer about to refuse
+   * itself (it sees the oldest too), and must not get an agreeing acquirer refused meanwhile; it
+   * keeps its place in the window until it is gone, so nothing is admitted beyond the permits.
+   */
   private mismatch(order: string[], place: number): number | undefined {
-    for (let i = 0; i < place; i++) {
-      const permits = permitsOfNode(order[i]);
-      if (permits !== this.permits) return permits;
-    }
-    return undefined;
+    if (place === 0) return undefined;
+    const permits = permitsOfNode(order[0]);
+    return permits !== this.permits ? permits : undefined;
   }
 
   /** Write HELD to our znode: the zxid of that write, or undefined when the znode is gone. */
