@@ -48,7 +48,7 @@ describe('simulation plan', () => {
     for (let seed = 1; seed <= 10; seed++) {
       const plan = generatePlan({ ...params, seed });
       plans.push(plan);
-      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') walk(op);
+      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep' && op.kind !== 'force') walk(op);
       for (const f of plan.faults) {
         faults.add(f.kind);
         if (f.kind === 'delay' || f.kind === 'blackhole') for (const t of f.targets) targets.add(t);
@@ -130,7 +130,7 @@ describe('simulation plan', () => {
           redlockKills.push(f.masters.length);
         }
       }
-      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);
+      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep' && op.kind !== 'force') visit(plan, op, undefined);
       // The negative controls stay on the routed backends.
       for (const control of ['nolock', 'unfenced'] as const) {
         const controlPlan = JSON.stringify(generatePlan({ ...params, seed, control }));
