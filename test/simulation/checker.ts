@@ -362,7 +362,8 @@ export function check(input: CheckInput): CheckResult {
     // A call answered "nobody held it" ended nothing; one that failed may have (outcome unknown).
     if (f.released === false) continue;
     for (const l of byLockLeases.get(f.lock) ?? []) {
-      const endedBefore = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity) < f.start;
+      // (Ended before the call: released, lost, or its validity over.)
+      const endedBefore = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity) < f.start || (believedValid(l).at(-1)?.[1] ?? l.start) <= f.start;
       // Held when the call began; or granted while it ran and told it was force-released since.
       const heldAtStart = l.start < f.start && !endedBefore;
       const grantedDuring = l.start >= f.start && l.start <= (f.end ?? Infinity) && l.lostReason === 'force-released';

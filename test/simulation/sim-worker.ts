@@ -999,6 +999,10 @@ function collections(prefix: string, value: object, depth: number): Array<[strin
   for (const [prop, v] of Object.entries(value)) {
     if (v instanceof Map || v instanceof Set || Array.isArray(v)) {
       out.push([`${prefix}.${prop}`, v]);
+      // A backend's semaphore views (by permits): their own per-owner collections (Redis's `sending`).
+      if (depth > 1 && prop === 'views' && v instanceof Map) {
+        for (const [permits, view] of v) if (view && typeof view === 'object') out.push(...collections(`${prefix}.views.${String(permits)}`, view as object, depth - 1));
+      }
       if (depth > 1 && Array.isArray(v)) {
         for (const [i, item] of v.entries()) if (item instanceof RedisBackend) out.push(...collections(`${prefix}.${prop}.${i}`, item, depth - 1));
       }
