@@ -72,8 +72,9 @@ async function main(): Promise<void> {
       const r = await runSeed({ ...base, seed }, servers, { log: (line) => console.log(line) });
       results.push(r);
       console.log(summaryLine(r));
-      if (r.result.violations.length || r.error) {
-        console.log(violationReport(r));
+      if (r.result.violations.length || r.error) console.log(violationReport(r));
+      // SIM_SAVE=1: the event log of a clean seed too.
+      if (r.result.violations.length || r.error || process.env.SIM_SAVE) {
         writeFileSync(
           path.join(outDir, `seed-${seed}${control ? `-${control}` : ''}.json`),
           JSON.stringify({ seed, replay: r.replay, params: r.params, faults: r.faults, violations: r.result.violations, stats: r.result.stats, intervals: r.result.intervals, events: r.events, error: r.error }, null, 1),

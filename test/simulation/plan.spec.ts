@@ -145,6 +145,67 @@ describe('simulation plan', () => {
     expect(checkedZk).toBeGreaterThan(10);
   });
 
+  it('draws semaphores, multi-key leases, campaigns and forceRelease() consistently, and none in the controls', () => {
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 20; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      const p = plan.primitives!;
+      seen.add(`sem/${p.sem.backend ?? p.sem.purpose}`);
+      seen.add(`leader/${p.leader.backend ?? p.leader.purpose}`);
+      // The operator's fiber: the last one of its worker, sleeps and forceRelease() only.
+      const operator = plan.fibers[plan.operator!].at(-1)!;
+      expect(plan.fibers[plan.operator!]).toHaveLength(params.fibers + 1);
+      for (const op of operator) {
+        expect(['sleep', 'force']).toContain(op.kind);
+        if (op.kind !== 'force') continue;
+        seen.add(`force/${op.target.ns ?? 'key'}`);
+        if (op.target.ns === 'sem') expect(op.target).toMatchObject({ key: 0, purpose: p.sem.purpose, backend: p.sem.backend });
+        if (op.target.backend === 'redlock') expect(op.target.purpose).toBe('efficiency');
+      }
+      for (const op of plan.fibers.flat(2)) {
+        if (op.kind === 'force') expect(operator).toContain(op);
+        if (op.kind === 'sleep' || op.kind === 'force') continue;
+        if (op.ns === 'sem') {
+          // Every caller of the semaphore agrees on its permits and its lock; no fenced step (several holders).
+          seen.add(`sem-op/${op.kind}`);
+          expect(op).toMatchObject({ key: 0, permits: p.sem.permits, purpose: p.sem.purpose, backend: p.sem.backend });
+          expect(op.steps.every((s) => s.s === 'hold' || s.s === 'extend')).toBe(true);
+        } else if (op.kind === 'campaign') {
+          seen.add('campaign');
+          expect(op).toMatchObject({ ns: 'leader', key: 0, purpose: p.leader.purpose, backend: p.leader.backend });
+          for (const s of op.steps) if (s.s === 'rmw') expect(s.token).toBe('explicit');
+        } else if (op.keys) {
+          seen.add(`multi/${op.kind}`);
+          expect(op.keys).toHaveLength(2);
+          expect(op.keys[0]).not.toBe(op.keys[1]);
+          expect(op.key).toBe(op.keys[0]);
+          for (const k of op.keys) expect(k >= 0 && k < plan.keys).toBe(true);
+          for (const s of op.steps) {
+            expect(['hold', 'extend', 'rmw']).toContain(s.s);
+            if (s.s === 'rmw') {
+              seen.add(`multi-rmw/${s.token}`);
+              expect(op.keys).toContain(s.key);
+              expect(op.purpose).toBe('correctness');
+            }
+          }
+        }
+      }
+      for (const control of ['nolock', 'unfenced'] as const) {
+        const c = generatePlan({ ...params, seed, control });
+        expect(c.primitives).toBeUndefined();
+        expect(JSON.stringify(c.fibers)).not.toMatch(/"ns"|"keys"|"permits"|campaign|force/);
+      }
+    }
+    for (const s of ['sem/efficiency', 'sem/correctness', 'sem/zookeeper', 'leader/correctness', 'leader/zookeeper', 'force/key', 'force/sem', 'force/leader', 'campaign'])
+      expect(seen).toContain(s);
+    for (const kind of ['acquire', 'try', 'using']) {
+      expect(seen).toContain(`sem-op/${kind}`);
+      expect(seen).toContain(`multi/${kind}`);
+    }
+    expect(seen).toContain('multi-rmw/implicit');
+    expect(seen).toContain('multi-rmw/explicit');
+  });
+
   it('names the exact replay command, with every non-default parameter', () => {
     expect(replayCommand(params)).toBe('npm run test:simulation -- --seed 42');
     expect(replayCommand({ ...params, durationMs: 20_000, control: 'nolock', faultFilter: [1, 3] })).toBe(

@@ -242,7 +242,7 @@ export function generatePlan(params: SimParams): Plan {
     }
     fibers.push(perWorker);
   }
-  // The operator: one more fiber on one worker, forceRelease() of a lock of the seed every 0.8–2.5 s.
+  // The operator: one more fiber on one worker, forceRelease() of a lock of the seed every 0.5–1.5 s.
   let operator: number | undefined;
   if (ctx.primitives) {
     const rng = root.fork('operator');
@@ -250,7 +250,7 @@ export function generatePlan(params: SimParams): Plan {
     const ops: FiberOp[] = [];
     let nominal = 0;
     while (nominal < 3 * params.durationMs && ops.length < (params.maxOps ?? 400)) {
-      const ms = rng.int(800, 2_500);
+      const ms = rng.int(500, 1_500);
       ops.push({ kind: 'sleep', ms }, { kind: 'force', target: genForceTarget(rng, ctx), inspect: rng.chance(0.3) });
       nominal += ms;
     }
@@ -302,7 +302,7 @@ function genPrimitives(rng: Prng): Primitives {
 /** A lock for the operator to force-release: a key of the key set (any backend), the semaphore, or the leader name. */
 function genForceTarget(rng: Prng, ctx: GenContext): ForceTarget {
   const p = ctx.primitives!;
-  const which = rng.weighted<'key' | 'sem' | 'leader'>([[5, 'key'], [2, 'sem'], [1.5, 'leader']]);
+  const which = rng.weighted<'key' | 'sem' | 'leader'>([[4, 'key'], [3, 'sem'], [2, 'leader']]);
   if (which === 'sem') return withBackend<ForceTarget>({ key: 0, purpose: p.sem.purpose, ns: 'sem' }, p.sem.backend);
   if (which === 'leader') return withBackend<ForceTarget>({ key: 0, purpose: p.leader.purpose, ns: 'leader' }, p.leader.backend);
   const backend = pickBackend(rng, ctx);
@@ -323,7 +323,7 @@ function withBackend<T extends { backend?: LockBackendName }>(o: T, backend: Loc
  */
 function genPrimitiveOp(rng: Prng, ctx: GenContext): LockOp {
   const p = ctx.primitives!;
-  const which = rng.weighted<'sem' | 'multi' | 'campaign'>([[4.5, 'sem'], [4, 'multi'], [1.5, 'campaign']]);
+  const which = rng.weighted<'sem' | 'multi' | 'campaign'>([[4, 'sem'], [4, 'multi'], [2, 'campaign']]);
   const ttl = rng.pick(ctx.ttls);
   ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
   if (which === 'sem') {
@@ -450,7 +450,7 @@ function nominalMs(op: LockOp): number {
 
 function genFiberOp(rng: Prng, prim: Prng, ctx: GenContext): FiberOp {
   // A new primitive now and then (from its own stream: the other operations stay the same ones).
-  if (ctx.primitives && prim.chance(0.16)) return genPrimitiveOp(prim, ctx);
+  if (ctx.primitives && prim.chance(0.2)) return genPrimitiveOp(prim, ctx);
   if (rng.chance(0.12)) return { kind: 'sleep', ms: rng.int(10, 400) };
   return genLockOp(rng, ctx, 0, undefined);
 }
