@@ -407,3 +407,178 @@ describe('simulation checker', () => {
     expect(believedValid({ claims: [{ t: 0, V: undefined }] })).toEqual([]);
   });
 });
+
+/**
+ * A lease of a new primitive: a semaphore holder (ns 'sem', permits), a multi-key lease (keys), a
+ * leader term (ns 'leader', kind 'campaign').
+ */
+function prim(
+  w: number,
+  id: string,
+  token: string | undefined,
+  reqAt: number,
+  grantAt: number,
+  validMs: number,
+  relAt: number | undefined,
+  extra: { ns?: 'sem' | 'leader'; permits?: number; keys?: number[]; purpose?: 'correctness' | 'efficiency'; kind?: string },
+): SimEvent[] {
+  const { kind = 'acquire', purpose = 'correctness', ...fields } = extra;
+  const key = extra.keys?.[0] ?? 0;
+  const out = [
+    ev(reqAt, w, { ev: 'req', id, key, purpose, kind, ttl: validMs, wait: 1000, ...fields }),
+    ev(grantAt, w, { ev: 'grant', id, key, purpose, token, V: T + grantAt + validMs, reentrant: false, root: id, ...fields }),
+  ];
+  if (relAt !== undefined) out.push(ev(relAt, w, { ev: 'rel', id }), ev(relAt + 1, w, { ev: 'rel-done', id, ok: true }));
+  return out;
+}
+const sorted = (events: SimEvent[]): SimEvent[] => [...events].sort((a, b) => a.t - b.t);
+/** Safety only (the synthetic logs below have no probe answers for their locks). */
+const safety = (violations: Violation[]): string[] => kinds(violations).filter((k) => !k.startsWith('4:'));
+
+describe('simulation checker: semaphores, multi-key leases, leaders, forceRelease()', () => {
+  describe('semaphores: at most `permits` holders valid at once', () => {
+    const sem = { ns: 'sem' as const, permits: 2 };
+    it('lets `permits` holders overlap', () => {
+      const events = sorted([...prim(1, 'A', '10', 0, 5, 1_000, 600, sem), ...prim(2, 'B', '20', 10, 20, 1_000, 700, sem), ...prim(3, 'C', '30', 30, 650, 1_000, 900, sem)]);
+      const r = check(input(events, { registers: [] }));
+      expect(safety(r.violations)).toEqual([]);
+      expect(r.stats.sem).toEqual({ grants: 3, maxHolders: 2 });
+    });
+
+    it('reports a holder too many (over-admission), for as long as it lasts', () => {
+      const events = sorted([...prim(1, 'A', '10', 0, 5, 1_000, 600, sem), ...prim(2, 'B', '20', 10, 20, 1_000, 700, sem), ...prim(3, 'C', '30', 30, 500, 1_000, 900, sem)]);
+      const r = check(input(events, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:over-admission']);
+      expect(r.violations[0].lock).toBe('sem/correctness:0');
+      expect(r.violations[0].detail).toMatch(/3 holders of a semaphore of 2 permits .* for 100\.0 ms/);
+      // A permit more, and the same log is fine.
+      const three = sorted(events.map((e) => ('permits' in e ? { ...e, permits: 3 } : e)));
+      expect(safety(check(input(three, { registers: [] })).violations)).toEqual([]);
+    });
+
+    it('ends a semaphore holder at its validity, its loss or its release, like any lease', () => {
+      const events = sorted([...prim(1, 'A', '10', 0, 5, 400, undefined, sem), ...prim(2, 'B', '20', 10, 20, 1_000, 900, sem), ...prim(3, 'C', '30', 30, 406, 1_000, 950, sem)]);
+      expect(safety(check(input(events, { registers: [] })).violations)).toEqual([]);
+    });
+
+    it('checks their tokens: each holder its own, above every token received before it was asked for', () => {
+      // (B asked before A's grant came back: only the duplicate.)
+      const dup = sorted([...prim(1, 'A', '10', 0, 5, 1_000, 600, sem), ...prim(2, 'B', '10', 3, 20, 1_000, 700, sem)]);
+      expect(safety(check(input(dup, { registers: [] })).violations)).toEqual(['3:duplicate-token']);
+      const regression = sorted([...prim(1, 'A', '30', 0, 5, 1_000, 600, sem), ...prim(2, 'B', '20', 10, 20, 1_000, 700, sem)]);
+      expect(safety(check(input(regression, { registers: [] })).violations)).toEqual(['3:token-regression']);
+      // Redis semaphores have none (efficiency): nothing to check.
+      const redis = sorted([...prim(1, 'A', undefined, 0, 5, 1_000, 600, { ...sem, purpose: 'efficiency' }), ...prim(2, 'B', undefined, 10, 20, 1_000, 700, { ...sem, purpose: 'efficiency' })]);
+      expect(safety(check(input(redis, { registers: [] })).violations)).toEqual([]);
+    });
+  });
+
+  describe('multi-key leases: a holder of each of its keys', () => {
+    it('reports a single-key holder valid while a multi-key lease holds that key, on that key only', () => {
+      const events = sorted([...prim(1, 'M', '40', 0, 5, 1_000, 800, { keys: [1, 0] }), ...prim(2, 'S', '50', 10, 300, 1_000, 900, { keys: undefined })]);
+      const r = check(input(events, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('correctness:0');
+      // The other key's holder is no conflict.
+      const other = sorted([...prim(1, 'M', '40', 0, 5, 1_000, 800, { keys: [1, 2] }), ...prim(2, 'S', '50', 10, 300, 1_000, 900, {})]);
+      expect(safety(check(input(other, { registers: [] })).violations)).toEqual([]);
+      expect(check(input(other, { registers: [] })).stats.multi.grants).toBe(1);
+    });
+
+    it('reports two multi-key leases sharing a key, and checks the lease token against each key', () => {
+      const overlap = sorted([...prim(1, 'M', '40', 0, 5, 1_000, 800, { keys: [0, 1] }), ...prim(2, 'N', '50', 10, 300, 1_000, 900, { keys: [2, 1] })]);
+      expect(safety(check(input(overlap, { registers: [] })).violations)).toEqual(['1:overlap']);
+      // S on key 1, requested after M was received, must get a token above M's (the largest of M's keys').
+      const regression = sorted([...prim(1, 'M', '40', 0, 5, 100, 100, { keys: [0, 1] }), ...prim(2, 'S', '30', 150, 160, 1_000, 900, { keys: undefined }).map((e) => ({ ...e, key: 1 }) as SimEvent)]);
+      const r = check(input(regression, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['3:token-regression']);
+      expect(r.violations[0].lock).toBe('correctness:1');
+    });
+  });
+
+  describe('leaders (campaign()): no two leaders valid at once', () => {
+    const leader = { ns: 'leader' as const, kind: 'campaign' };
+    it('reports two terms at once, and a term with a token below its predecessor', () => {
+      const two = sorted([...prim(1, 'L1', '10', 0, 5, 1_000, undefined, leader), ...prim(2, 'L2', '20', 10, 500, 1_000, 900, leader)]);
+      const r = check(input(two, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('leader/correctness:0');
+      const handOver = sorted([...prim(1, 'L1', '10', 0, 5, 1_000, 400, leader), ...prim(2, 'L2', '20', 10, 401, 1_000, 900, leader)]);
+      expect(safety(check(input(handOver, { registers: [] })).violations)).toEqual([]);
+      const lower = sorted([...prim(1, 'L1', '20', 0, 5, 1_000, 400, leader), ...prim(2, 'L2', '10', 100, 401, 1_000, 900, leader)]);
+      expect(safety(check(input(lower, { registers: [] })).violations)).toEqual(['3:token-regression']);
+    });
+
+    it("checks the leader's register apart from key 0's", () => {
+      const events = sorted([...prim(1, 'L1', '10', 0, 5, 1_000, 400, leader), ev(100, 1, { ev: 'write', id: 'L1', store: 'etcd', key: 0, ns: 'leader', el: 'x', token: '10', result: 'ok' })]);
+      expect(safety(check(input(events, { registers: [{ store: 'etcd', key: 0, list: [] }] })).violations)).toEqual(['2:register-unread']);
+      expect(safety(check(input(events, { registers: [{ store: 'etcd', key: 0, ns: 'leader', list: [] }] })).violations)).toEqual(['2:lost-update']);
+      expect(safety(check(input(events, { registers: [{ store: 'etcd', key: 0, ns: 'leader', list: [['x', '10']] }] })).violations)).toEqual([]);
+    });
+  });
+
+  describe('forceRelease(): the lease it ends is over on that lock when the call begins', () => {
+    // A holds key 0 (valid to 1005); the operator force-releases it at 300 (answered at 310); B gets it at 320.
+    const force = (at: number, released: boolean | undefined, lock: { key?: number; purpose?: 'correctness' | 'efficiency'; ns?: 'sem' } = {}): SimEvent[] => [
+      ev(at, 3, { ev: 'force', id: 'F', key: 0, purpose: 'correctness', ...lock }),
+      ev(at + 10, 3, { ev: 'force-done', id: 'F', released }),
+    ];
+    const base = [...lease(1, 'A', '10', 0, 5, 1_000), ...lease(2, 'B', '20', 100, 320, 1_000, 900)];
+
+    it('does not count the old holder that has not learnt yet as a second holder', () => {
+      const r = check(input(sorted([...base, ...force(300, true), ev(700, 1, { ev: 'lost', id: 'A', reason: 'force-released' })]), { registers: [] }));
+      expect(safety(r.violations)).toEqual([]);
+      expect(r.stats.force).toMatchObject({ calls: 1, released: 1, forced: 1, told: 1, maxTellMs: 390 });
+      expect(r.intervals.find((i) => i.id === 'A')).toMatchObject({ forcedAt: T + 300 });
+      // Not told at all (Redlock: at its validity end): the same.
+      expect(safety(check(input(sorted([...base, ...force(300, true)]), { registers: [] })).violations)).toEqual([]);
+      // A call whose answer never came (outcome unknown) may have ended it too.
+      expect(safety(check(input(sorted([...base, ...force(300, undefined)]), { registers: [] })).violations)).toEqual([]);
+    });
+
+    it('still reports the overlap when the call ended nothing, was on another lock, or came after the second grant', () => {
+      expect(safety(check(input(sorted([...base, ...force(300, false)]), { registers: [] })).violations)).toEqual(['1:overlap']);
+      expect(safety(check(input(sorted([...base, ...force(300, true, { key: 1 })]), { registers: [] })).violations)).toEqual(['1:overlap']);
+      expect(safety(check(input(sorted([...base, ...force(300, true, { purpose: 'efficiency' })]), { registers: [] })).violations)).toEqual(['1:overlap']);
+      expect(safety(check(input(sorted([...base, ...force(400, true)]), { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+
+    it("accepts the old holder's late write the fence refuses, and reports one it let in after the new holder's", () => {
+      const refused = sorted([...base, ...force(300, true), write(400, 2, 'B', 'b', '20'), write(500, 1, 'A', 'a', '10', 'stale')]);
+      expect(safety(check(input(refused, { registers: [{ store: 'etcd', key: 0, list: [['b', '20']] }] })).violations)).toEqual([]);
+      const accepted = sorted([...base, ...force(300, true), write(400, 2, 'B', 'b', '20'), write(500, 1, 'A', 'a', '10')]);
+      expect(safety(check(input(accepted, { registers: [{ store: 'etcd', key: 0, list: [['b', '20'], ['a', '10']] }] })).violations)).toEqual(['2:stale-accepted']);
+    });
+
+    it('reports a force-released holder never told: its extend() succeeds after the call said it ended the lease', () => {
+      const revived = sorted([...base, ...force(300, true), ev(350, 1, { ev: 'ext-req', id: 'A', ttl: 1_000 }), ev(360, 1, { ev: 'ext-ok', id: 'A', ttl: 1_000, V: T + 1_360 })]);
+      const r = check(input(revived, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:force-not-told']);
+      // An extend asked before the answer may have landed first: not a violation.
+      const before = sorted([...base, ...force(300, true), ev(305, 1, { ev: 'ext-req', id: 'A', ttl: 1_000 }), ev(360, 1, { ev: 'ext-ok', id: 'A', ttl: 1_000, V: T + 1_300 })]);
+      expect(safety(check(input(before, { registers: [] })).violations)).toEqual([]);
+    });
+
+    it('ends every holder of a semaphore, and a multi-key lease on the forced key only', () => {
+      const sem = { ns: 'sem' as const, permits: 2 };
+      const semLog = sorted([
+        ...prim(1, 'A', '10', 0, 5, 1_000, undefined, sem),
+        ...prim(2, 'B', '20', 10, 20, 1_000, undefined, sem),
+        ...force(300, true, { ns: 'sem' }),
+        ...prim(3, 'C', '30', 30, 320, 1_000, 900, sem),
+        ...prim(1, 'D', '40', 40, 330, 1_000, 900, sem),
+      ]);
+      expect(safety(check(input(semLog, { registers: [] })).violations)).toEqual([]);
+      // M holds keys 0 and 1: forced on key 0, it still holds key 1 until it learns.
+      const multi = sorted([
+        ...prim(1, 'M', '40', 0, 5, 1_000, undefined, { keys: [0, 1] }),
+        ...force(300, true),
+        ...prim(2, 'S0', '50', 10, 320, 1_000, 900, {}),
+        ...prim(3, 'S1', '60', 20, 330, 1_000, 900, {}).map((e) => ({ ...e, key: 1 }) as SimEvent),
+      ]);
+      const r = check(input(multi, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('correctness:1');
+    });
+  });
+});

@@ -26,8 +26,21 @@
  *    of the last worker being gone; no worker's calls hang past the drain deadline.
  * 5. No unbounded growth: per-owner collections of the service and backends empty once nothing
  *    is held; no handle or timer keeps a closed app's process alive.
+ *
+ * The newer primitives:
+ * - Semaphores (`sem/…` locks, `permits` > 1): invariant 1 becomes *at most `permits` leases
+ *   believed valid at once* (`over-admission`); invariant 3 as for any lock (each holder its own
+ *   token, above every token received before it was requested).
+ * - Multi-key leases: one lease, a holder of each of its keys — invariant 1 and 3 per key with the
+ *   lease's one interval and token (the largest of its keys').
+ * - Leaders (`leader/…`, `campaign()`): a lock like any other — no two leaders valid at once.
+ * - forceRelease() by an operator: a lease held when a call that (maybe) ended it began is, on
+ *   that lock, over at that moment — its holder may learn later (paused, partitioned; Redlock at
+ *   its next renewal), and then only the fence guards the resource: a stale write it lets in is
+ *   still `stale-accepted` (invariant 2). Never told is a violation: an `extend()` asked after the
+ *   call returned that succeeds (`force-not-told`).
  */
-import type { ControlMode, LockBackendName, Purpose } from './plan.js';
+import type { ControlMode, KeyNs, LockBackendName, Purpose } from './plan.js';
 import { isKeyCache, type RegisterList, type SimEvent } from './protocol.js';
 
 export type Invariant = 1 | 2 | 3 | 4 | 5;
@@ -55,9 +68,9 @@ export interface WorkerEnd {
 export interface CheckInput {
   events: SimEvent[];
   /** From the probe: final register values (null: never written). */
-  registers: Array<{ store: string; key: number; list: RegisterList | null }>;
+  registers: Array<{ store: string; key: number; ns?: KeyNs; list: RegisterList | null }>;
   /** Liveness probe answers; undefined if the probe did not run. */
-  probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }>;
+  probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; ok: boolean; elapsedMs: number; message?: string }>;
   /** Per lock (`purpose:key`, `postgres:key`, `zookeeper:key`, `redlock:key`): how long after the last worker was gone a fresh instance must get it, ms. */
   livenessBoundMs: Record<string, number>;
   workers: WorkerEnd[];
@@ -78,6 +91,10 @@ export interface Interval {
   end: number;
   token?: string;
   segments: Array<[number, number]>;
+  /** A semaphore holder: its permits. */
+  permits?: number;
+  /** Where a forceRelease() ended it on this lock (the call's start), if one did. */
+  forcedAt?: number;
 }
 
 export interface CheckStats {
@@ -106,6 +123,18 @@ export interface CheckStats {
   zookeeper: { grants: number; writes: Record<string, number> };
   /** The Redlock part: leases granted there (efficiency only: no register, no tokens). */
   redlock: { grants: number };
+  /** Semaphore leases granted, and the most holders believed valid at once on one semaphore. */
+  sem: { grants: number; maxHolders: number };
+  /** Multi-key leases granted. */
+  multi: { grants: number };
+  /** Leader terms granted (campaign()). */
+  leader: { grants: number };
+  /**
+   * forceRelease() calls: answered true / false / failed (outcome unknown); leases they ended
+   * (held when the call began); of those, told (signal aborted, reason force-released) and the
+   * longest time from the call's answer to the holder being told.
+   */
+  force: { calls: number; released: number; free: number; failed: number; forced: number; told: number; maxTellMs: number };
 }
 
 export interface CheckResult {
@@ -118,14 +147,25 @@ export interface CheckResult {
  * The lock a lease is on: `purpose:key` when routed by purpose, `backend:key` on a backend named
  * per lock (PostgreSQL, ZooKeeper: both purposes, one lock per key; Redlock: efficiency only).
  */
-export const lockId = (purpose: string, key: number, backend?: string): string => (backend ? `${backend}:${key}` : `${purpose}:${key}`);
+export const lockId = (purpose: string, key: number, backend?: string, ns?: string): string => `${ns ? `${ns}/` : ''}${backend ? `${backend}:${key}` : `${purpose}:${key}`}`;
+/** The locks a lease holds: every key of a multi-key lease. */
+const locksOf = (e: { purpose: string; key: number; backend?: string; ns?: string; keys?: number[] }): string[] =>
+  e.keys ? e.keys.map((k) => lockId(e.purpose, k, e.backend, e.ns)) : [lockId(e.purpose, e.key, e.backend, e.ns)];
 /** Every lease of a lock on a named backend has a token, whatever its purpose: one sequence per key. */
-const NAMED = /^(postgres|zookeeper):/;
+const NAMED = /^(?:\w+\/)?(postgres|zookeeper):/;
+/** A register: `store:key`, or `store:ns/key` for a key of another namespace (the leader's). */
+export const registerId = (store: string, key: number, ns?: string): string => `${store}:${ns ? `${ns}/` : ''}${key}`;
 const EXPECTED_FAILURES = new Set(['LockBusyError', 'LockBackendUnavailableError', 'LeaseLostError', 'AbortError', 'Error']);
 
 interface LeaseTrack {
   id: string;
   lock: string;
+  /** Every lock it holds (a multi-key lease: one per key). */
+  locks: string[];
+  permits?: number;
+  lostReason?: string;
+  /** extend() calls: asked at, and answered ok at (if it was). */
+  exts: Array<{ reqT: number; okT?: number }>;
   purpose: Purpose;
   w: number;
   start: number;
@@ -177,6 +217,10 @@ export function check(input: CheckInput): CheckResult {
     postgres: { grants: 0, writes: {} },
     zookeeper: { grants: 0, writes: {} },
     redlock: { grants: 0 },
+    sem: { grants: 0, maxHolders: 0 },
+    multi: { grants: 0 },
+    leader: { grants: 0 },
+    force: { calls: 0, released: 0, free: 0, failed: 0, forced: 0, told: 0, maxTellMs: 0 },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -188,6 +232,7 @@ export function check(input: CheckInput): CheckResult {
   const decoratedIds = new Set<string>();
   const leases = new Map<string, LeaseTrack>();
   const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
+  const forces = new Map<string, { id: string; lock: string; start: number; end?: number; released?: boolean }>();
   for (const e of input.events) {
     switch (e.ev) {
       case 'req':
@@ -200,8 +245,13 @@ export function check(input: CheckInput): CheckResult {
         stats.grants += 1;
         if (e.backend) stats[e.backend].grants += 1;
         if (decoratedIds.has(e.id)) stats.decorated.grants += 1;
+        if (e.permits !== undefined && e.permits > 1) stats.sem.grants += 1;
+        if (e.keys) stats.multi.grants += 1;
+        if (e.ns === 'leader') stats.leader.grants += 1;
         if (!e.reentrant) {
-          const lease: LeaseTrack = { id: e.id, lock: lockId(e.purpose, e.key, e.backend), purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id) };
+          const locks = locksOf(e);
+          const lease: LeaseTrack = { id: e.id, lock: locks[0], locks, purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id), exts: [] };
+          if (e.permits !== undefined && e.permits > 1) lease.permits = e.permits;
           leases.set(e.id, lease);
           if (e.purpose === 'correctness' && e.token === undefined) {
             violations.push({ invariant: 3, kind: 'missing-token', lock: lease.lock, detail: `${e.id}: a correctness lease without a fencing token`, at: e.t });
@@ -211,7 +261,7 @@ export function check(input: CheckInput): CheckResult {
         stats.reentrantGrants += 1;
         const root = leases.get(e.root);
         if (!root) {
-          violations.push({ invariant: 1, kind: 'reentrant-unknown-outer', lock: lockId(e.purpose, e.key, e.backend), detail: `${e.id}: reentrant handle whose outer lease (${e.root}) was never granted here`, at: e.t });
+          violations.push({ invariant: 1, kind: 'reentrant-unknown-outer', lock: locksOf(e)[0], detail: `${e.id}: reentrant handle whose outer lease (${e.root}) was never granted here`, at: e.t });
           break;
         }
         if (ended(root)) {
@@ -232,9 +282,34 @@ export function check(input: CheckInput): CheckResult {
       }
       case 'sample':
       case 'ext-ok': {
-        if (e.ev === 'ext-ok') stats.extends.ok += 1;
         const lease = leases.get(e.id);
+        if (e.ev === 'ext-ok') {
+          stats.extends.ok += 1;
+          const pending = lease?.exts.findLast((x) => x.okT === undefined);
+          if (pending) pending.okT = e.t;
+        }
         if (lease && !ended(lease)) lease.claims.push({ t: e.t, V: e.V });
+        break;
+      }
+      case 'ext-req':
+        leases.get(e.id)?.exts.push({ reqT: e.t });
+        break;
+      case 'force':
+        stats.force.calls += 1;
+        forces.set(e.id, { id: e.id, lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t });
+        break;
+      case 'force-done': {
+        const f = forces.get(e.id);
+        if (f) {
+          f.end = e.t;
+          f.released = e.released;
+        }
+        if (e.released === true) stats.force.released += 1;
+        else if (e.released === false) stats.force.free += 1;
+        else {
+          stats.force.failed += 1;
+          reason('force failed', e.message);
+        }
         break;
       }
       case 'ext-fail':
@@ -242,7 +317,10 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'lost': {
         const lease = leases.get(e.id);
-        if (lease && lease.lostT === undefined) lease.lostT = e.t;
+        if (lease && lease.lostT === undefined) {
+          lease.lostT = e.t;
+          lease.lostReason = e.reason;
+        }
         stats.lost[e.reason] = (stats.lost[e.reason] ?? 0) + 1;
         break;
       }
@@ -275,16 +353,80 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
-  // ---- invariant 1: what different leases of one lock believed valid must not overlap
+  // ---- forceRelease(): which leases a call ended, on which lock, from when
+  const forcedAt = new Map<string, number>(); // `${lease id} ${lock}` → the call's start
+  const byLockLeases = new Map<string, LeaseTrack[]>();
+  for (const l of leases.values()) for (const lock of l.locks) (byLockLeases.get(lock) ?? byLockLeases.set(lock, []).get(lock)!).push(l);
+  const forcedLeases = new Map<string, { lease: LeaseTrack; force: { start: number; end?: number; released?: boolean } }>();
+  for (const f of forces.values()) {
+    // A call answered "nobody held it" ended nothing; one that failed may have (outcome unknown).
+    if (f.released === false) continue;
+    for (const l of byLockLeases.get(f.lock) ?? []) {
+      // (Ended before the call: released, lost, or its validity over.)
+      const endedBefore = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity) < f.start || (believedValid(l).at(-1)?.[1] ?? l.start) <= f.start;
+      // Held when the call began; or granted while it ran and told it was force-released since.
+      const heldAtStart = l.start < f.start && !endedBefore;
+      const grantedDuring = l.start >= f.start && l.start <= (f.end ?? Infinity) && l.lostReason === 'force-released';
+      if (!heldAtStart && !grantedDuring) continue;
+      const k = `${l.id} ${f.lock}`;
+      const at = Math.max(f.start, l.start);
+      if (!forcedAt.has(k) || forcedAt.get(k)! > at) forcedAt.set(k, at);
+      if (!forcedLeases.has(l.id)) forcedLeases.set(l.id, { lease: l, force: f });
+    }
+  }
+  for (const { lease: l, force: f } of forcedLeases.values()) {
+    stats.force.forced += 1;
+    if (l.lostReason === 'force-released') {
+      stats.force.told += 1;
+      if (f.end !== undefined) stats.force.maxTellMs = Math.max(stats.force.maxTellMs, l.lostT! - f.end);
+    }
+    // Told, one way or another: an extend() asked after the call said it ended the lease must fail.
+    if (f.released !== true || f.end === undefined) continue;
+    const revived = l.exts.find((x) => x.reqT > f.end! && x.okT !== undefined);
+    if (revived) {
+      violations.push({
+        invariant: 1,
+        kind: 'force-not-told',
+        lock: l.lock,
+        detail: `${l.id}: forceRelease() of ${l.locks.join('+')} returned true at ${fmt(f.end)}, yet its extend() asked at ${fmt(revived.reqT)} succeeded at ${fmt(revived.okT!)}`,
+        at: revived.okT,
+      });
+    }
+  }
+
+  // ---- invariant 1: what different leases of one lock believed valid must not overlap (semaphores: no more than permits at once)
   const intervals: Interval[] = [];
   for (const l of leases.values()) {
-    const segments = believedValid(l);
-    const end = segments.length ? segments[segments.length - 1][1] : l.start;
-    intervals.push({ id: l.id, lock: l.lock, w: l.w, start: l.start, end, token: l.token, segments });
+    for (const lock of l.locks) {
+      const cut = forcedAt.get(`${l.id} ${lock}`);
+      const segments = clip(believedValid(l), cut);
+      const end = segments.length ? segments[segments.length - 1][1] : l.start;
+      const iv: Interval = { id: l.id, lock, w: l.w, start: l.start, end, token: l.token, segments };
+      if (l.permits !== undefined) iv.permits = l.permits;
+      if (cut !== undefined) iv.forcedAt = cut;
+      intervals.push(iv);
+    }
   }
   const byLock = groupBy(intervals, (i) => i.lock);
   for (const [lock, list] of byLock) {
     list.sort((a, b) => a.start - b.start);
+    const permits = Math.max(...list.map((i) => i.permits ?? 1));
+    if (permits > 1) {
+      const over = overAdmission(list, permits, input.toleranceMs);
+      stats.sem.maxHolders = Math.max(stats.sem.maxHolders, over.maxHolders);
+      for (const o of over.periods) {
+        violations.push({
+          invariant: 1,
+          kind: 'over-admission',
+          lock,
+          detail: `${o.holders.length} holders of a semaphore of ${permits} permits believed valid at once for ${o.ms.toFixed(1)} ms from ${fmt(o.from)}: ${o.holders
+            .map((i) => `${i.id} (token ${i.token ?? '-'}) ${segs(i.segments)}`)
+            .join('; ')}`,
+          at: o.from,
+        });
+      }
+      continue;
+    }
     for (let i = 0; i < list.length; i++) {
       for (let j = i + 1; j < list.length && list[j].start < list[i].end; j++) {
         const a = list[i];
@@ -308,8 +450,9 @@ export function check(input: CheckInput): CheckResult {
   }
 
   // ---- invariant 3: tokens per lock (correctness; on PostgreSQL and ZooKeeper every lease of the key, both purposes; Redlock has none)
-  const fenced = (l: LeaseTrack): boolean => l.token !== undefined && (l.purpose === 'correctness' || NAMED.test(l.lock));
-  for (const [lock, list] of groupBy([...leases.values()].filter(fenced), (l) => l.lock)) {
+  const fenced = (l: LeaseTrack & { on: string }): boolean => l.token !== undefined && (l.purpose === 'correctness' || NAMED.test(l.on));
+  const perLock = [...leases.values()].flatMap((l) => l.locks.map((on) => ({ ...l, on }))).filter(fenced);
+  for (const [lock, list] of groupBy(perLock, (l) => l.on)) {
     const seen = new Map<string, string>();
     for (const l of list) {
       const other = seen.get(l.token!);
@@ -354,8 +497,8 @@ export function check(input: CheckInput): CheckResult {
     if (iv && w.t > iv.end + input.toleranceMs) stats.writesAfterLeaseEnd += 1;
   }
   const storeOf = (store: string): string => (input.control === 'unfenced' ? 'plain' : store);
-  const writesByReg = groupBy(writes, (w) => `${storeOf(w.store)}:${w.key}`);
-  const finals = new Map(input.registers.map((r) => [`${r.store}:${r.key}`, r.list ?? []]));
+  const writesByReg = groupBy(writes, (w) => registerId(storeOf(w.store), w.key, w.ns));
+  const finals = new Map(input.registers.map((r) => [registerId(r.store, r.key, r.ns), r.list ?? []]));
   for (const [reg, list] of writesByReg) {
     const final = finals.get(reg);
     if (final === undefined) {
@@ -397,10 +540,10 @@ export function check(input: CheckInput): CheckResult {
   // ---- invariant 4: liveness
   if (input.probes) {
     const used = new Set(intervals.map((i) => i.lock));
-    for (const e of input.events) if (e.ev === 'req') used.add(lockId(e.purpose, e.key, e.backend));
+    for (const e of input.events) if (e.ev === 'req') for (const lock of locksOf(e)) used.add(lock);
     stats.livenessMaxMs = Math.max(0, ...input.probes.filter((p) => p.ok).map((p) => p.elapsedMs));
     for (const lock of used) {
-      const probe = input.probes.find((p) => lockId(p.purpose, p.key, p.backend) === lock);
+      const probe = input.probes.find((p) => lockId(p.purpose, p.key, p.backend, p.ns) === lock);
       const bound = input.livenessBoundMs[lock];
       if (!probe) violations.push({ invariant: 4, kind: 'probe-missing', lock, detail: `no probe answer for ${lock}` });
       else if (!probe.ok) violations.push({ invariant: 4, kind: 'stuck', lock, detail: `a fresh instance could not acquire ${lock} ${probe.elapsedMs.toFixed(0)} ms after the last worker was gone: ${probe.message}` });
@@ -450,6 +593,46 @@ export function check(input: CheckInput): CheckResult {
     if (!EXPECTED_FAILURES.has(name)) stats.failures[`unexpected:${name}`] = n;
   }
   return { violations, stats, intervals };
+}
+
+/** Segments cut at `at` (undefined: as they are). */
+function clip(segments: Array<[number, number]>, at: number | undefined): Array<[number, number]> {
+  if (at === undefined) return segments;
+  return segments.flatMap(([s, e]): Array<[number, number]> => (s >= at ? [] : [[s, Math.min(e, at)]]));
+}
+
+/**
+ * Where more than `permits` of these intervals are believed valid at once for longer than
+ * `toleranceMs` (a sweep over every segment), and the most at once.
+ */
+export function overAdmission(
+  list: Interval[],
+  permits: number,
+  toleranceMs: number,
+): { maxHolders: number; periods: Array<{ from: number; ms: number; holders: Interval[] }> } {
+  const points: Array<{ t: number; d: 1 | -1; iv: Interval }> = [];
+  for (const iv of list) for (const [s, e] of iv.segments) if (e > s) points.push({ t: s, d: 1, iv }, { t: e, d: -1, iv });
+  // Ends before starts at one instant: touching segments are not at once.
+  points.sort((a, b) => a.t - b.t || a.d - b.d);
+  const active = new Map<Interval, number>();
+  let maxHolders = 0;
+  const periods: Array<{ from: number; ms: number; holders: Interval[] }> = [];
+  let open: { from: number; holders: Set<Interval> } | undefined;
+  for (const p of points) {
+    const before = active.size;
+    if (p.d === 1) active.set(p.iv, (active.get(p.iv) ?? 0) + 1);
+    else if ((active.get(p.iv) ?? 0) <= 1) active.delete(p.iv);
+    else active.set(p.iv, active.get(p.iv)! - 1);
+    maxHolders = Math.max(maxHolders, active.size);
+    if (active.size > permits && before <= permits) open = { from: p.t, holders: new Set(active.keys()) };
+    else if (open && active.size > permits) for (const iv of active.keys()) open.holders.add(iv);
+    else if (open && active.size <= permits) {
+      const ms = p.t - open.from;
+      if (ms > toleranceMs) periods.push({ from: open.from, ms, holders: [...open.holders] });
+      open = undefined;
+    }
+  }
+  return { maxHolders, periods };
 }
 
 /** Total overlap of two sorted disjoint segment lists, and where it starts. */

@@ -72,8 +72,9 @@ async function main(): Promise<void> {
       const r = await runSeed({ ...base, seed }, servers, { log: (line) => console.log(line) });
       results.push(r);
       console.log(summaryLine(r));
-      if (r.result.violations.length || r.error) {
-        console.log(violationReport(r));
+      if (r.result.violations.length || r.error) console.log(violationReport(r));
+      // SIM_SAVE=1: the event log of a clean seed too.
+      if (r.result.violations.length || r.error || process.env.SIM_SAVE) {
         writeFileSync(
           path.join(outDir, `seed-${seed}${control ? `-${control}` : ''}.json`),
           JSON.stringify({ seed, replay: r.replay, params: r.params, faults: r.faults, violations: r.result.violations, stats: r.result.stats, intervals: r.result.intervals, events: r.events, error: r.error }, null, 1),
@@ -113,6 +114,17 @@ async function main(): Promise<void> {
     postgres: { grants: sum((r) => r.result.stats.postgres.grants), writes: mergeCounts(results.map((r) => r.result.stats.postgres.writes)) },
     zookeeper: { grants: sum((r) => r.result.stats.zookeeper.grants), writes: mergeCounts(results.map((r) => r.result.stats.zookeeper.writes)) },
     redlock: { grants: sum((r) => r.result.stats.redlock.grants) },
+    semaphore: { grants: sum((r) => r.result.stats.sem.grants), maxHolders: Math.max(0, ...results.map((r) => r.result.stats.sem.maxHolders)) },
+    multiKey: { grants: sum((r) => r.result.stats.multi.grants) },
+    leader: { terms: sum((r) => r.result.stats.leader.grants) },
+    forceRelease: {
+      calls: sum((r) => r.result.stats.force.calls),
+      released: sum((r) => r.result.stats.force.released),
+      failed: sum((r) => r.result.stats.force.failed),
+      leasesEnded: sum((r) => r.result.stats.force.forced),
+      told: sum((r) => r.result.stats.force.told),
+      maxTellMs: Math.round(Math.max(0, ...results.map((r) => r.result.stats.force.maxTellMs))),
+    },
     failures: mergeCounts(results.map((r) => r.result.stats.failures)),
     writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
     reasons: Object.fromEntries(Object.entries(mergeCounts(results.map((r) => r.result.stats.reasons))).sort((a, b) => b[1] - a[1])),

@@ -48,7 +48,7 @@ describe('simulation plan', () => {
     for (let seed = 1; seed <= 10; seed++) {
       const plan = generatePlan({ ...params, seed });
       plans.push(plan);
-      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') walk(op);
+      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep' && op.kind !== 'force') walk(op);
       for (const f of plan.faults) {
         faults.add(f.kind);
         if (f.kind === 'delay' || f.kind === 'blackhole') for (const t of f.targets) targets.add(t);
@@ -130,7 +130,7 @@ describe('simulation plan', () => {
           redlockKills.push(f.masters.length);
         }
       }
-      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep') visit(plan, op, undefined);
+      for (const worker of plan.fibers) for (const fiber of worker) for (const op of fiber) if (op.kind !== 'sleep' && op.kind !== 'force') visit(plan, op, undefined);
       // The negative controls stay on the routed backends.
       for (const control of ['nolock', 'unfenced'] as const) {
         const controlPlan = JSON.stringify(generatePlan({ ...params, seed, control }));
@@ -143,6 +143,67 @@ describe('simulation plan', () => {
     expect(redlockKills.filter((n) => n === 3).length).toBeLessThan(redlockKills.length / 4);
     expect(checked).toBeGreaterThan(20);
     expect(checkedZk).toBeGreaterThan(10);
+  });
+
+  it('draws semaphores, multi-key leases, campaigns and forceRelease() consistently, and none in the controls', () => {
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 20; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      const p = plan.primitives!;
+      seen.add(`sem/${p.sem.backend ?? p.sem.purpose}`);
+      seen.add(`leader/${p.leader.backend ?? p.leader.purpose}`);
+      // The operator's fiber: the last one of its worker, sleeps and forceRelease() only.
+      const operator = plan.fibers[plan.operator!].at(-1)!;
+      expect(plan.fibers[plan.operator!]).toHaveLength(params.fibers + 1);
+      for (const op of operator) {
+        expect(['sleep', 'force']).toContain(op.kind);
+        if (op.kind !== 'force') continue;
+        seen.add(`force/${op.target.ns ?? 'key'}`);
+        if (op.target.ns === 'sem') expect([op.target.key, op.target.purpose, op.target.backend]).toEqual([0, p.sem.purpose, p.sem.backend]);
+        if (op.target.backend === 'redlock') expect(op.target.purpose).toBe('efficiency');
+      }
+      for (const op of plan.fibers.flat(2)) {
+        if (op.kind === 'force') expect(operator).toContain(op);
+        if (op.kind === 'sleep' || op.kind === 'force') continue;
+        if (op.ns === 'sem') {
+          // Every caller of the semaphore agrees on its permits and its lock; no fenced step (several holders).
+          seen.add(`sem-op/${op.kind}`);
+          expect([op.key, op.permits, op.purpose, op.backend]).toEqual([0, p.sem.permits, p.sem.purpose, p.sem.backend]);
+          expect(op.steps.every((s) => s.s === 'hold' || s.s === 'extend')).toBe(true);
+        } else if (op.kind === 'campaign') {
+          seen.add('campaign');
+          expect([op.ns, op.key, op.purpose, op.backend]).toEqual(['leader', 0, p.leader.purpose, p.leader.backend]);
+          for (const s of op.steps) if (s.s === 'rmw') expect(s.token).toBe('explicit');
+        } else if (op.keys) {
+          seen.add(`multi/${op.kind}`);
+          expect(op.keys).toHaveLength(2);
+          expect(op.keys[0]).not.toBe(op.keys[1]);
+          expect(op.key).toBe(op.keys[0]);
+          for (const k of op.keys) expect(k >= 0 && k < plan.keys).toBe(true);
+          for (const s of op.steps) {
+            expect(['hold', 'extend', 'rmw']).toContain(s.s);
+            if (s.s === 'rmw') {
+              seen.add(`multi-rmw/${s.token}`);
+              expect(op.keys).toContain(s.key);
+              expect(op.purpose).toBe('correctness');
+            }
+          }
+        }
+      }
+      for (const control of ['nolock', 'unfenced'] as const) {
+        const c = generatePlan({ ...params, seed, control });
+        expect(c.primitives).toBeUndefined();
+        expect(JSON.stringify(c.fibers)).not.toMatch(/"ns"|"keys"|"permits"|campaign|force/);
+      }
+    }
+    for (const s of ['sem/efficiency', 'sem/correctness', 'sem/zookeeper', 'leader/correctness', 'leader/zookeeper', 'force/key', 'force/sem', 'force/leader', 'campaign'])
+      expect(seen).toContain(s);
+    for (const kind of ['acquire', 'try', 'using']) {
+      expect(seen).toContain(`sem-op/${kind}`);
+      expect(seen).toContain(`multi/${kind}`);
+    }
+    expect(seen).toContain('multi-rmw/implicit');
+    expect(seen).toContain('multi-rmw/explicit');
   });
 
   it('names the exact replay command, with every non-default parameter', () => {

@@ -34,7 +34,7 @@ export type Step =
    * README's way: the read's row lock keeps a newer holder's read waiting); otherwise each
    * statement commits on its own (the fence alone refuses a stale write).
    */
-  | { s: 'rmw'; store: Store; token: 'explicit' | 'implicit'; thinkMs: number; checkSignal: boolean; tx?: boolean }
+  | { s: 'rmw'; store: Store; token: 'explicit' | 'implicit'; thinkMs: number; checkSignal: boolean; tx?: boolean; key?: number }
   /** The read half of a split read-modify-write (the write comes in a nested lease's body). */
   | { s: 'read'; store: Store }
   /** The write half, inside a nested lease, to the *outer* lease's register. */
@@ -78,8 +78,18 @@ export interface DecoCall {
   unsubscribeAfterMs?: number;
 }
 
+/**
+ * A key namespace of its own: 'sem' — the semaphore keys (`…/sem/k0`: every caller of one gives
+ * the seed's `permits`); 'leader' — the leader names of `campaign()` (`…/leader/k0`).
+ */
+export type KeyNs = 'sem' | 'leader';
+
 export interface LockOp {
-  kind: 'acquire' | 'try' | 'using' | 'abort-wait' | 'decorated';
+  /**
+   * campaign: `campaign()` of the seed's leader name (ns 'leader'), waiting without end (until it
+   * leads, or the drain); the leader then runs the steps and steps down (release).
+   */
+  kind: 'acquire' | 'try' | 'using' | 'abort-wait' | 'decorated' | 'campaign';
   /** decorated: which method, and its other arguments. */
   deco?: DecoCall;
   /** Index into the key set. */
@@ -93,10 +103,28 @@ export interface LockOp {
   abortAfterMs?: number;
   /** acquire/try: do not release at the end; the lease is left to run out. */
   abandon?: boolean;
+  /** A key of another namespace (semaphore keys, leader names): not the key set's. */
+  ns?: KeyNs;
+  /** ns 'sem': the semaphore's permits (the seed's, the same for every caller of the key). */
+  permits?: number;
+  /** A multi-key lease: every key (indices into the key set, in the order the call names them; `key` is the first). */
+  keys?: number[];
   steps: Step[];
 }
 
-export type FiberOp = LockOp | { kind: 'sleep'; ms: number };
+/** What an operator's `forceRelease()` / `inspect()` names: a lock of the seed. */
+export interface ForceTarget {
+  key: number;
+  purpose: Purpose;
+  backend?: LockBackendName;
+  ns?: KeyNs;
+}
+
+export type FiberOp =
+  | LockOp
+  | { kind: 'sleep'; ms: number }
+  /** An operator's forceRelease() of a lock of the seed (an `inspect()` first, now and then). */
+  | { kind: 'force'; target: ForceTarget; inspect: boolean };
 
 export type Fault =
   | { kind: 'delay'; at: number; worker: number; ms: number; dur: number; targets: ProxyTarget[] }
@@ -164,6 +192,16 @@ export interface Plan {
   endCrash?: number;
   /** The decorated methods every worker's app provides (see DecoSpec). */
   decorated: DecoSpec[];
+  /** The seed's semaphore (key `…/sem/k0`, one lock) and its leader name (`…/leader/k0`); absent in the controls. */
+  primitives?: Primitives;
+  /** The worker whose last fiber (index `params.fibers`) is the operator's: sleeps and forceRelease() calls. */
+  operator?: number;
+}
+
+/** The seed's new primitives: one semaphore lock and one leader name, each on one backend. */
+export interface Primitives {
+  sem: { purpose: Purpose; backend?: LockBackendName; permits: number };
+  leader: { purpose: Purpose; backend?: LockBackendName };
 }
 
 export const DEFAULT_PARAMS: Omit<SimParams, 'seed'> = { durationMs: 9_000, workers: 3, fibers: 2 };
@@ -182,23 +220,41 @@ export function generatePlan(params: SimParams): Plan {
   // ttls around and beyond the session ttl; extends include very short ones.
   const ctx: GenContext = { keys, ttls: TTLS, control: params.control, maxTtl: 0, decorated: [] };
   if (params.control !== 'nolock') ctx.decorated = genCatalog(root.fork('decorated'), ctx);
+  // Semaphores, multi-key leases and leaders draw from streams of their own (forks: the streams
+  // above are what they were before them); none in the controls.
+  if (!params.control) ctx.primitives = genPrimitives(root.fork('primitives'));
 
   const fibers: FiberOp[][][] = [];
   for (let w = 0; w < params.workers; w++) {
     const perWorker: FiberOp[][] = [];
     for (let f = 0; f < params.fibers; f++) {
       const rng = root.fork(`w${w}f${f}`);
+      const prim = root.fork(`w${w}f${f}/primitives`);
       const ops: FiberOp[] = [];
       let nominal = 0;
       const limit = params.maxOps ?? 400;
       while (nominal < 3 * params.durationMs && ops.length < limit) {
-        const op = genFiberOp(rng, ctx);
+        const op = genFiberOp(rng, prim, ctx);
         ops.push(op);
-        nominal += op.kind === 'sleep' ? op.ms : 150 + nominalMs(op);
+        nominal += op.kind === 'sleep' ? op.ms : op.kind === 'force' ? 0 : 150 + nominalMs(op);
       }
       perWorker.push(ops);
     }
     fibers.push(perWorker);
+  }
+  // The operator: one more fiber on one worker, forceRelease() of a lock of the seed every 0.5–1.5 s.
+  let operator: number | undefined;
+  if (ctx.primitives) {
+    const rng = root.fork('operator');
+    operator = rng.int(0, params.workers - 1);
+    const ops: FiberOp[] = [];
+    let nominal = 0;
+    while (nominal < 3 * params.durationMs && ops.length < (params.maxOps ?? 400)) {
+      const ms = rng.int(500, 1_500);
+      ops.push({ kind: 'sleep', ms }, { kind: 'force', target: genForceTarget(rng, ctx), inspect: rng.chance(0.3) });
+      nominal += ms;
+    }
+    fibers[operator].push(ops);
   }
 
   // The Redlock restart delay must outlast every lease and extend of the plan: the longest ttl
@@ -211,7 +267,122 @@ export function generatePlan(params: SimParams): Plan {
   const kept = faults
     .map((fault, index) => ({ ...fault, index }))
     .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index));
-  return { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated };
+  const plan: Plan = { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated };
+  if (ctx.primitives) {
+    plan.primitives = ctx.primitives;
+    plan.operator = operator;
+  }
+  return plan;
+}
+
+/**
+ * The seed's semaphore and leader name. The semaphore is one lock per seed (contention: every
+ * semaphore call of the seed goes to it), permits 2 or 3, on Redis (routed efficiency), etcd
+ * (routed correctness), ZooKeeper or PostgreSQL (when its backend has semaphores: the worker looks
+ * at `capabilities.semaphore`). The leader name on etcd, ZooKeeper, PostgreSQL (fenced: the leader
+ * writes a register) or Redis.
+ */
+function genPrimitives(rng: Prng): Primitives {
+  const sem = rng.weighted<{ purpose: Purpose; backend?: LockBackendName }>([
+    [2, { purpose: 'efficiency' }],
+    [2, { purpose: 'correctness' }],
+    [2, { purpose: 'correctness', backend: 'zookeeper' }],
+    [1, { purpose: 'efficiency', backend: 'zookeeper' }],
+    [1, { purpose: 'correctness', backend: 'postgres' }],
+  ]);
+  const leader = rng.weighted<{ purpose: Purpose; backend?: LockBackendName }>([
+    [2, { purpose: 'correctness' }],
+    [2, { purpose: 'correctness', backend: 'zookeeper' }],
+    [1, { purpose: 'correctness', backend: 'postgres' }],
+    [1, { purpose: 'efficiency' }],
+  ]);
+  return { sem: { ...sem, permits: rng.pick([2, 2, 3]) }, leader };
+}
+
+/** A lock for the operator to force-release: a key of the key set (any backend), the semaphore, or the leader name. */
+function genForceTarget(rng: Prng, ctx: GenContext): ForceTarget {
+  const p = ctx.primitives!;
+  const which = rng.weighted<'key' | 'sem' | 'leader'>([[4, 'key'], [3, 'sem'], [2, 'leader']]);
+  if (which === 'sem') return withBackend<ForceTarget>({ key: 0, purpose: p.sem.purpose, ns: 'sem' }, p.sem.backend);
+  if (which === 'leader') return withBackend<ForceTarget>({ key: 0, purpose: p.leader.purpose, ns: 'leader' }, p.leader.backend);
+  const backend = pickBackend(rng, ctx);
+  const purpose: Purpose = backend === 'redlock' ? 'efficiency' : rng.pick<Purpose>(['efficiency', 'correctness']);
+  return withBackend<ForceTarget>({ key: rng.int(0, ctx.keys - 1), purpose }, backend);
+}
+
+function withBackend<T extends { backend?: LockBackendName }>(o: T, backend: LockBackendName | undefined): T {
+  if (backend) o.backend = backend;
+  return o;
+}
+
+/**
+ * A top-level operation of a new primitive: a semaphore acquisition (hold and extend steps), a
+ * multi-key lease over two keys of the key set in random order (hold, extend, fenced writes to
+ * either key's register), or a campaign for the seed's leader name (hold past the ttl — renewed —
+ * and fenced writes to the leader's register).
+ */
+function genPrimitiveOp(rng: Prng, ctx: GenContext): LockOp {
+  const p = ctx.primitives!;
+  const which = rng.weighted<'sem' | 'multi' | 'campaign'>([[4, 'sem'], [4, 'multi'], [2, 'campaign']]);
+  const ttl = rng.pick(ctx.ttls);
+  ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
+  if (which === 'sem') {
+    const kind = rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [4, 'using']]);
+    const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 1_000], [2, 3_000]]);
+    const op = withBackend<LockOp>({ kind, key: 0, ns: 'sem', permits: p.sem.permits, purpose: p.sem.purpose, ttl, wait, steps: [] }, p.sem.backend);
+    // Holders overlap: mostly holds of a good part of the ttl, sometimes past it.
+    const n = rng.int(1, 3);
+    for (let i = 0; i < n; i++) {
+      if (rng.chance(0.7)) op.steps.push({ s: 'hold', ms: rng.chance(0.8) ? rng.int(Math.floor(ttl * 0.2), Math.floor(ttl * 0.8)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4)) });
+      else op.steps.push(genExtend(rng, ctx));
+    }
+    return op;
+  }
+  if (which === 'campaign') {
+    const op = withBackend<LockOp>({ kind: 'campaign', key: 0, ns: 'leader', purpose: p.leader.purpose, ttl, wait: 0, steps: [] }, p.leader.backend);
+    const fenced = p.leader.purpose === 'correctness';
+    const n = rng.int(1, 4);
+    for (let i = 0; i < n; i++) {
+      if (fenced && rng.chance(0.5)) op.steps.push({ s: 'rmw', store: fencedStore(rng, op), token: 'explicit', thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2), checkSignal: rng.chance(0.3) });
+      // A term outlives its ttl: the lease is renewed (no maxHold).
+      else op.steps.push({ s: 'hold', ms: rng.chance(0.6) ? rng.int(0, Math.floor(ttl * 0.5)) : rng.int(ttl, ttl * 3) });
+    }
+    return op;
+  }
+  const backend = pickBackend(rng, ctx);
+  const purpose: Purpose = backend === 'redlock' ? 'efficiency' : rng.pick<Purpose>(['efficiency', 'correctness']);
+  const first = rng.int(0, ctx.keys - 1);
+  const second = (first + rng.int(1, ctx.keys - 1)) % ctx.keys;
+  const keys = [first, second];
+  const kind = rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [4, 'using']]);
+  const wait = kind === 'try' ? 0 : rng.weighted([[1, 0], [3, 200], [3, 1_000], [2, 3_000]]);
+  const op = withBackend<LockOp>({ kind, key: first, keys, purpose, ttl, wait, steps: [] }, backend);
+  const n = rng.int(1, 4);
+  for (let i = 0; i < n; i++) {
+    const choice = rng.weighted<string>([[3, 'hold'], [1.5, 'extend'], [purpose === 'correctness' ? 4 : 0, 'rmw']]);
+    if (choice === 'hold') op.steps.push({ s: 'hold', ms: rng.chance(0.8) ? rng.int(0, Math.floor(ttl * 0.3)) : rng.int(Math.floor(ttl * 0.7), Math.floor(ttl * 1.4)) });
+    else if (choice === 'extend') op.steps.push(genExtend(rng, ctx));
+    else {
+      // To either key's register, with the lease's token (implicit: the fence finds the lease on that key).
+      const step: Step = {
+        s: 'rmw',
+        store: fencedStore(rng, op),
+        token: kind === 'using' && rng.chance(0.5) ? 'implicit' : 'explicit',
+        thinkMs: rng.chance(0.8) ? rng.int(0, 40) : rng.int(ttl / 2, ttl * 1.2),
+        checkSignal: rng.chance(0.3),
+        key: rng.pick(keys),
+      };
+      if (backend === 'postgres') step.tx = rng.chance(0.5);
+      op.steps.push(step);
+    }
+  }
+  return op;
+}
+
+function genExtend(rng: Prng, ctx: GenContext): Step {
+  const t = rng.chance(0.3) ? rng.int(30, EXTEND_SHORT_MAX) : rng.pick(ctx.ttls);
+  ctx.maxTtl = Math.max(ctx.maxTtl, t);
+  return { s: 'extend', ttl: t };
 }
 
 /** One method of each shape, with the seed's purposes, backends, ttls and busy behaviour. */
@@ -270,13 +441,16 @@ interface GenContext {
   control?: ControlMode;
   maxTtl: number;
   decorated: DecoSpec[];
+  primitives?: Primitives;
 }
 
 function nominalMs(op: LockOp): number {
   return op.steps.reduce((sum, s) => sum + (s.s === 'hold' ? s.ms : s.s === 'rmw' ? s.thinkMs + 20 : s.s === 'nest' ? nominalMs(s.op) : 10), 0);
 }
 
-function genFiberOp(rng: Prng, ctx: GenContext): FiberOp {
+function genFiberOp(rng: Prng, prim: Prng, ctx: GenContext): FiberOp {
+  // A new primitive now and then (from its own stream: the other operations stay the same ones).
+  if (ctx.primitives && prim.chance(0.2)) return genPrimitiveOp(prim, ctx);
   if (rng.chance(0.12)) return { kind: 'sleep', ms: rng.int(10, 400) };
   return genLockOp(rng, ctx, 0, undefined);
 }

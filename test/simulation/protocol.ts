@@ -1,5 +1,5 @@
 /** What the simulation controller and its worker processes say to each other (IPC). */
-import type { ControlMode, DecoSpec, FiberOp, LockBackendName, Purpose, Store } from './plan.js';
+import type { ControlMode, DecoSpec, FiberOp, KeyNs, LockBackendName, Purpose, Store } from './plan.js';
 
 export interface WorkerConfig {
   role: 'worker' | 'probe';
@@ -26,7 +26,7 @@ export interface WorkerConfig {
   decorated: DecoSpec[];
   control?: ControlMode;
   /** probe: acquire every lock, each within its bound counted from `since` (wall clock, ms). */
-  probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; boundMs: number }> };
+  probe?: { since: number; locks: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; permits?: number; boundMs: number }> };
 }
 
 export type WorkerCommand =
@@ -43,9 +43,9 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 export type SimEventBody =
   | { ev: 'ready' }
   /** `backend`: 'postgres', 'zookeeper' or 'redlock' when the lock was taken there (absent: routed by purpose). */
-  | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string }
+  | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string; ns?: KeyNs; permits?: number; keys?: number[] }
   /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
-  | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string }
+  | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string; ns?: KeyNs; permits?: number; keys?: number[] }
   | { ev: 'busy'; id: string }
   | { ev: 'fail'; id: string; name: string; message: string }
   /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */
@@ -58,17 +58,21 @@ export type SimEventBody =
   /** The holder stops using the lease (just before release is called). */
   | { ev: 'rel'; id: string }
   | { ev: 'rel-done'; id: string; ok: boolean; message?: string }
-  | { ev: 'read'; id: string; store: Store; key: number; token?: string; len: number; result: 'ok' | 'stale' | 'fail'; message?: string }
+  | { ev: 'read'; id: string; store: Store; key: number; ns?: KeyNs; token?: string; len: number; result: 'ok' | 'stale' | 'fail'; message?: string }
   /** Sent before the write: a worker killed before it hears the answer leaves a write of unknown outcome. */
-  | { ev: 'write-start'; id: string; store: Store; key: number; el: string; token?: string }
-  | { ev: 'write'; id: string; store: Store; key: number; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
+  | { ev: 'write-start'; id: string; store: Store; key: number; ns?: KeyNs; el: string; token?: string }
+  | { ev: 'write'; id: string; store: Store; key: number; ns?: KeyNs; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
+  /** An operator's forceRelease() of a lock, called (`id`: the call's). */
+  | { ev: 'force'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs }
+  /** …and its answer: released (true: a holder was there; false: none), undefined if it failed (outcome unknown); what inspect() said just before, if asked. */
+  | { ev: 'force-done'; id: string; released?: boolean; message?: string; inspected?: string }
   | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
   /** final: `above` = what was still above the baseline when the worker had finished (before settling). */
   | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number; above?: Record<string, number> }
   | { ev: 'exit-resources'; leaked: string[] }
   | { ev: 'drained' }
-  | { ev: 'probe'; key: number; purpose: Purpose; backend?: LockBackendName; ok: boolean; elapsedMs: number; message?: string }
-  | { ev: 'register'; store: Store | 'plain'; key: number; list: RegisterList | null }
+  | { ev: 'probe'; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; ok: boolean; elapsedMs: number; message?: string }
+  | { ev: 'register'; store: Store | 'plain'; key: number; ns?: KeyNs; list: RegisterList | null }
   | { ev: 'note'; message: string }
   /** A decorated method's body ran without one of its declared leases (or after its caller unsubscribed). */
   | { ev: 'unlocked'; id: string; detail: string };
@@ -83,8 +87,10 @@ const NAMED_KEY_SEGMENT: Record<LockBackendName, string> = { postgres: 'pg', zoo
  * a context holding key 0 there and on a routed backend has two keys, and a fence's lockKey names
  * one lock.
  */
-export const lockKeyName = (runId: string, key: number, backend?: LockBackendName): string =>
-  backend === undefined ? `${runId}/k${key}` : `${runId}/${NAMED_KEY_SEGMENT[backend]}/k${key}`;
+export const lockKeyName = (runId: string, key: number, backend?: LockBackendName, ns?: KeyNs): string => {
+  const base = ns ? `${runId}/${ns}` : runId;
+  return backend === undefined ? `${base}/k${key}` : `${base}/${NAMED_KEY_SEGMENT[backend]}/k${key}`;
+};
 /**
  * The etcd register of key k is named like the lock (a fence can match it to the lease on that
  * key); the Redis one is not (an implicit token must then come from an unambiguous context). The
@@ -92,8 +98,12 @@ export const lockKeyName = (runId: string, key: number, backend?: LockBackendNam
  * register is an EtcdFence one named like their ZooKeeper lock (its tokens are that lock's zxids,
  * another sequence than etcd's revisions: another register).
  */
-export const registerName = (runId: string, key: number, store: Store): string =>
-  store === 'etcd' ? `${runId}/k${key}` : store === 'postgres' || store === 'zookeeper' ? lockKeyName(runId, key, store) : `${runId}/register-${key}`;
+export const registerName = (runId: string, key: number, store: Store, ns?: KeyNs): string =>
+  store === 'etcd'
+    ? lockKeyName(runId, key, undefined, ns)
+    : store === 'postgres' || store === 'zookeeper'
+      ? lockKeyName(runId, key, store, ns)
+      : `${ns ? `${runId}/${ns}` : runId}/register-${key}`;
 export const REDIS_FENCE_PREFIX = 'sim:';
 export const ETCD_FENCE_PREFIX = 'sim/fence/';
 export const PLAIN_PREFIX = 'sim:plain:';
@@ -103,7 +113,9 @@ export const PG_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${PG_REGISTER_TABLE} 
 
 /**
  * A per-key cache among the backends' collections (it may keep the seed's keys once nothing is
- * held, invariant 5): the waiters' `busyAt`, the ZooKeeper backend's idle-line clock `parents`.
+ * held, invariant 5): the waiters' `busyAt`, the ZooKeeper backend's idle-line clock `parents`, and
+ * a backend's semaphore `views` (one per permits value: the seed has one; their own per-owner
+ * collections are walked and must go back to nothing).
  * Every other collection is per owner and must go back to its baseline.
  */
-export const isKeyCache = (name: string): boolean => /busy/i.test(name) || /^zookeeper\.requests\.parents$/.test(name);
+export const isKeyCache = (name: string): boolean => /busy/i.test(name) || /^zookeeper\.requests\.parents$/.test(name) || /\.views$/.test(name);

@@ -12,7 +12,7 @@ import { PostgresServer } from '../harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
-import { check, type CheckResult, type WorkerEnd } from './checker.js';
+import { check, lockId, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
 import { DEFAULT_PARAMS, describeFault, faultResource, generatePlan, REDLOCK_MASTERS, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
 import { PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
@@ -200,7 +200,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const current: Proc[] = [];
   const proxies: WorkerProxies[] = [];
   let error: string | undefined;
-  let probeResult: { probes: NonNullable<Parameters<typeof check>[0]['probes']>; registers: Array<{ store: string; key: number; list: RegisterList | null }> } | undefined;
+  let probeResult: { probes: NonNullable<Parameters<typeof check>[0]['probes']>; registers: Parameters<typeof check>[0]['registers'] } | undefined;
   let tGone = 0;
 
   const port = (endpoint: string): number => Number(endpoint.split(':').pop());
@@ -504,7 +504,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const workerEnds: WorkerEnd[] = [];
   try {
     // This seed's PgFence registers: one row per key, an empty list, fence 0.
-    const pgRegisters = Array.from({ length: plan.keys }, (_, key) => registerName(runId, key, 'postgres'));
+    // (And the leader name's, when the seed's leader is on PostgreSQL.)
+    const pgRegisters = [...Array.from({ length: plan.keys }, (_, key) => registerName(runId, key, 'postgres')), registerName(runId, 0, 'postgres', 'leader')];
     await pgQuery(servers.postgres.server, `INSERT INTO ${PG_REGISTER_TABLE} (id, v) SELECT unnest($1::text[]), '[]' ON CONFLICT (id) DO NOTHING`, [pgRegisters]);
     for (let w = 0; w < params.workers; w++) {
       const p: WorkerProxies = {
@@ -609,6 +610,12 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       const purpose: Purpose = backend === 'redlock' ? 'efficiency' : 'correctness';
       for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose, backend, boundMs: bounds[`${backend}:${key}`] });
     }
+    // The seed's semaphore (every permit) and leader name.
+    if (plan.primitives) {
+      const { sem, leader } = plan.primitives;
+      probeLocks.push({ key: 0, purpose: sem.purpose, ns: 'sem', permits: sem.permits, boundMs: bounds[lockId(sem.purpose, 0, sem.backend, 'sem')], ...(sem.backend ? { backend: sem.backend } : {}) });
+      probeLocks.push({ key: 0, purpose: leader.purpose, ns: 'leader', boundMs: bounds[lockId(leader.purpose, 0, leader.backend, 'leader')], ...(leader.backend ? { backend: leader.backend } : {}) });
+    }
     const probe = spawnProc({
       role: 'probe',
       worker: -1,
@@ -640,8 +647,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     if (probeEnd === 'done') {
       const mine = events.filter((e) => e.w === -1);
       probeResult = {
-        probes: mine.flatMap((e) => (e.ev === 'probe' ? [{ key: e.key, purpose: e.purpose, backend: e.backend, ok: e.ok, elapsedMs: e.elapsedMs, message: e.message }] : [])),
-        registers: mine.flatMap((e) => (e.ev === 'register' ? [{ store: e.store, key: e.key, list: e.list }] : [])),
+        probes: mine.flatMap((e) => (e.ev === 'probe' ? [{ key: e.key, purpose: e.purpose, backend: e.backend, ns: e.ns, ok: e.ok, elapsedMs: e.elapsedMs, message: e.message }] : [])),
+        registers: mine.flatMap((e) => (e.ev === 'register' ? [{ store: e.store, key: e.key, ns: e.ns, list: e.list }] : [])),
       };
     } else {
       error = `the liveness probe did not finish (${probeEnd})`;
@@ -708,12 +715,15 @@ async function healRedlock(redlock: SimRedlock): Promise<void> {
  */
 export function livenessBounds(plan: Plan): Record<string, number> {
   const bounds: Record<string, number> = {};
-  for (let key = 0; key < plan.keys; key++) {
-    bounds[`efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
-    bounds[`correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
-    bounds[`postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
-    bounds[`zookeeper:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
-    bounds[`redlock:${key}`] = plan.maxTtl + 1_500;
+  // The semaphore and the leader name (key 0 of their namespaces) as any lock of their backend.
+  for (const ns of ['', 'sem/', 'leader/']) {
+    for (let key = 0; key < (ns ? 1 : plan.keys); key++) {
+      bounds[`${ns}efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
+      bounds[`${ns}correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+      bounds[`${ns}postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
+      bounds[`${ns}zookeeper:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+      bounds[`${ns}redlock:${key}`] = plan.maxTtl + 1_500;
+    }
   }
   return bounds;
 }
@@ -729,6 +739,8 @@ export function summaryLine(r: SeedResult): string {
   return (
     `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
     `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
+    `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
+    `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

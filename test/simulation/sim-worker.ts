@@ -33,7 +33,7 @@ import { ZooKeeperRequests } from '../../lib/backends/zookeeper/zookeeper-reques
 import { ZooKeeperSession } from '../../lib/backends/zookeeper/zookeeper-session.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { wallNow } from './clock.js';
-import type { DecoSpec, FiberOp, LockBackendName, LockOp, Step, Store } from './plan.js';
+import type { DecoSpec, FiberOp, ForceTarget, KeyNs, LockBackendName, LockOp, Step, Store } from './plan.js';
 import {
   ETCD_FENCE_PREFIX,
   lockKeyName,
@@ -275,8 +275,8 @@ function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdF
   return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc, timeoutMs: 1_500 });
 }
 
-async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined, tx?: PgTx): Promise<RegisterList> {
-  const name = registerName(config.runId, key, store);
+async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined, tx?: PgTx, ns?: KeyNs): Promise<RegisterList> {
+  const name = registerName(config.runId, key, store, ns);
   let raw: string | null | undefined;
   if (config.control === 'unfenced') raw = await registerRedis.get(PLAIN_PREFIX + registerName(config.runId, key, 'redis'));
   else if (store === 'postgres') raw = (await timeout((fenceFor(store, svc) as PgFence).read(tx?.client ?? registerPg, name, token), 1_500)).v as string;
@@ -284,8 +284,8 @@ async function readRegister(store: Store, svc: DistributedLockService, key: numb
   return JSON.parse(raw ?? '[]') as RegisterList;
 }
 
-async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined, tx?: PgTx): Promise<void> {
-  const name = registerName(config.runId, key, store);
+async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined, tx?: PgTx, ns?: KeyNs): Promise<void> {
+  const name = registerName(config.runId, key, store, ns);
   if (config.control === 'unfenced') {
     await registerRedis.set(PLAIN_PREFIX + registerName(config.runId, key, 'redis'), JSON.stringify(value));
     return;
@@ -400,7 +400,7 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
   } else {
     coreRoot.set(lease.leaseCore, id);
   }
-  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root });
+  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root, ...primitiveFields(op) });
   if (!lease.reentrant) {
     lease.signal.addEventListener(
       'abort',
@@ -640,11 +640,78 @@ const drain = new AbortController();
 let seq = 0;
 let elements = 0;
 
+/** What a req / grant says of a semaphore, multi-key or leader lease. */
+function primitiveFields(op: LockOp): { ns?: KeyNs; permits?: number; keys?: number[] } {
+  const out: { ns?: KeyNs; permits?: number; keys?: number[] } = {};
+  if (op.ns) out.ns = op.ns;
+  if (op.permits !== undefined) out.permits = op.permits;
+  if (op.keys) out.keys = op.keys;
+  return out;
+}
+
+/** Whether the backend this op's lock is on has semaphores (PostgreSQL's may not yet). */
+function hasSemaphore(op: LockOp): boolean {
+  const name = op.backend ?? (op.purpose === 'efficiency' ? 'redis' : 'etcd');
+  return (backendsOf(app!).get(name) as { capabilities?: { semaphore?: boolean } } | undefined)?.capabilities?.semaphore === true;
+}
+const noSemaphoreNoted = new Set<string>();
+
+/** The key (or keys) an op locks. */
+const opKey = (op: LockOp): string | string[] => (op.keys ? op.keys.map((k) => lockKeyName(config.runId, k, op.backend)) : lockKeyName(config.runId, op.key, op.backend, op.ns));
+
+/** A leader term: campaign() (until it leads or the drain begins), the steps, then step down (release). */
+async function runCampaign(fiber: number, op: LockOp, chain: Held[], id: string, svc: DistributedLockService): Promise<void> {
+  // The campaign's signal stops a candidate still waiting at the drain; a leader steps down by
+  // release() after its steps (reported first), never by the signal.
+  const stop = new AbortController();
+  const onDrain = (): void => stop.abort(new Error('sim: draining'));
+  if (drain.signal.aborted) onDrain();
+  else drain.signal.addEventListener('abort', onDrain, { once: true });
+  let lease: Lease;
+  try {
+    lease = await svc.campaign(lockKeyName(config.runId, op.key, op.backend, op.ns), { purpose: op.purpose, ttl: op.ttl, signal: stop.signal, ...(op.backend ? { backend: op.backend } : {}) });
+  } finally {
+    drain.signal.removeEventListener('abort', onDrain);
+  }
+  await body(fiber, op, granted(id, op, lease, svc), chain);
+}
+
+/** An operator's forceRelease() (an inspect() first, now and then), with its answer. */
+async function runForce(fiber: number, target: ForceTarget, inspect: boolean): Promise<void> {
+  const svc = locks;
+  const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
+  const name = lockKeyName(config.runId, target.key, target.backend, target.ns);
+  const where = target.backend ? { backend: target.backend } : { purpose: target.purpose };
+  let inspected: string | undefined;
+  if (inspect) {
+    try {
+      const info = await timeout(svc.inspect(name, where), 3_000);
+      inspected = info ? JSON.stringify({ ...info, token: info.token?.toString() }) : 'free';
+    } catch (error) {
+      inspected = `failed: ${errorInfo(error).message}`;
+    }
+  }
+  emit({ ev: 'force', id, key: target.key, purpose: target.purpose, backend: target.backend, ...(target.ns ? { ns: target.ns } : {}) });
+  try {
+    const released = await timeout(svc.forceRelease(name, where), 3_000);
+    emit({ ev: 'force-done', id, released, inspected });
+  } catch (error) {
+    emit({ ev: 'force-done', id, message: `${errorInfo(error).name}: ${errorInfo(error).message}`, inspected });
+  }
+}
+
 async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
   const svc = locks;
   const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
-  const key = lockKeyName(config.runId, op.key, op.backend);
-  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: op.backend, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id });
+  if (op.permits !== undefined && op.permits > 1 && !hasSemaphore(op)) {
+    // A backend without semaphores (yet): the op is left out, said once.
+    const name = op.backend ?? op.purpose;
+    if (!noSemaphoreNoted.has(name)) emit({ ev: 'note', message: `no semaphores on ${name}: its semaphore operations are left out` });
+    noSemaphoreNoted.add(name);
+    return;
+  }
+  const key = opKey(op);
+  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: op.backend, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id, ...primitiveFields(op) });
   let aborter: AbortController | undefined;
   let abortTimer: NodeJS.Timeout | undefined;
   const signals = [drain.signal];
@@ -654,7 +721,7 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
     signals.push(aborter.signal);
   }
   const signal = AbortSignal.any(signals);
-  const opts = { purpose: op.purpose, ttl: op.ttl, wait: op.wait, signal, ...(op.backend ? { backend: op.backend } : {}) };
+  const opts = { purpose: op.purpose, ttl: op.ttl, wait: op.wait, signal, ...(op.backend ? { backend: op.backend } : {}), ...(op.permits !== undefined ? { permits: op.permits } : {}) };
   try {
     if (config.control === 'nolock') {
       const lease = new FakeLease(++fakeTokens, op.ttl);
@@ -664,6 +731,10 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
     }
     if (op.kind === 'decorated') {
       await runDecorated(fiber, op, chain, id);
+      return;
+    }
+    if (op.kind === 'campaign') {
+      await runCampaign(fiber, op, chain, id, svc);
       return;
     }
     if (op.kind === 'using') {
@@ -736,12 +807,13 @@ function tokenFor(
   svc: DistributedLockService,
   registerKey: number,
   backend: LockBackendName | undefined,
+  ns?: KeyNs,
 ): { pass?: bigint; used?: bigint } {
   if (mode === 'explicit') return { pass: lease.token, used: lease.token };
   // What the fence will use: the lease of this async context on the register's lock key (older
   // versions of the library took the innermost lease, whatever its key).
   const all = (svc as unknown as { currentLeases?: () => readonly Lease[] }).currentLeases;
-  const lockKey = lockKeyName(config.runId, registerKey, backend);
+  const lockKey = lockKeyName(config.runId, registerKey, backend, ns);
   const used = typeof all === 'function' ? all.call(svc).findLast((l) => l.key === lockKey)?.token : svc.current()?.token;
   return { pass: undefined, used };
 }
@@ -784,15 +856,17 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       }
       let end: PgTxEnd = 'destroy';
       try {
-        const token = tokenFor(step.token, lease, svc, op.key, op.backend);
-        const list = await fencedRead(held, step.store, op.key, token, tx);
+        // A multi-key lease writes to one of its keys' registers; a leader to its name's.
+        const key = step.key ?? op.key;
+        const token = tokenFor(step.token, lease, svc, key, op.backend, op.ns);
+        const list = await fencedRead(held, step.store, key, token, tx, op.ns);
         if (!list) return;
         if (step.thinkMs > 0) await sleep(step.thinkMs, drain.signal);
         if (step.checkSignal && lease.signal.aborted) {
           end = 'rollback';
           return;
         }
-        const written = await fencedWrite(fiber, held, step.store, op.key, list, tokenFor(step.token, lease, svc, op.key, op.backend), lease.token, tx);
+        const written = await fencedWrite(fiber, held, step.store, key, list, tokenFor(step.token, lease, svc, key, op.backend, op.ns), lease.token, tx, op.ns);
         if (written === 'ok') end = 'committed';
       } finally {
         tx?.end(end);
@@ -821,10 +895,10 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
   }
 }
 
-async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }, tx?: PgTx): Promise<RegisterList | undefined> {
+async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }, tx?: PgTx, ns?: KeyNs): Promise<RegisterList | undefined> {
   try {
-    const list = await readRegister(store, held.svc, key, token.pass, tx);
-    emit({ ev: 'read', id: held.root, store, key, token: token.used?.toString(), len: list.length, result: 'ok' });
+    const list = await readRegister(store, held.svc, key, token.pass, tx, ns);
+    emit({ ev: 'read', id: held.root, store, key, ...(ns ? { ns } : {}), token: token.used?.toString(), len: list.length, result: 'ok' });
     return list;
   } catch (error) {
     emit({
@@ -832,6 +906,7 @@ async function fencedRead(held: Held, store: Store, key: number, token: { pass?:
       id: held.root,
       store,
       key,
+      ...(ns ? { ns } : {}),
       token: token.used?.toString(),
       len: -1,
       result: error instanceof StaleFencingTokenError ? 'stale' : 'fail',
@@ -850,12 +925,14 @@ async function fencedWrite(
   token: { pass?: bigint; used?: bigint },
   leaseToken: bigint | undefined,
   tx?: PgTx,
+  ns?: KeyNs,
 ): Promise<WriteResult> {
   const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
-  const base = { ev: 'write' as const, id: held.root, store, key, el, token: token.used?.toString(), leaseToken: leaseToken?.toString() };
-  emit({ ev: 'write-start', id: held.root, store, key, el, token: token.used?.toString() });
+  const where = ns ? { ns } : {};
+  const base = { ev: 'write' as const, id: held.root, store, key, ...where, el, token: token.used?.toString(), leaseToken: leaseToken?.toString() };
+  emit({ ev: 'write-start', id: held.root, store, key, ...where, el, token: token.used?.toString() });
   try {
-    await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass, tx);
+    await writeRegister(store, held.svc, key, [...list, [el, token.used?.toString() ?? null]], token.pass, tx, ns);
     emit({ ...base, result: 'ok' });
     return 'ok';
   } catch (error) {
@@ -871,6 +948,7 @@ async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
     await appUp;
     if (draining) return;
     if (op.kind === 'sleep') await sleep(op.ms, drain.signal);
+    else if (op.kind === 'force') await runForce(fiber, op.target, op.inspect);
     else await runOp(fiber, op, []);
   }
 }
@@ -921,6 +999,10 @@ function collections(prefix: string, value: object, depth: number): Array<[strin
   for (const [prop, v] of Object.entries(value)) {
     if (v instanceof Map || v instanceof Set || Array.isArray(v)) {
       out.push([`${prefix}.${prop}`, v]);
+      // A backend's semaphore views (by permits): their own per-owner collections (Redis's `sending`).
+      if (depth > 1 && prop === 'views' && v instanceof Map) {
+        for (const [permits, view] of v) if (view && typeof view === 'object') out.push(...collections(`${prefix}.views.${String(permits)}`, view as object, depth - 1));
+      }
       if (depth > 1 && Array.isArray(v)) {
         for (const [i, item] of v.entries()) if (item instanceof RedisBackend) out.push(...collections(`${prefix}.${prop}.${i}`, item, depth - 1));
       }
@@ -995,17 +1077,45 @@ async function probe(): Promise<void> {
   await startApp();
   const p = config.probe!;
   await Promise.all(
-    p.locks.map(async ({ key, purpose, backend, boundMs }) => {
+    p.locks.map(async ({ key, purpose, backend, ns, permits, boundMs }) => {
+      const where = { ...(backend ? { backend } : {}), ...(ns ? { ns } : {}) };
       try {
         const wait = Math.ceil(Math.max(1_000, boundMs - (now() - p.since) + 3_000));
-        const lease = await locks.acquire(lockKeyName(config.runId, key, backend), { purpose, ttl: 1_000, wait, ...(backend ? { backend } : {}) });
-        emit({ ev: 'probe', key, purpose, backend, ok: true, elapsedMs: now() - p.since });
-        await lease.release();
+        const name = lockKeyName(config.runId, key, backend, ns);
+        const on = backend ? { backend } : {};
+        let held: Lease[];
+        if (ns === 'leader') {
+          // The leader name: a campaign of its own (a candidate waits without end: the deadline is the signal).
+          held = [await locks.campaign(name, { purpose, ttl: 1_000, signal: AbortSignal.timeout(wait), ...on })];
+        } else if (permits !== undefined && permits > 1) {
+          // A semaphore: every permit must come back (one leaked holder would keep one forever).
+          const settled = await Promise.allSettled(Array.from({ length: permits }, () => locks.acquire(name, { purpose, ttl: 3_000, wait, permits, ...on })));
+          held = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+          const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+          if (failed) {
+            await Promise.all(held.map((l) => l.release()));
+            throw failed.reason;
+          }
+        } else {
+          held = [await locks.acquire(name, { purpose, ttl: 1_000, wait, ...on })];
+        }
+        emit({ ev: 'probe', key, purpose, ...where, ok: true, elapsedMs: now() - p.since });
+        await Promise.all(held.map((l) => l.release()));
       } catch (error) {
-        emit({ ev: 'probe', key, purpose, backend, ok: false, elapsedMs: now() - p.since, message: errorInfo(error).message });
+        emit({ ev: 'probe', key, purpose, ...where, ok: false, elapsedMs: now() - p.since, message: errorInfo(error).message });
       }
     }),
   );
+  // The leader name's registers (whichever backend it is on: an unwritten one is null).
+  for (const store of ['redis', 'etcd', 'zookeeper', 'postgres'] as const) {
+    const name = registerName(config.runId, 0, store, 'leader');
+    const parse = (raw: string | null | undefined): RegisterList | null => (raw ? (JSON.parse(raw) as RegisterList) : null);
+    let raw: string | null | undefined;
+    if (store === 'redis') raw = await registerRedis.hget(REDIS_FENCE_PREFIX + name, 'v');
+    else if (store === 'postgres') raw = (await registerPg.query(`SELECT v FROM ${PG_REGISTER_TABLE} WHERE id = $1`, [name])).rows[0]?.v as string | undefined;
+    else raw = await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(name)).string();
+    emit({ ev: 'register', store, key: 0, ns: 'leader', list: parse(raw) });
+  }
   for (let key = 0; key < config.keys; key++) {
     const parse = (raw: string | null | undefined): RegisterList | null => (raw ? (JSON.parse(raw) as RegisterList) : null);
     const redisName = registerName(config.runId, key, 'redis');

@@ -53,6 +53,9 @@ describe('seeded simulation: real apps, random operations, random faults', () =>
       expect(r.result.stats.zookeeper.grants).toBeGreaterThan(2);
       expect(r.result.stats.redlock.grants).toBeGreaterThan(2);
       expect(r.faults.filter((f) => !f.skipped).length).toBeGreaterThan(0);
+      // …and the newer primitives: semaphores, multi-key leases, leaders, an operator's forceRelease().
+      expect(r.result.stats.sem.grants + r.result.stats.multi.grants + r.result.stats.leader.grants).toBeGreaterThan(2);
+      expect(r.result.stats.force.calls).toBeGreaterThan(1);
     }, 120_000);
   }
 
