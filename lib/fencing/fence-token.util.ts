@@ -46,12 +46,12 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
   }
   const lost = inContext.find((lease) => lease.token !== undefined && lease.lostWith);
   if (lost) throw lost.lostWith;
-  const protecting = lockKey === undefined ? undefined : inContext.findLast((lease) => lease.key === lockKey);
+  const protecting = lockKey === undefined ? undefined : inContext.findLast((lease) => lease.keys.includes(lockKey));
   if (!protecting) {
     throw new InvalidLockOptionsError(
       'token',
       `none given and no lease on ${lockKey === undefined ? 'the lock key of this resource (set lockKey)' : JSON.stringify(lockKey)} ` +
-        `in this async context (held here: ${inContext.map((l) => JSON.stringify(l.key)).join(', ')}): lock the resource's own key, ` +
+        `in this async context (held here: ${inContext.map((l) => l.keys.map((k) => JSON.stringify(k)).join(' + ')).join(', ')}): lock the resource's own key, ` +
         `map it with the fence's lockKey option, or pass lease.token`,
       where,
     );
@@ -69,7 +69,7 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
 
 /** Whether an implicit token would be found for `lockKey` (a fenced read is plain without one). */
 export function hasLeaseOn(leases: LeaseSource | undefined, lockKey: string | undefined): boolean {
-  return lockKey !== undefined && leasesOf(leases).some((lease) => lease.key === lockKey && lease.token !== undefined);
+  return lockKey !== undefined && leasesOf(leases).some((lease) => lease.keys.includes(lockKey) && lease.token !== undefined);
 }
 
 /** The leases of this async context; a source with only `current()` shows the innermost one. */

@@ -1,7 +1,7 @@
 import { Injectable, Module } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 import { NestFactory } from '@nestjs/core';
-import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
+import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { RedisServer } from '../harness/servers.mjs';
@@ -218,6 +218,24 @@ describe('multi-key leases: nesting, the decorator, bad input', () => {
         expect(outer.held).toBe(true);
       });
     } finally {
+      await app.close();
+    }
+  });
+
+  it("a fence finds a multi-key lease's token for any of its keys, not only the first (simulation finding)", async () => {
+    const app = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    const redis = new Redis(redisUrl());
+    try {
+      const fence = new RedisFence(redis, { leases: app.locks, keyPrefix: uniqueKey('mk-fence') });
+      const [from, to] = [uniqueKey('acct-a'), uniqueKey('acct-b')];
+      await app.locks.using([to, from], { purpose: 'correctness' }, async (lease) => {
+        // No token given: the fence takes it from the lease this context holds on the resource's key.
+        await fence.write(from, '1');
+        await fence.write(to, '2');
+        expect(await fence.read(to, lease.token)).toBe('2');
+      });
+    } finally {
+      redis.disconnect();
       await app.close();
     }
   });
