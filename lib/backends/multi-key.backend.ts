@@ -33,6 +33,18 @@ interface Progress {
  * global counter (etcd revision, PostgreSQL sequence, ZooKeeper zxid), so it is larger than every
  * earlier holder's token of each of the keys.
  */
+/** Requests at once per operation over a lease's keys: a thousand deletes at once time out on etcd. */
+const BATCH = 64;
+
+/** `fn` over `items`, at most BATCH in flight at a time; the results in order. */
+async function inBatches<T, R>(items: readonly T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let start = 0; start < items.length; start += BATCH) {
+    results.push(...(await Promise.all(items.slice(start, start + BATCH).map((item, j) => fn(item, start + j)))));
+  }
+  return results;
+}
+
 /** The owner id of key `index` of a multi-key lease held by `owner`, in its `generation`. */
 export const ownerOf = (owner: string, generation: number, index: number): string => `${owner}.${generation}-${index}`;
 
@@ -109,7 +121,7 @@ export class MultiKeyBackend implements LockBackend {
   /** Give every held key its full ttl; false if one of them is no longer ours. */
   private async refresh(p: Progress, owner: string, ttlMs: number): Promise<boolean> {
     const sent = performance.now();
-    const kept = await Promise.all(p.held.map((key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs)));
+    const kept = await inBatches(p.held, (key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs));
     p.refreshedAt = sent;
     return kept.every(Boolean);
   }
@@ -121,7 +133,7 @@ export class MultiKeyBackend implements LockBackend {
   private async restart(owner: string, p: Progress, onlyHeld = false): Promise<AcquireResult> {
     this.progress.delete(owner);
     const keys = onlyHeld ? p.held : this.keys;
-    await Promise.all(keys.map((key, i) => this.inner.release(key, this.idOf(owner, i)).catch(() => undefined)));
+    await inBatches(keys, (key, i) => this.inner.release(key, this.idOf(owner, i)).catch(() => undefined));
     this.generations.set(owner, (this.generations.get(owner) ?? 0) + 1);
     return { acquired: false };
   }
@@ -141,7 +153,7 @@ export class MultiKeyBackend implements LockBackend {
 
   /** Every key kept `ttlMs` more; false if any of them is no longer this owner's. */
   async extend(_key: string, owner: string, ttlMs: number): Promise<boolean> {
-    const kept = await Promise.all(this.keys.map((key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs)));
+    const kept = await inBatches(this.keys, (key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs));
     return kept.every(Boolean);
   }
 
@@ -153,8 +165,10 @@ export class MultiKeyBackend implements LockBackend {
     this.progress.delete(owner);
     const ids = this.keys.map((_, i) => this.idOf(owner, i));
     this.generations.delete(owner);
-    const results = await Promise.allSettled(this.keys.map((key, i) => this.inner.release(key, ids[i])));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    const results = await inBatches(this.keys, (key, i) =>
+      this.inner.release(key, ids[i]).then((value) => ({ status: 'fulfilled' as const, value }), (reason: unknown) => ({ status: 'rejected' as const, reason })),
+    );
+    const failed = results.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
     return results.some((r) => r.status === 'fulfilled' && r.value);
   }

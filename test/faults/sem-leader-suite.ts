@@ -84,6 +84,7 @@ export function leaderScenarios(scale = 1): ScenarioSpec[] {
     {
       ...common,
       name: 'leader-zk',
+      outsideNpmTest: true,
       description: 'leader election (3 candidates) on ZooKeeper (1 s sessions), RedisFence register; the leader SIGSTOPped after its read for 2.5× the session, killed (kill -9), stopped (SIGTERM → app.close())',
       backend: 'zookeeper',
       fenced: true,
