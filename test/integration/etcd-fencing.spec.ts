@@ -1,3 +1,4 @@
+import { backendsOf } from '../harness/backends-of.js';
 import { Etcd3 } from 'etcd3';
 import { LeaseLostError, LockBusyError, type Lease } from '../../lib/index.js';
 import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
@@ -18,7 +19,6 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
     raw.close();
   });
 
-  const revision = async (): Promise<bigint> => BigInt((await raw.kv.range({ key: Buffer.from('\0'), limit: 1 })).header.revision);
 
   it('gives successive holders across two applications strictly increasing bigint tokens', async () => {
     const key = uniqueKey('tokens');
@@ -73,7 +73,6 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
     const order: number[] = [];
     const tokens: bigint[] = [];
     const waiters: Promise<void>[] = [];
-    const before = await revision();
     for (let i = 0; i < 8; i++) {
       const app = i % 2 === 0 ? b : a;
       waiters.push(
@@ -84,9 +83,21 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
       );
       await sleep(40);
     }
+    // One put per waiter; nothing else while they wait (watch, not polling writes): the lock's keys
+    // (read under its own prefix: other specs write to this etcd meanwhile) stay exactly as they were.
+    const prefix = (backendsOf(a.app).get('etcd') as unknown as { lockPrefix(key: string): string }).lockPrefix(key);
+    const lockKeys = async (): Promise<string[]> => {
+      const start = Buffer.from(prefix);
+      const end = Buffer.from(start);
+      end[end.length - 1] += 1;
+      const { kvs } = await raw.kv.range({ key: start, range_end: end });
+      return kvs.map((kv: { key: Buffer; create_revision: string; mod_revision: string; version: string }) => `${kv.key.toString()} ${kv.create_revision} ${kv.mod_revision} ${kv.version}`);
+    };
+    const enqueued = await lockKeys();
+    expect(enqueued).toHaveLength(9);
+    for (const entry of enqueued) expect(entry.endsWith(' 1')).toBe(true); // each put once
     await sleep(600);
-    // One put per waiter; nothing else while they wait (watch, not polling writes).
-    expect(await revision()).toBe(before + 8n);
+    expect(await lockKeys()).toEqual(enqueued);
     await holder.release();
     await Promise.all(waiters);
     expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
