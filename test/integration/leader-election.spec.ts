@@ -1,8 +1,6 @@
-import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { PostgresServer } from '../harness/postgres.mjs';
-import { RedisServer } from '../harness/servers.mjs';
-import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type Lease, type LockPurpose } from '../../lib/index.js';
+import { freshPostgres, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // campaign() against real servers, one case per backend: candidates in separate applications
 // (separate engines and clients) share the server and nothing else.
@@ -13,44 +11,16 @@ interface Case {
   fencing: boolean;
   /** Candidates are served in arrival order (all but Redlock, whose waiters retry). */
   fifo: boolean;
-  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
+  server: () => Promise<BackendServer>;
 }
 
-const reach = (options: DistributedLockModuleOptions) => async () => ({ options, stop: async () => undefined });
 const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', fencing: true, fifo: true, server: async () => ({ options: { backends: { shared: new MemoryBackend('shared') } }, stop: async () => undefined }) },
-  { backend: 'redis', purpose: 'efficiency', fencing: false, fifo: true, server: async () => reach({ redis: { url: redisUrl() } })() },
-  { backend: 'etcd', purpose: 'correctness', fencing: true, fifo: true, server: async () => reach({ etcd: { hosts: etcdHosts() } })() },
-  {
-    backend: 'postgres',
-    purpose: 'correctness',
-    fencing: true,
-    fifo: true,
-    server: async () => {
-      const pg = await PostgresServer.start();
-      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
-    },
-  },
-  {
-    backend: 'zookeeper',
-    purpose: 'correctness',
-    fencing: true,
-    fifo: true,
-    server: async () => {
-      const zk = await ZooKeeperServer.start();
-      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
-    },
-  },
-  {
-    backend: 'redlock',
-    purpose: 'efficiency',
-    fencing: false,
-    fifo: false,
-    server: async () => {
-      const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
-      return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
-    },
-  },
+  { backend: 'shared', purpose: 'correctness', fencing: true, fifo: true, server: sharedMemory },
+  { backend: 'redis', purpose: 'efficiency', fencing: false, fifo: true, server: suiteRedis },
+  { backend: 'etcd', purpose: 'correctness', fencing: true, fifo: true, server: suiteEtcd },
+  { backend: 'postgres', purpose: 'correctness', fencing: true, fifo: true, server: freshPostgres },
+  { backend: 'zookeeper', purpose: 'correctness', fencing: true, fifo: true, server: freshZooKeeper },
+  { backend: 'redlock', purpose: 'efficiency', fencing: false, fifo: false, server: freshRedlock },
 ];
 
 async function eventually(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {

@@ -1,12 +1,10 @@
 import { Injectable, Module } from '@nestjs/common';
-import { Cluster, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { NestFactory } from '@nestjs/core';
-import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
+import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, RedisFence, type Lease, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { PostgresServer } from '../harness/postgres.mjs';
-import { RedisServer } from '../harness/servers.mjs';
 import { backendsOf } from '../harness/backends-of.js';
-import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
 
 // Multi-key leases against real servers: callers in separate applications share the server only.
 
@@ -15,62 +13,17 @@ interface Case {
   title?: string;
   purpose: LockPurpose;
   fencing: boolean;
-  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
+  server: () => Promise<BackendServer>;
 }
 
 const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', fencing: true, server: async () => ({ options: { backends: { shared: new MemoryBackend('shared') } }, stop: async () => undefined }) },
-  { backend: 'redis', purpose: 'efficiency', fencing: false, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }) },
-  {
-    // A one-node Cluster owning every slot: a script whose keys span slots fails there (CROSSSLOT).
-    backend: 'redis',
-    title: 'a Redis Cluster',
-    purpose: 'efficiency',
-    fencing: false,
-    server: async () => {
-      const server = await RedisServer.start({ cluster: true });
-      const admin = new Redis(server.url);
-      await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
-      for (let i = 0; i < 200 && !String(await admin.call('CLUSTER', 'INFO')).includes('cluster_state:ok'); i++) await sleep(25);
-      admin.disconnect();
-      const cluster = new Cluster([{ host: '127.0.0.1', port: server.port }]);
-      return {
-        options: { redis: { client: cluster } },
-        stop: async () => {
-          cluster.disconnect();
-          await server.stop();
-        },
-      };
-    },
-  },
-  { backend: 'etcd', purpose: 'correctness', fencing: true, server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }) },
-  {
-    backend: 'postgres',
-    purpose: 'correctness',
-    fencing: true,
-    server: async () => {
-      const pg = await PostgresServer.start();
-      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
-    },
-  },
-  {
-    backend: 'zookeeper',
-    purpose: 'correctness',
-    fencing: true,
-    server: async () => {
-      const zk = await ZooKeeperServer.start();
-      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
-    },
-  },
-  {
-    backend: 'redlock',
-    purpose: 'efficiency',
-    fencing: false,
-    server: async () => {
-      const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
-      return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
-    },
-  },
+  { backend: 'shared', purpose: 'correctness', fencing: true, server: sharedMemory },
+  { backend: 'redis', purpose: 'efficiency', fencing: false, server: suiteRedis },
+  { backend: 'redis', title: 'a Redis Cluster', purpose: 'efficiency', fencing: false, server: freshRedisCluster },
+  { backend: 'etcd', purpose: 'correctness', fencing: true, server: suiteEtcd },
+  { backend: 'postgres', purpose: 'correctness', fencing: true, server: freshPostgres },
+  { backend: 'zookeeper', purpose: 'correctness', fencing: true, server: freshZooKeeper },
+  { backend: 'redlock', purpose: 'efficiency', fencing: false, server: freshRedlock },
 ];
 
 describe.each(CASES.map((c) => ({ ...c, title: c.title ?? c.backend })))('multi-key leases on $title', ({ backend, purpose, fencing, server }) => {

@@ -1,9 +1,9 @@
-import { Cluster, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { LockBusyError, RedisBackend, type Lease } from '../../lib/index.js';
 import { redisHashTag } from '../../lib/backends/redis/redis-keys.util.js';
+import { freshRedisCluster } from '../harness/backend-servers.js';
 import { describeSemaphore } from '../harness/semaphore-contract.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { RedisServer } from '../harness/servers.mjs';
 
 // The semaphore contract on Redis (three applications, three clients, one redis-server), then
 // what only Redis can get wrong: its Lua scripts' atomicity, holders and waiters that die (no
@@ -17,26 +17,7 @@ describeSemaphore({
 
 // Again through a Cluster client (a one-node Redis Cluster owning every slot): a script whose keys
 // were not all in one slot fails there with CROSSSLOT. The contract's keys contain colons.
-describeSemaphore({
-  backend: 'redis',
-  purpose: 'efficiency',
-  fencing: false,
-  server: async () => {
-    const server = await RedisServer.start({ cluster: true });
-    const admin = new Redis(server.url);
-    await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
-    for (let i = 0; i < 200 && !String(await admin.call('CLUSTER', 'INFO')).includes('cluster_state:ok'); i++) await sleep(25);
-    admin.disconnect();
-    const cluster = new Cluster([{ host: '127.0.0.1', port: server.port }]);
-    return {
-      options: { redis: { client: cluster } },
-      stop: async () => {
-        cluster.disconnect();
-        await server.stop();
-      },
-    };
-  },
-});
+describeSemaphore({ backend: 'redis', purpose: 'efficiency', fencing: false, server: freshRedisCluster });
 
 describe('Redis semaphores: races, dead processes, late answers, nothing left behind', () => {
   const apps: LockApp[] = [];
