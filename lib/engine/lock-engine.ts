@@ -151,8 +151,13 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     const waiting = linkSignals([o.signal, this.stopping.signal, ...enclosing.map((lease) => lease.signal)]);
     // A release of this key by this process still in flight (a re-subscription, a loop) goes
     // first: otherwise our own lock would look busy to us.
-    for (const key of o.keys ?? [o.key]) {
-      const pending = this.registry.pendingRelease(o.backend, key);
+    if (o.keys) {
+      for (const key of o.keys) {
+        const pending = this.registry.pendingRelease(o.backend, key);
+        if (pending) await pending;
+      }
+    } else {
+      const pending = this.registry.pendingRelease(o.backend, o.key);
       if (pending) await pending;
     }
     let owner = newOwnerId();

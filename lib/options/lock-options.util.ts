@@ -132,7 +132,14 @@ function checkPermits(permits: unknown, backend: string, module: ResolvedModuleO
     throw new InvalidLockOptionsError('permits', `must be an integer from 1 to ${MAX_PERMITS}, got ${typeof permits === 'number' ? permits : typeof permits}`, where);
   }
   if (permits > 1 && !module.capabilities[backend]?.semaphore) {
-    throw new InvalidLockOptionsError('permits', `backend "${backend}" does not serve semaphores (permits > 1)`, where);
+    const serving = Object.keys(module.capabilities).filter((name) => module.capabilities[name].semaphore);
+    throw new InvalidLockOptionsError(
+      'permits',
+      `backend "${backend}" does not serve semaphores (permits > 1): ` +
+        (serving.length > 0 ? `name one that does with \`backend\` (${serving.join(', ')})` : 'configure redis, etcd, postgres or zookeeper') +
+        ', or use permits: 1',
+      where,
+    );
   }
   return permits;
 }
