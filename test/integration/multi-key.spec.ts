@@ -1,7 +1,9 @@
 import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
+import { DistributedLockTestingModule, TestingLockBackend } from '../../lib/testing/index.js';
 import { NestFactory } from '@nestjs/core';
-import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, RedisFence, type Lease, type LockPurpose } from '../../lib/index.js';
+import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type Lease, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
@@ -151,6 +153,43 @@ describe('multi-key leases: a failure on the way gives back what was taken', () 
       await semaphore.release();
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('multi-key leases composed with shutdown and late answers', () => {
+  it('close() while a caller holds the first key and waits for the second: it rejects and leaves no key held', async () => {
+    const shared = new MemoryBackend('shared');
+    const a = await startLockApp({ backends: { shared } });
+    const b = await startLockApp({ backends: { shared } });
+    try {
+      const blocker = await a.locks.acquire('y', { purpose: 'efficiency' });
+      const waiting = b.locks.acquire(['x', 'y'], { purpose: 'efficiency', wait: 10_000 });
+      await sleep(50);
+      expect(await a.locks.inspect('x', { purpose: 'efficiency' })).not.toBeNull(); // held while it waits for y
+      await b.close();
+      await expect(waiting).rejects.toThrow(/shutting down/);
+      expect(await a.locks.inspect('x', { purpose: 'efficiency' })).toBeNull();
+      expect((await a.locks.inspect('y', { purpose: 'efficiency' }))?.waiters).toBe(0);
+      await blocker.release();
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  it('answers later than the ttl: the grant is not trusted, and no key stays held', async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [DistributedLockTestingModule.forRoot()] }).compile();
+    await moduleRef.init();
+    try {
+      const backend = moduleRef.get(TestingLockBackend);
+      backend.delayAcquisition(150);
+      await expect(moduleRef.get(DistributedLockService).acquire(['p', 'q'], { purpose: 'efficiency', ttl: 100, wait: 400 })).rejects.toThrow(/longer than the 100 ms ttl/);
+      backend.restore();
+      await sleep(50);
+      expect(backend.isHeld('p') || backend.isHeld('q')).toBe(false);
+    } finally {
+      await moduleRef.close();
     }
   });
 });
