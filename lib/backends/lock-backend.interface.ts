@@ -65,6 +65,8 @@ export interface HeldLock {
   readonly waiters: number;
   /** The holder's fencing token (fencing backends that keep it on the server). */
   readonly token?: bigint;
+  /** How long the current holder has held it, ms, when the server knows (memory); else the engine adds it for a holder in its process. */
+  readonly heldForMs?: number;
   /** The holder's owner id, when the server keeps no token: the engine adds the token of a holder in its process. */
   readonly owner?: string;
   /**
@@ -143,6 +145,16 @@ export interface LockBackend {
    * key is reported with its `permits` and `holders`.
    */
   inspect?(key: string): Promise<HeldLock | null>;
+
+  /**
+   * Optional: the keys whose name starts with `prefix` ('' for all) that may be held now, as the
+   * user named them — a cheap enumeration of names only (Redis `SCAN`, never `KEYS`; an etcd range
+   * read of keys only; a table or child-list read), at most `max` names, in any order, each once.
+   * Plain locks and semaphore keys alike; never the backend's own bookkeeping (queues, markers).
+   * The engine inspects each name (`inspect()`) to report it, so a name whose hold ended
+   * meanwhile is harmless. Must not hang. `list()` needs it (with `inspect`).
+   */
+  listKeys?(prefix: string, max: number): Promise<string[]>;
 
   /**
    * End the current hold on `key`, whoever holds it (an operator's act): the key is free for the
