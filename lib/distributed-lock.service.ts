@@ -5,9 +5,9 @@ import { LockEngine } from './engine/lock-engine.js';
 import type { LockEvents } from './engine/lock-events.js';
 import { SKIPPED } from './engine/lock-request.js';
 import { InvalidLockOptionsError } from './errors/invalid-lock-options.error.js';
-import type { LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
+import type { ListOptions, LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 import type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
-import { checkKey, resolveCampaignOptions, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
+import { checkKey, resolveCampaignOptions, resolveListOptions, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
 /** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
@@ -138,6 +138,19 @@ export class DistributedLockService {
   async forceRelease(key: string, target: LockTarget): Promise<boolean> {
     const where = `forceRelease(${JSON.stringify(key)})`;
     return this.engine.admin.forceRelease(checkKey(key, where), resolveLockTarget(target, this.options, where), where);
+  }
+
+  /**
+   * The keys held now on the backend `target` names (its purpose's, or `{ backend }`), by any
+   * process, newest first, at most `limit` (default 100): for operators' pages (the lock board)
+   * and status endpoints. Each entry is what `inspect()` reports. Redis is read with `SCAN` (never
+   * `KEYS`), etcd with a range read of names; at most 10,000 keys are looked at per call.
+   * @throws LockBackendUnavailableError the backend could not be reached in time
+   */
+  async list(target: LockTarget, options?: ListOptions): Promise<LockInfo[]> {
+    const where = 'list()';
+    const { prefix, limit } = resolveListOptions(options, where);
+    return this.engine.admin.list(resolveLockTarget(target, this.options, where), prefix, limit, where);
   }
 
   /**

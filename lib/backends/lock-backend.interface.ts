@@ -67,7 +67,7 @@ export interface HeldLock {
   readonly token?: bigint;
   /** How long the current holder has held it, ms, when the server knows (memory); else the engine adds it for a holder in its process. */
   readonly heldForMs?: number;
-  /** The holder's owner id, when the server keeps no token: the engine adds the token of a holder in its process. */
+  /** The holder's owner id, when the backend reports it: the engine adds what it knows of a holder in its process (its token when the server keeps none, how long it has held). */
   readonly owner?: string;
   /**
    * A semaphore key: how many permits its holders agreed on, and how many hold one now. The other

@@ -1,6 +1,8 @@
-import type { LockBackend } from '../backends/lock-backend.interface.js';
+import type { HeldLock, LockBackend } from '../backends/lock-backend.interface.js';
+import { monotonicNow } from '../common/validity.util.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { LockInfo } from '../interfaces/lock-info.interface.js';
+import type { LeaseCore } from './lease-core.js';
 import type { LeaseRegistry } from './lease-registry.js';
 import type { LockEvents } from './lock-events.js';
 
@@ -20,12 +22,61 @@ export class LockAdmin {
     const backend = this.backends.get(backendName)!;
     if (!backend.inspect) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot inspect locks (it has no inspect())`, where);
     const held = await backend.inspect(key);
-    if (!held) return null;
+    return held && this.describe(key, backendName, held, this.localHolders(backendName));
+  }
+
+  /**
+   * The keys held on a backend whose name starts with `prefix`, newest first, at most `limit`: the
+   * backend names them (at most LIST_SCAN_MAX), each is inspected (LIST_CONCURRENCY at a time), and
+   * those still held are sorted. Newest first means: by how long held where that is known, then
+   * by token (larger is newer), then by remaining time (longer is newer) — a backend without grant
+   * times or tokens on the server (Redis) can only be ordered by what it keeps.
+   */
+  async list(backendName: string, prefix: string, limit: number, where: string): Promise<LockInfo[]> {
+    const backend = this.backends.get(backendName)!;
+    if (!backend.listKeys || !backend.inspect) {
+      throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot list locks (it has no listKeys() and inspect())`, where);
+    }
+    const inspect = backend.inspect.bind(backend);
+    const names = await backend.listKeys(prefix, LIST_SCAN_MAX);
+    const local = this.localHolders(backendName);
+    const found: LockInfo[] = [];
+    for (let i = 0; i < names.length; i += LIST_CONCURRENCY) {
+      const batch = names.slice(i, i + LIST_CONCURRENCY);
+      const held = await Promise.all(batch.map((key) => inspect(key)));
+      held.forEach((h, j) => h && found.push(this.describe(batch[j], backendName, h, local)));
+    }
+    return found.sort(newestFirst).slice(0, limit);
+  }
+
+  /** What the backend reports of a hold, with what this process knows of it when it holds it. */
+  private describe(key: string, backendName: string, held: HeldLock, local: Map<string, LeaseCore>): LockInfo {
+    const core = (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)) ?? (held.permits === undefined ? undefined : local.get(key));
     // etcd keeps no token on the server: its holder knows it, and may be in this process.
-    const token = held.token ?? (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)?.token);
-    const info: LockInfo = { key, backend: backendName, remainingMs: held.remainingMs, waiters: held.waiters };
-    const semaphore = held.permits === undefined ? {} : { permits: held.permits, holders: held.holders ?? 1 };
-    return token === undefined ? { ...info, ...semaphore } : { ...info, token, ...semaphore };
+    const token = held.token ?? core?.token;
+    const heldForMs = held.heldForMs ?? (core ? Math.max(0, Math.floor(monotonicNow() - core.acquiredAt)) : undefined);
+    return {
+      key,
+      backend: backendName,
+      remainingMs: held.remainingMs,
+      waiters: held.waiters,
+      ...(token === undefined ? {} : { token }),
+      ...(heldForMs === undefined ? {} : { heldForMs }),
+      ...(core ? { purpose: core.purpose, local: true } : {}),
+      ...(held.permits === undefined ? {} : { permits: held.permits, holders: held.holders ?? 1 }),
+    };
+  }
+
+  /**
+   * This process's leases on a backend, by key: a semaphore's holders carry no owner in the
+   * backend's report, so one of this process's permits on the key stands for them.
+   */
+  private localHolders(backendName: string): Map<string, LeaseCore> {
+    const local = new Map<string, LeaseCore>();
+    for (const core of this.registry.all()) {
+      if (core.backendName === backendName && core.state === 'held' && core.permits > 1) local.set(core.key, core);
+    }
+    return local;
   }
 
   async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {
@@ -38,4 +89,20 @@ export class LockAdmin {
     this.registry.byOwner(owner)?.lose('force-released', `forceRelease(${JSON.stringify(key)}) ended it`);
     return true;
   }
+}
+
+/** At most this many names a backend is asked for: `list()` sorts what it finds, so it reads them all. */
+export const LIST_SCAN_MAX = 10_000;
+/** Inspections in flight at once. */
+const LIST_CONCURRENCY = 32;
+
+/** Known hold time (shortest first), then token (largest first), then remaining time (longest first): see LockAdmin.list. */
+function newestFirst(a: LockInfo, b: LockInfo): number {
+  const rank = (info: LockInfo): number => (info.heldForMs !== undefined ? 0 : info.token !== undefined ? 1 : 2);
+  const ra = rank(a);
+  const rb = rank(b);
+  if (ra !== rb) return ra - rb;
+  if (ra === 0) return a.heldForMs! - b.heldForMs!;
+  if (ra === 1) return a.token! > b.token! ? -1 : a.token! < b.token! ? 1 : 0;
+  return b.remainingMs - a.remainingMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 }

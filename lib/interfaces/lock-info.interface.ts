@@ -6,7 +6,7 @@ import type { LockPurpose } from './distributed-lock-options.interface.js';
  */
 export type LockTarget = { purpose: LockPurpose; backend?: string } | { backend: string; purpose?: LockPurpose };
 
-/** A held key, as `DistributedLockService.inspect()` reports it. */
+/** A held key, as `DistributedLockService.inspect()` and `list()` report it. */
 export interface LockInfo {
   readonly key: string;
   /** The backend that holds it. */
@@ -18,9 +18,27 @@ export interface LockInfo {
   /** The holder's fencing token (fencing backends only). */
   readonly token?: bigint;
   /**
+   * How long the holder has held it, ms — when that is known: a holder in this process, or a
+   * backend that keeps the grant's time (memory/testing). Redis, etcd, PostgreSQL and ZooKeeper keep
+   * no grant time on the server, so another process's hold is reported without it.
+   */
+  readonly heldForMs?: number;
+  /** The purpose its holder asked for — when the holder is in this process. */
+  readonly purpose?: LockPurpose;
+  /** true: the holder is a lease of this process. */
+  readonly local?: boolean;
+  /**
    * A semaphore key: the permits its holders agreed on, and how many hold one now. `remainingMs`
    * and `token` are then those of the holder whose hold ends last.
    */
   readonly permits?: number;
   readonly holders?: number;
+}
+
+/** What `list()` takes besides its target: a key prefix and how many to report. */
+export interface ListOptions {
+  /** Only keys starting with it (the key as you name it, not the backend's stored name). @default '' (all) */
+  prefix?: string;
+  /** At most this many, newest first: an integer from 1 to 10,000. @default 100 */
+  limit?: number;
 }

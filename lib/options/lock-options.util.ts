@@ -3,6 +3,7 @@ import { LOCK_PURPOSES, type LockPurpose } from '../interfaces/distributed-lock-
 import type { LeasePolicy } from '../engine/lease-policy.js';
 import type { LockRequest } from '../engine/lock-request.js';
 import type { CampaignOptions, LeaseLifetimeOptions, LockOptions } from '../interfaces/lock-options.interface.js';
+import type { ListOptions } from '../interfaces/lock-info.interface.js';
 import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../common/checks.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 import { MAX_PERMITS } from '../backends/semaphore.util.js';
@@ -216,4 +217,24 @@ export function resolveCampaignOptions(name: unknown, opts: CampaignOptions | un
     signal,
     where,
   };
+}
+
+export const LIST_DEFAULT_LIMIT = 100;
+export const LIST_MAX_LIMIT = 10_000;
+
+/** `list()`'s options, checked: unknown fields, a prefix no key could start with, a limit out of range fail naming the field. */
+export function resolveListOptions(opts: unknown, where: string): { prefix: string; limit: number } {
+  if (opts === undefined) return { prefix: '', limit: LIST_DEFAULT_LIMIT };
+  if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) throw new InvalidLockOptionsError('options', 'must be an object { prefix?, limit? }', where);
+  for (const field of Object.keys(opts)) {
+    if (field !== 'prefix' && field !== 'limit') throw new InvalidLockOptionsError(field, 'unknown option (known: prefix, limit)', where);
+  }
+  const { prefix = '', limit = LIST_DEFAULT_LIMIT } = opts as ListOptions;
+  if (typeof prefix !== 'string') throw new InvalidLockOptionsError('prefix', `must be a string, got ${prefix === null ? 'null' : typeof prefix}`, where);
+  if (prefix.length > MAX_KEY_LENGTH) throw new InvalidLockOptionsError('prefix', `must be at most ${MAX_KEY_LENGTH} characters, got ${prefix.length}`, where);
+  if (!isWellFormed(prefix)) throw new InvalidLockOptionsError('prefix', 'must not contain a lone UTF-16 surrogate (no key does)', where);
+  if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > LIST_MAX_LIMIT) {
+    throw new InvalidLockOptionsError('limit', `must be an integer from 1 to ${LIST_MAX_LIMIT}, got ${typeof limit === 'number' ? limit : typeof limit}`, where);
+  }
+  return { prefix, limit };
 }

@@ -40,7 +40,7 @@ export class EtcdAdmin {
 
   constructor(
     private readonly client: EtcdClientLike,
-    prefix: string,
+    private readonly prefix: string,
     private readonly deadline: () => { deadline: Date },
     private readonly forced: (owner: string) => void,
   ) {
@@ -79,6 +79,39 @@ export class EtcdAdmin {
     for (const holder of holders) if (!remaining.has(holder.lease)) remaining.set(holder.lease, await this.leaseRemainingMs(holder.lease, sessionTtlMs));
     const last = holders.reduce((a, b) => (remaining.get(b.lease)! > remaining.get(a.lease)! ? b : a), holders[0]);
     return { owner: last.owner, remainingMs: remaining.get(last.lease)!, waiters: Math.max(0, first.count - holders.length), permits: first.permits, holders: holders.length };
+  }
+
+  /**
+   * The user keys under `userPrefix` with at least one entry (a holder; waiters follow it): a
+   * range read of names only, a page at a time in key order. encodeURIComponent keeps prefixes
+   * (the encoding of `ab` starts with that of `a`), and never writes `/`, so a lock's name is what
+   * lies between the backend's prefix and the next `/`. The markers (`%lost/…`) and the health
+   * key do not decode or have no `/`: skipped.
+   */
+  async listKeys(userPrefix: string, max: number): Promise<string[]> {
+    const names = new Set<string>();
+    const start = Buffer.from(`${this.prefix}${encodeURIComponent(userPrefix)}`);
+    const end = prefixEnd(start);
+    let from = start;
+    for (;;) {
+      const response = await this.client.kv.range({ key: from, range_end: end, keys_only: true, limit: 1000 }, this.deadline());
+      const kvs = response.kvs as { key: Buffer }[];
+      for (const { key } of kvs) {
+        const name = key.toString().slice(this.prefix.length);
+        const slash = name.indexOf('/');
+        if (slash < 0) continue;
+        let user: string;
+        try {
+          user = decodeURIComponent(name.slice(0, slash));
+        } catch {
+          continue;
+        }
+        names.add(user);
+        if (names.size >= max) return [...names];
+      }
+      if (!response.more || kvs.length === 0) return [...names];
+      from = Buffer.concat([kvs[kvs.length - 1].key, Buffer.from([0])]);
+    }
   }
 
   /**

@@ -365,6 +365,12 @@ export class EtcdBackend implements LockBackend {
     return this.call('inspect', key, () => this.admin.inspect(prefix, this.sessionTtlMs));
   }
 
+  listKeys(prefix: string, max: number): Promise<string[]> {
+    // The prefix is encoded as keys are: a lone surrogate has no encoding, so it is refused as in a key.
+    etcdLockPrefix(this.prefix, prefix, this.name);
+    return this.call('listKeys', prefix, () => this.admin.listKeys(prefix, max));
+  }
+
   async forceRelease(key: string): Promise<string | undefined> {
     const prefix = this.lockPrefix(key);
     // Every holder of a semaphore key; the one holder of a plain lock.

@@ -8,6 +8,8 @@ export interface MemoryLockHolder {
   owner: string;
   expiresAt: number;
   token: bigint;
+  /** When it was granted (`performance.now()`): `inspect()` reports how long it has held. */
+  grantedAt: number;
 }
 
 /** One semaphore key: its permits, its holders (owner → expiry and token), its FIFO queue. */
@@ -74,7 +76,7 @@ export class MemorySemaphore implements LockBackend {
       if (place >= 0) state.queue.splice(place, 1);
       this.store.turns.forget(owner);
       const token = this.store.nextToken();
-      state.holders.set(owner, { owner, expiresAt: now + ttlMs, token });
+      state.holders.set(owner, { owner, expiresAt: now + ttlMs, token, grantedAt: now });
       this.wakeAdmissible(state);
       return { acquired: true, token };
     }
@@ -140,6 +142,7 @@ export function inspectSemaphore(semaphores: Map<string, MemorySemaphoreState>, 
     remainingMs: Math.max(0, Math.ceil(last.expiresAt - now)),
     waiters: state.queue.length,
     token: last.token,
+    heldForMs: Math.max(0, Math.floor(now - last.grantedAt)),
     permits: state.permits,
     holders: state.holders.size,
   };

@@ -61,7 +61,7 @@ export class MemoryBackend implements LockBackend {
       if (waiting[0] === owner) this.dequeue(key, owner);
       this.turns.forget(owner);
       const token = ++this.lastToken;
-      this.holders.set(key, { owner, expiresAt: now + ttlMs, token });
+      this.holders.set(key, { owner, expiresAt: now + ttlMs, token, grantedAt: now });
       return { acquired: true, token };
     }
     if (queue && !waiting.includes(owner)) {
@@ -102,7 +102,24 @@ export class MemoryBackend implements LockBackend {
     const now = performance.now();
     const holder = this.liveHolder(key, now);
     if (!holder) return this.semaphores.size > 0 ? inspectSemaphore(this.semaphores, key) : null;
-    return { remainingMs: Math.max(0, Math.ceil(holder.expiresAt - now)), waiters: this.queues.get(key)?.length ?? 0, token: holder.token };
+    return {
+      remainingMs: Math.max(0, Math.ceil(holder.expiresAt - now)),
+      waiters: this.queues.get(key)?.length ?? 0,
+      token: holder.token,
+      heldForMs: Math.max(0, Math.floor(now - holder.grantedAt)),
+      owner: holder.owner,
+    };
+  }
+
+  async listKeys(prefix: string, max: number): Promise<string[]> {
+    await this.gate('listKeys', prefix);
+    const now = performance.now();
+    const names: string[] = [];
+    for (const key of new Set([...this.holders.keys(), ...this.semaphores.keys()])) {
+      if (names.length >= max) break;
+      if (key.startsWith(prefix) && (this.liveHolder(key, now) || (this.liveSemaphore(key, now)?.holders.size ?? 0) > 0)) names.push(key);
+    }
+    return names;
   }
 
   async forceRelease(key: string): Promise<string | undefined> {

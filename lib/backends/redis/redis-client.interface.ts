@@ -9,6 +9,10 @@ export interface RedisClientLike {
   set(...args: any[]): Promise<unknown>;
   pttl(key: string): Promise<unknown>;
   ping(): Promise<unknown>;
+  /** `SCAN cursor MATCH pattern COUNT n` → [next cursor, names]. */
+  scan(...args: any[]): Promise<[string, string[]]>;
+  /** A Cluster client's nodes (`'master'`): `list()` scans each, a `SCAN` reaching one node only. */
+  nodes?(role?: string): RedisClientLike[];
   evalsha(...args: any[]): Promise<unknown>;
   eval(...args: any[]): Promise<unknown>;
   duplicate(...args: any[]): RedisClientLike;

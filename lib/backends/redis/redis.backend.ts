@@ -286,7 +286,41 @@ export class RedisBackend implements LockBackend {
       | [];
     if (reply.length === 0) return null;
     const held = { remainingMs: Math.max(0, Number(reply[1])), waiters: Number(reply[2]) };
-    return reply.length === 5 ? { ...held, permits: Number(reply[3]), holders: Number(reply[4]) } : held;
+    // A plain lock's holder: the engine reports more of it (how long it has held) when it holds here.
+    return reply.length === 5 ? { ...held, permits: Number(reply[3]), holders: Number(reply[4]) } : { ...held, owner: reply[0] };
+  }
+
+  /**
+   * `SCAN` (never `KEYS`: it would block the server) under the key prefix, on every master of a
+   * Cluster, keeping lock keys only: they end in `}`, their queues and a semaphore's keys in a
+   * `:suffix`. Each `SCAN` is one bounded call; at most `max` names.
+   */
+  async listKeys(prefix: string, max: number): Promise<string[]> {
+    const names = new Set<string>();
+    const pattern = `${globEscape(this.prefix)}*`;
+    const nodes = this.client.isCluster && this.client.nodes ? this.client.nodes('master') : [this.client];
+    for (const node of nodes) {
+      let cursor = '0';
+      do {
+        const [next, batch] = await this.call('listKeys', prefix, () => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
+        cursor = next;
+        for (const name of batch) {
+          const key = this.userKeyOf(name);
+          if (key !== undefined && key.startsWith(prefix)) names.add(key);
+          if (names.size >= max) return [...names];
+        }
+      } while (cursor !== '0');
+    }
+    return [...names];
+  }
+
+  /** The user's key of a lock key (lockKeyOf() undone); undefined for any other name under the prefix. */
+  private userKeyOf(name: string): string | undefined {
+    if (!name.startsWith(this.prefix) || !name.endsWith('}')) return undefined;
+    const rest = name.slice(this.prefix.length, -1);
+    if (rest.startsWith('{')) return rest.slice(1);
+    if (!rest.startsWith('%{')) return undefined;
+    return rest.slice(2).replaceAll('%7D', '}').replaceAll('%25', '%');
   }
 
   /** The holder's process hears it on the wake channel (see granted()), else at its next renewal or validity end. */
@@ -478,4 +512,9 @@ export class RedisBackend implements LockBackend {
       unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`),
     );
   }
+}
+
+/** `pattern` matched literally by `SCAN MATCH` (its glob characters escaped). */
+function globEscape(pattern: string): string {
+  return pattern.replace(/[\\*?[\]]/g, '\\$&');
 }
