@@ -44,6 +44,7 @@ try {
     if (!process.env.PGHOST) ensurePg();
     ensurePgBouncer();
     ensureBinary('faketime');
+    env.TEST_CHROMIUM = ensureBinary('chromium');
     const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
     servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;

@@ -169,6 +169,7 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid color-mix(in srgb, CanvasText 15%, transparent); vertical-align: middle; }
 td.num { font-variant-numeric: tabular-nums; }
 td.key code { word-break: break-all; }
+td.remaining, button, .tag { white-space: nowrap; }
 meter { width: 8rem; vertical-align: middle; }
 .tag { font-size: .75rem; padding: 0 .35rem; border-radius: .5rem; background: color-mix(in srgb, CanvasText 10%, transparent); }
 .error { color: #c0392b; }

@@ -35,6 +35,8 @@ const PACKAGES = {
   'redis-server': { debian: 'redis-server', brew: 'redis' },
   etcd: { debian: 'etcd-server etcd-client', brew: 'etcd' },
   faketime: { debian: 'faketime', brew: 'libfaketime' },
+  // The lock board's browser test drives it with playwright-core: no browser download from elsewhere.
+  chromium: { debian: 'chromium', brew: '--cask chromium' },
 };
 
 function which(binary) {
