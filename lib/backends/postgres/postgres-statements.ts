@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { fastStatements } from './postgres-fast.sql.js';
-import { objectNames, type PostgresNames } from './postgres-sql.util.js';
+import { objectNames, SEMAPHORE_MARK, type PostgresNames } from './postgres-sql.util.js';
 
 /** The statements the backend runs, each named (prepared once per connection). */
 export type BackendStatements = Record<
-  'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend' | 'inspect' | 'forceRelease' | 'semAcquire' | 'semRelease' | 'semExtend' | 'semInspect',
+  'fastAcquire' | 'acquire' | 'fastRelease' | 'release' | 'extend' | 'inspect' | 'listKeys' | 'forceRelease' | 'semAcquire' | 'semRelease' | 'semExtend' | 'semInspect',
   PgQueryConfigLike
 >;
 
@@ -33,6 +33,15 @@ export function backendStatements(names: PostgresNames): BackendStatements {
       `SELECT h.owner, h.token, GREATEST(0, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000))::bigint AS remaining_ms,
         (SELECT count(*) FROM ${n.queue} qq WHERE qq.key = h.key AND qq.expires_at > clock_timestamp()) AS waiters
        FROM ${n.held} h WHERE h.key = $1 AND h.expires_at > clock_timestamp()`,
+    ),
+    // The keys starting with $1 that inspect would find held: a live lease row, or a semaphore's
+    // mark with a live holder (a mark also lives on for waiters alone). `left() =`, not LIKE: a
+    // prefix's `%`, `_` and `\` are the user's characters, not wildcards.
+    listKeys: prepared(
+      `SELECT h.key FROM ${n.held} h
+       WHERE left(h.key, length($1::text)) = $1::text AND h.expires_at > clock_timestamp()
+         AND (h.owner <> '${SEMAPHORE_MARK}' OR EXISTS (SELECT 1 FROM ${n.semHeld} sh WHERE sh.key = h.key AND sh.expires_at > clock_timestamp()))
+       LIMIT $2::bigint`,
     ),
     forceRelease: prepared(`SELECT ${n.forceRelease}($1, $2) AS owner`),
     // Semaphores (postgres-semaphore.sql.ts): $1 key, $2 owner, $3 permits, $4 ttl ms, $5 queue, $6 waiter entry life ms.

@@ -131,6 +131,12 @@ export class PostgresBackend implements LockBackend {
     return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string) };
   }
 
+  async listKeys(prefix: string, max: number): Promise<string[]> {
+    refuseNul(prefix, `${this.name} backend, listKeys(${JSON.stringify(prefix)})`);
+    const rows = await this.rows('listKeys', prefix, this.sql.listKeys, [prefix, max]);
+    return rows.map((row) => row.key as string);
+  }
+
   /** Every process of this backend LISTENs from its start: the holder's hears the NOTIFY at once. */
   async forceRelease(key: string): Promise<string | undefined> {
     refuseNul(key, `${this.name} backend, forceRelease(${JSON.stringify(key)})`);
@@ -296,6 +302,11 @@ export class PostgresBackend implements LockBackend {
    * connection may have run before the acquire did — so it cannot leave a ghost lock.
    */
   private async call(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanup?: () => void): Promise<Record<string, any>> {
+    return (await this.rows(operation, key, statement, values, cleanup))[0] ?? {};
+  }
+
+  /** call(), answering every row. */
+  private async rows(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanup?: () => void): Promise<Record<string, any>[]> {
     let sent: Promise<unknown> | undefined;
     const result = await boundedCall({
       backend: this.name,
@@ -320,6 +331,6 @@ export class PostgresBackend implements LockBackend {
         sent?.then(() => !this.closed && cleanup(), () => undefined);
       },
     });
-    return result.rows[0] ?? {};
+    return result.rows;
   }
 }
