@@ -8,6 +8,8 @@ export interface ZooKeeperStatLike {
   readonly pzxid: Buffer;
   /** The zxid of the latest write of the znode's data (a `setData` answers with its own). */
   readonly mzxid: Buffer;
+  /** A line's parent: how many holders and waiters are in it. */
+  readonly numChildren: number;
 }
 
 export type ZooKeeperCallback<T> = (error: Error | null | undefined, result: T, extra?: any) => void;

@@ -13,6 +13,20 @@ export function pathSegment(value: string, backend: string): string {
   return encodeURIComponent(value).replaceAll('.', '%2E');
 }
 
+/**
+ * The key whose segment `child` is (pathSegment's inverse); undefined for a name pathSegment never
+ * makes — a znode put under the prefix by hand: another spelling of a key (`%2e`) would list the
+ * key twice, and inspect() would read the other line.
+ */
+export function keyOfSegment(child: string): string | undefined {
+  try {
+    const key = decodeURIComponent(child);
+    return pathSegment(key, 'zookeeper') === child ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A lock's parent znode: `<prefix>/<encoded key>`; its children are the holder and the queue. */
 export function lockParent(prefix: string, key: string, backend: string): string {
   return `${prefix}/${pathSegment(key, backend)}`;

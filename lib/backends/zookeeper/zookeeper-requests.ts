@@ -103,9 +103,9 @@ export class ZooKeeperRequests {
   }
 
   /** The line under `parent`; undefined when the parent is gone. */
-  async readLine(client: ZooKeeperClientLike, key: string, parent: string): Promise<Line | undefined> {
+  async readLine(client: ZooKeeperClientLike, key: string, parent: string, operation = 'acquire'): Promise<Line | undefined> {
     try {
-      const [children, stat] = await this.call('acquire', key, () => promised<string[]>((cb) => client.getChildren(parent, cb)));
+      const [children, stat] = await this.call(operation, key, () => promised<string[]>((cb) => client.getChildren(parent, cb)));
       return { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid) };
     } catch (error) {
       if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return undefined;

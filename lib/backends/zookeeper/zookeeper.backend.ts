@@ -12,7 +12,7 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
-import { ancestry, inLineOrder, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders } from './zookeeper-paths.util.js';
+import { ancestry, inLineOrder, keyOfSegment, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests, type Line } from './zookeeper-requests.js';
 import { HELD, ZooKeeperSemaphore, type Placement, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
@@ -21,6 +21,8 @@ import { permitsMismatch } from '../semaphore.util.js';
 
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
+/** listKeys() reads this many lines' parents per round trip. */
+const LIST_BATCH = 200;
 
 /**
  * `correctness` (and `efficiency`) locks on ZooKeeper, the recipe of its documentation and of the
@@ -195,6 +197,29 @@ export class ZooKeeperBackend implements LockBackend {
     const holders = semaphoreHolders(ordered);
     const last = holders[holders.length - 1];
     return { owner: ownerOfNode(last), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - holders.length, permits, holders: holders.length };
+  }
+
+  /**
+   * The lines under the prefix whose key starts with `prefix` and that have a znode now: a line
+   * has one only while somebody holds it (a waiter's waits behind a holder's, a single try's is
+   * gone before its answer), and a parent stays behind, empty, after the last release until it is
+   * reaped. Names are filtered decoded: on the encoded names a prefix `%2E` would match the key `.`.
+   */
+  async listKeys(prefix: string, max: number): Promise<string[]> {
+    const session = await this.sessions.get(prefix);
+    const line = await this.requests.readLine(session.client, prefix, this.prefix, 'listKeys');
+    const candidates = (line?.children ?? []).flatMap((child) => {
+      const key = keyOfSegment(child);
+      return key !== undefined && key.startsWith(prefix) ? [key] : [];
+    });
+    const keys: string[] = [];
+    // A batch's reads go out together (one round trip), batch after batch until `max` are found.
+    for (let i = 0; i < candidates.length && keys.length < max; i += LIST_BATCH) {
+      const batch = candidates.slice(i, i + LIST_BATCH);
+      const stats = await this.call('listKeys', prefix, () => Promise.all(batch.map((key) => this.requests.rawExists(session.client, this.parentOf(key)))));
+      keys.push(...batch.filter((_, j) => (stats[j]?.numChildren ?? 0) > 0));
+    }
+    return keys.slice(0, max);
   }
 
   /**
