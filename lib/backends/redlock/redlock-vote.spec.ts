@@ -1,4 +1,4 @@
-import { median, vote } from './redlock-vote.js';
+import { median, quorumNames, vote } from './redlock-vote.js';
 
 interface Masters {
   /** Settle master i's answer: yes (true), no (false) or a failure. */
@@ -78,5 +78,19 @@ describe('the Redlock vote', () => {
     expect(median([])).toBeUndefined();
     expect(median([5, 1, 3])).toBe(3);
     expect(median([4, 1])).toBe(4);
+  });
+});
+
+describe('the names a majority of masters list', () => {
+  it('keeps a name two of three masters list, not one a single master lists; each name once', () => {
+    expect(quorumNames([['a', 'b', 'b'], ['b', 'a'], ['c']], 2, 10).sort()).toEqual(['a', 'b']);
+  });
+
+  it('a list cut at max: names fewer masters listed fill the rest, the majority ones first', () => {
+    // Each master cut its list of the same five keys at two names of its own.
+    expect(quorumNames([['k1', 'k2'], ['k3', 'k1'], ['k4', 'k5']], 2, 2)).toEqual(['k1', 'k2']);
+    expect(quorumNames([['k1', 'k2'], ['k3', 'k4'], ['k5', 'k6']], 2, 2)).toHaveLength(2);
+    // Lists shorter than max are whole: a name one master lists is a minority's.
+    expect(quorumNames([['k1'], ['k2']], 2, 3)).toEqual([]);
   });
 });

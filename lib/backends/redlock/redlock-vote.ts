@@ -70,3 +70,18 @@ export function median(values: number[]): number | undefined {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)];
 }
+
+/**
+ * The names at least `quorum` of the masters' `lists` hold (what inspect() finds held), at most
+ * `max`. Each master cuts its list at `max` names of its own choosing (SCAN follows its own hash
+ * order): when one may have been cut, names fewer masters listed fill the rest, most listed first
+ * — the engine inspects every name, and a key a majority holds must not be missing from a list
+ * shorter than `max` only because the masters cut theirs at different names.
+ */
+export function quorumNames(lists: readonly string[][], quorum: number, max: number): string[] {
+  const counts = new Map<string, number>();
+  for (const list of lists) for (const name of new Set(list)) counts.set(name, (counts.get(name) ?? 0) + 1);
+  const byCount = [...counts].sort((a, b) => b[1] - a[1]);
+  const cut = lists.some((list) => list.length >= max);
+  return byCount.filter(([, n]) => cut || n >= quorum).slice(0, max).map(([name]) => name);
+}

@@ -1,3 +1,6 @@
+// Over 250 lines on purpose: each operation is its vote over the masters with what a minority's
+// answer leaves to clean up, read best side by side; the vote's arithmetic, the masters' identity
+// and the options live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
@@ -5,7 +8,7 @@ import type { RedisClientLike } from '../redis/redis-client.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
 import { RedlockServers } from './redlock-servers.js';
-import { median, vote, type Tally } from './redlock-vote.js';
+import { median, quorumNames, vote, type Tally } from './redlock-vote.js';
 
 /** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
 export interface RedlockBackendConfig {
@@ -163,6 +166,20 @@ export class RedlockBackend implements LockBackend {
     if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('inspect', key, tally);
     const left = tally.answers.flatMap((held) => (held ? [held.remainingMs] : [])).sort((a, b) => b - a);
     return left.length >= this.quorum ? { remainingMs: left[this.quorum - 1], waiters: 0 } : null;
+  }
+
+  /**
+   * The names a majority of the masters list (see quorumNames). Every master is waited for (each
+   * bounded by nodeTimeoutMs), not only the first majority to answer: the slowest may be one of a
+   * key's majority.
+   */
+  async listKeys(prefix: string, max: number): Promise<string[]> {
+    const asked = this.nodes.map((_, i) =>
+      this.ask(i, (node: LockBackend) => node.listKeys?.(prefix, max) ?? Promise.reject(new Error(`master [${i}] cannot list keys`))),
+    );
+    const tally = await vote(this.nodes.length, this.quorum, (i) => asked[i], () => true, 'answers');
+    if (tally.yes.length < this.quorum) throw this.unavailable('listKeys', undefined, tally);
+    return quorumNames(await Promise.all(asked.map((list) => list.catch(() => []))), this.quorum, max);
   }
 
   /**
