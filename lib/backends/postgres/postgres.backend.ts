@@ -128,7 +128,7 @@ export class PostgresBackend implements LockBackend {
     const row = await this.call('inspect', key, this.sql.inspect, [key]);
     if (row.token === undefined) return null;
     if (row.owner === SEMAPHORE_MARK) return semaphoreHeld(await this.call('inspect', key, this.sql.semInspect, [key]));
-    return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string) };
+    return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string), owner: String(row.owner) };
   }
 
   async listKeys(prefix: string, max: number): Promise<string[]> {

@@ -318,9 +318,9 @@ export class RedisBackend implements LockBackend {
   private userKeyOf(name: string): string | undefined {
     if (!name.startsWith(this.prefix) || !name.endsWith('}')) return undefined;
     const rest = name.slice(this.prefix.length, -1);
-    if (rest.startsWith('{')) return rest.slice(1);
-    if (!rest.startsWith('%{')) return undefined;
-    return rest.slice(2).replaceAll('%7D', '}').replaceAll('%25', '%');
+    const key = rest.startsWith('{') ? rest.slice(1) : rest.startsWith('%{') ? rest.slice(2).replaceAll('%7D', '}').replaceAll('%25', '%') : undefined;
+    // Only the name the backend itself would give that key: a hand-made second spelling is not a lock.
+    return key !== undefined && this.lockKeyOf(key) === name ? key : undefined;
   }
 
   /** The holder's process hears it on the wake channel (see granted()), else at its next renewal or validity end. */

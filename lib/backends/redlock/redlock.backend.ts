@@ -165,7 +165,12 @@ export class RedlockBackend implements LockBackend {
     const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.inspect(key)), (held) => held !== null, 'answers');
     if (tally.yes.length + tally.no.length < this.quorum) throw this.unavailable('inspect', key, tally);
     const left = tally.answers.flatMap((held) => (held ? [held.remainingMs] : [])).sort((a, b) => b - a);
-    return left.length >= this.quorum ? { remainingMs: left[this.quorum - 1], waiters: 0 } : null;
+    if (left.length < this.quorum) return null;
+    // The holder, when one owner holds a majority (its process reports more of its hold).
+    const owners = new Map<string, number>();
+    for (const held of tally.answers) if (held?.owner !== undefined) owners.set(held.owner, (owners.get(held.owner) ?? 0) + 1);
+    const owner = [...owners].find(([, count]) => count >= this.quorum)?.[0];
+    return { remainingMs: left[this.quorum - 1], waiters: 0, ...(owner === undefined ? {} : { owner }) };
   }
 
   /**
