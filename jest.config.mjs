@@ -8,6 +8,7 @@ export default {
   moduleNameMapper: {
     '^nest-distributed-lock$': '<rootDir>/lib/index.ts',
     '^nest-distributed-lock/testing$': '<rootDir>/lib/testing/index.ts',
+    '^nest-distributed-lock/board$': '<rootDir>/lib/board/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

@@ -1,6 +1,8 @@
 import { Module } from '@nestjs/common';
 import { ScheduleModule } from '@nestjs/schedule';
+import { DistributedLockBoardModule } from 'nest-distributed-lock/board';
 import { AccountsController } from './accounts/accounts.controller.js';
+import { DemoTokenGuard } from './board/demo-token.guard.js';
 import { PostgresLocksModule } from './backends/postgres.module.js';
 import { RedisEtcdLocksModule } from './backends/redis-etcd.module.js';
 import { LeadershipService } from './leader/leadership.service.js';
@@ -21,7 +23,8 @@ if (!(chosen in backends)) throw new Error(`SAMPLE_BACKEND must be one of ${Obje
 const locks = backends[chosen as keyof typeof backends];
 
 @Module({
-  imports: [locks, ScheduleModule.forRoot()],
+  // The lock board at /locks: behind the demo guard, with the force-release button.
+  imports: [locks, ScheduleModule.forRoot(), DistributedLockBoardModule.forRoot({ guard: DemoTokenGuard, readOnly: false })],
   controllers: [ReportsController, AccountsController, StatusController],
   providers: [ReportService, DigestJob, LeadershipService, SweepJob],
 })

@@ -9,7 +9,11 @@
 // correctness) on the PostgreSQL backend, the balances in a PgFence-guarded table of the same
 // database. It starts its own PostgreSQL (initdb in a temp dir) unless DATABASE_URL is set, and
 // needs neither Redis nor etcd.
+//
+// Each replica mounts the lock board at /locks (user ops, a password the demo makes up and
+// prints); `npm run demo -- --stay` keeps the replicas up after the checks, to look at it.
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
@@ -20,6 +24,9 @@ const tsc = path.join(root, 'node_modules', '.bin', 'tsc');
 const log = (line = '') => console.log(line);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const failures = [];
+const stay = process.argv.includes('--stay');
+const boardToken = randomBytes(9).toString('base64url');
+const boardAuth = { authorization: `Basic ${Buffer.from(`ops:${boardToken}`).toString('base64')}` };
 const onPostgres = process.env.SAMPLE_BACKEND === 'postgres';
 if (process.env.SAMPLE_BACKEND && !['postgres', 'redis-etcd'].includes(process.env.SAMPLE_BACKEND)) {
   console.error(`SAMPLE_BACKEND must be postgres or redis-etcd, got "${process.env.SAMPLE_BACKEND}"`);
@@ -76,6 +83,7 @@ try {
   for (const name of ['A', 'B']) instances.push(await startInstance(name, env));
   const [a, b] = instances;
   log(`Two replicas of the sample app: ${instances.map((i) => `${i.name} on :${i.port}`).join(', ')}`);
+  log(`Lock board: http://127.0.0.1:${b.port}/locks (user ops, password ${boardToken})${stay ? '' : ' — while the demo runs; `npm run demo -- --stay` keeps it up'}`);
   log();
 
   // 1. efficiency ------------------------------------------------------------------------
@@ -167,6 +175,29 @@ try {
   log('   Each term ran on one replica, one after the other, with a larger token each time');
   log('   (a leader paused past its session is replaced, and its next sweep finds its term lost).');
   log();
+  // 6. the lock board ---------------------------------------------------------------------
+  log(`6. The lock board (http://127.0.0.1:${b.port}/locks): what an operator sees, through its JSON API.`);
+  const refused = await call(b, 'GET', '/locks/api/locks');
+  log(`   without the password: ${refused.status}`);
+  check(refused.status === 401, 'the lock board answered without its password');
+  const view = (await call(b, 'GET', '/locks/api/locks', boardAuth)).body;
+  for (const backend of view.backends) {
+    const shown = backend.locks.map((l) => `${l.key}${l.token ? ` (token ${l.token})` : ''}${l.waiters ? `, ${l.waiters} waiting` : ''}`);
+    log(`   ${backend.name} (${backend.purposes.join(', ')}): ${shown.length ? shown.join('; ') : 'nothing held'}`);
+  }
+  const leaderRow = view.backends.flatMap((backend) => backend.locks).find((l) => l.key === 'sample:leader');
+  check(leaderRow !== undefined && leaderRow.waiters === 1, 'the board did not show sample:leader held with the other replica waiting');
+  const page = await fetch(`http://127.0.0.1:${b.port}/locks`, { headers: boardAuth });
+  check(page.status === 200 && (page.headers.get('content-security-policy') ?? '').includes("default-src 'none'"), 'the board page did not load with its Content-Security-Policy');
+  log(`   the page: ${page.status}, ${page.headers.get('content-type')}, CSP ${page.headers.get('content-security-policy')?.split(';')[0]}; …`);
+  log();
+  if (stay && failures.length === 0) {
+    log(`The replicas stay up: open http://127.0.0.1:${b.port}/locks (user ops, password ${boardToken}). Ctrl-C stops them.`);
+    await new Promise((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+  }
 } catch (error) {
   console.error(`demo failed: ${error.stack ?? error}`);
   failures.push(String(error));
@@ -185,15 +216,15 @@ function clock(ms) {
   return new Date(ms).toISOString().slice(11, 19);
 }
 
-async function call(instance, method, url) {
-  const response = await fetch(`http://127.0.0.1:${instance.port}${url}`, { method });
+async function call(instance, method, url, headers = {}) {
+  const response = await fetch(`http://127.0.0.1:${instance.port}${url}`, { method, headers });
   return { status: response.status, body: await response.json() };
 }
 
 function startInstance(name, backendEnv) {
   const child = spawn(process.execPath, [path.join(root, '.tmp/sample/sample-app/main.js')], {
     cwd: root,
-    env: { ...process.env, ...backendEnv, ETCD_SESSION_TTL: '2', PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150', DEPOSIT_WORK_MS: '800' },
+    env: { ...process.env, ...backendEnv, BOARD_TOKEN: boardToken, ETCD_SESSION_TTL: '2', PORT: '0', INSTANCE_NAME: name, REPORT_WORK_MS: '150', DEPOSIT_WORK_MS: '800' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const stop = async () => {

@@ -24,6 +24,10 @@ describe('npm run demo', () => {
     expect(output).toContain('balance 61 (expected 61');
     expect(output).toMatch(/sample:leader held on etcd, token \d+, \d+ ms left, 1 waiting/);
     expect(output).toMatch(/term \d+ on [AB]: \d+ sweep/);
+    // The lock board: its URL printed, refused without the password, the leader on it.
+    expect(output).toMatch(/Lock board: http:\/\/127\.0\.0\.1:\d+\/locks \(user ops, password \S+\)/);
+    expect(output).toContain('without the password: 401');
+    expect(output).toMatch(/etcd \(correctness\): .*sample:leader \(token \d+\), 1 waiting/);
     expect(output).toContain('All checks passed');
     expect(code).toBe(0);
   }, 120_000);
