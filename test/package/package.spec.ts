@@ -49,6 +49,7 @@ interface Outcome {
   maxRunsInOneSecond: number;
   instances: string[];
   testingEntry: string;
+  board: string[];
 }
 
 describe('the packed tarball, installed into throwaway Nest projects', () => {
@@ -130,7 +131,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
   });
 
   it('holds only what a user needs: the built entries with their types, README, LICENSE and package.json', () => {
-    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'README.md', 'LICENSE', 'package.json']) {
+    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'dist/lib/board/index.js', 'dist/lib/board/index.d.ts', 'README.md', 'LICENSE', 'package.json']) {
       expect(files).toContain(needed);
     }
     const strays = files.filter(
@@ -139,8 +140,9 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     expect(strays).toEqual([]);
     expect(files.filter((f) => /\.spec\.|\/test\/|bench|sample-app/.test(f))).toEqual([]);
     const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing']));
+    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing', './board']));
     expect(manifest.exports['./testing'].types).toBe('./dist/lib/testing/index.d.ts');
+    expect(manifest.exports['./board'].types).toBe('./dist/lib/board/index.d.ts');
   });
 
   it("publishes the service's documented API only: no internal member in its .d.ts", async () => {
@@ -149,14 +151,14 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     const body = dts.slice(dts.indexOf('export declare class DistributedLockService'));
     const members = [...body.matchAll(/^ {4}((?:private )?(?:readonly )?)([A-Za-z]\w*)[(:<;?]/gm)];
     const published = members.filter((m) => !m[1].startsWith('private')).map((m) => m[2]);
-    expect(published).toEqual(['events', 'constructor', 'acquire', 'tryAcquire', 'using', 'campaign', 'current', 'inspect', 'forceRelease', 'currentLeases']);
+    expect(published).toEqual(['events', 'constructor', 'acquire', 'tryAcquire', 'using', 'campaign', 'current', 'inspect', 'forceRelease', 'list', 'currentLeases']);
     // Private fields appear by name only, without their types: nothing a caller can use.
     for (const [line, modifiers] of members.map((m) => [m[0], m[1]])) if (modifiers.startsWith('private')) expect(line).toMatch(/;$/);
     expect(body).not.toMatch(/@internal/);
   });
 
   it.each(consumers.map((c) => [c.name, c] as const))(
-    '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing entry works',
+    '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing and board entries work',
     async (_name, consumer) => {
       const dir = await prepared.get(consumer.name)!;
       const emitted = readFileSync(join(dir, 'dist/main.js'), 'utf8');
@@ -173,6 +175,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
       expect(outcome.runs).toBeGreaterThanOrEqual(2); // the job ran on its ticks …
       expect(outcome.maxRunsInOneSecond).toBe(1); // … on one replica per tick
       expect(outcome.testingEntry).toBe('sent'); // busy under occupy(), runs once released
+      expect(outcome.board).toEqual([expect.stringMatching(/^redis:pkg-\d+-work$/)]); // the board entry lists the held lock
     },
     300_000,
   );

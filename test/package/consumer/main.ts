@@ -8,6 +8,7 @@ import { NestFactory } from '@nestjs/core';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
 import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError } from 'nest-distributed-lock';
 import { DistributedLockTestingModule, TestingLockBackend } from 'nest-distributed-lock/testing';
+import { DistributedLockBoardModule, type BoardView } from 'nest-distributed-lock/board';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const runs: Array<{ instance: string; second: number }> = [];
@@ -38,7 +39,7 @@ class WorkController {
 
 function appModule(redisUrl: string) {
   @Module({
-    imports: [ScheduleModule.forRoot(), DistributedLockModule.forRoot({ redis: { url: redisUrl } })],
+    imports: [ScheduleModule.forRoot(), DistributedLockModule.forRoot({ redis: { url: redisUrl } }), DistributedLockBoardModule.forRoot({ public: true })],
     controllers: [WorkController],
     providers: [DigestJob],
   })
@@ -76,7 +77,12 @@ async function main(): Promise<void> {
     await app.listen(0, '127.0.0.1');
     urls.push(`${await app.getUrl()}/work`);
   }
-  const statuses = (await Promise.all(urls.map((url) => fetch(url, { method: 'POST' })))).map((r) => r.status).sort();
+  const working = Promise.all(urls.map((url) => fetch(url, { method: 'POST' })));
+  // The board entry: while one replica holds the work lock, the board lists it.
+  await sleep(150);
+  const view = (await (await fetch(urls[0].replace(/\/work$/, '/locks/api/locks'))).json()) as BoardView;
+  const board = view.backends.flatMap((b) => b.locks.map((l) => `${b.name}:${l.key}`)).filter((k) => k.includes(`${prefix}-work`));
+  const statuses = (await working).map((r) => r.status).sort();
   await sleep(3_600);
   await Promise.all(apps.map((app) => app.close()));
   const perSecond = new Map<number, number>();
@@ -89,6 +95,7 @@ async function main(): Promise<void> {
       maxRunsInOneSecond: Math.max(0, ...perSecond.values()),
       instances: [...new Set(runs.map((r) => r.instance))].sort(),
       testingEntry: await testingEntry(),
+      board,
     }),
   );
 }
