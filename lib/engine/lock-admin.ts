@@ -93,8 +93,8 @@ export class LockAdmin {
 
 /** At most this many names a backend is asked for: `list()` sorts what it finds, so it reads them all. */
 export const LIST_SCAN_MAX = 10_000;
-/** Inspections in flight at once. */
-const LIST_CONCURRENCY = 32;
+/** Inspections in flight at once (a Redlock inspection is one call per master, each with its short node timeout). */
+const LIST_CONCURRENCY = 16;
 
 /** Known hold time (shortest first), then token (largest first), then remaining time (longest first): see LockAdmin.list. */
 function newestFirst(a: LockInfo, b: LockInfo): number {
