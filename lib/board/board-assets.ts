@@ -26,9 +26,10 @@ export const BOARD_JS = `'use strict';
     if (className) e.className = className;
     return e;
   };
-  const say = (text, error) => {
+  const say = (text, error, kind) => {
     status.textContent = text;
     status.className = error ? 'error' : '';
+    status.dataset.kind = kind || 'release';
   };
 
   function lockRow(lock) {
@@ -95,6 +96,9 @@ export const BOARD_JS = `'use strict';
   }
 
   function render(view) {
+    // Bar lengths only for the keys still shown: a tab left open for days does not grow.
+    const shown = new Set(view.backends.flatMap((b) => b.locks.map((l) => l.backend + '\\u0000' + l.key)));
+    for (const id of longest.keys()) if (!shown.has(id)) longest.delete(id);
     for (const old of root.querySelectorAll('section')) old.remove();
     for (const backend of view.backends) root.appendChild(backendSection(backend));
     updated.textContent = 'Updated ' + new Date(view.at).toLocaleTimeString();
@@ -109,8 +113,10 @@ export const BOARD_JS = `'use strict';
       if (!response.ok) throw new Error('HTTP ' + response.status);
       render(await response.json());
       root.dataset.refreshed = String(Date.now());
+      // A failed refresh is news only until one succeeds again (a release's result stays).
+      if (status.dataset.kind === 'refresh') say('', false);
     } catch (error) {
-      say('Could not refresh: ' + error.message, true);
+      say('Could not refresh: ' + error.message, true, 'refresh');
     } finally {
       busy = false;
     }

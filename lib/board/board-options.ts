@@ -46,7 +46,11 @@ export function resolveBoardOptions(options: unknown): ResolvedBoardOptions {
     if (o[field] !== undefined && typeof o[field] !== 'boolean') throw new InvalidLockOptionsError(field, `must be true or false, got ${JSON.stringify(o[field])}`, WHERE);
   }
   const guard = o.guard;
-  const isGuard = typeof guard === 'function' || (typeof guard === 'object' && guard !== null && typeof (guard as CanActivate).canActivate === 'function');
+  // A class whose instances have canActivate(), or such an instance: a bare function would be
+  // constructed by Nest and fail only at the first request, or pass nothing through at all.
+  const isGuard =
+    (typeof guard === 'function' && typeof (guard as { prototype?: { canActivate?: unknown } }).prototype?.canActivate === 'function') ||
+    (typeof guard === 'object' && guard !== null && typeof (guard as CanActivate).canActivate === 'function');
   if (guard !== undefined && !isGuard) throw new InvalidLockOptionsError('guard', 'must be a Nest guard: a class implementing CanActivate, or an object with canActivate()', WHERE);
   if (guard !== undefined && o.public === true) throw new InvalidLockOptionsError('public', 'public: true and a guard contradict each other: keep one', WHERE);
   if (guard === undefined && o.public !== true) {

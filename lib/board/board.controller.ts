@@ -49,16 +49,55 @@ function whoAsks(request: BoardRequest): string {
   return 'an anonymous caller';
 }
 
+const header = (request: BoardRequest, name: string): string | undefined => {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
 /**
- * A state change from another site could only come from a form (no JSON content type without a
- * CORS preflight, which this board never answers) — refused; and a browser that says the request
- * is cross-site is refused whatever it sends.
+ * The API answers the board's own page only. A browser says where a request comes from:
+ * `Sec-Fetch-Site` (anything but same-origin is refused), or on browsers without it `Origin`
+ * (its host must be the one asked, directly or through a proxy's X-Forwarded-Host). So even an
+ * application that enables CORS with credentials for its own API does not let another site read
+ * the held keys or free one.
  */
-function refuseCrossSite(request: BoardRequest): void {
-  const type = String(request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+function refuseOtherOrigins(request: BoardRequest): void {
+  const site = header(request, 'sec-fetch-site');
+  if (site !== undefined) {
+    if (site !== 'same-origin' && site !== 'none') throw new ForbiddenException('the lock board answers its own page only (Sec-Fetch-Site: ' + site + ')');
+    return;
+  }
+  const origin = header(request, 'origin');
+  if (origin === undefined) return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    throw new ForbiddenException('the lock board answers its own page only (a malformed Origin)');
+  }
+  if (host !== header(request, 'host') && host !== header(request, 'x-forwarded-host')) throw new ForbiddenException('the lock board answers its own page only (Origin ' + origin + ')');
+}
+
+/** A state change must come as JSON: a form (the only cross-site request without a preflight) cannot send it. */
+function requireJson(request: BoardRequest): void {
+  const type = String(header(request, 'content-type') ?? '').split(';')[0].trim().toLowerCase();
   if (type !== 'application/json') throw new UnsupportedMediaTypeException('send a JSON body (Content-Type: application/json): { "key": …, "backend": … }');
-  const site = request.headers['sec-fetch-site'];
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') throw new ForbiddenException('cross-site requests cannot force a release');
+}
+
+/**
+ * The page's own path, from the request (a global prefix or a proxy's path stays in it): only its
+ * path — an absolute-form target (`GET http://elsewhere/locks`) or leading `//` must not turn the
+ * page's script and API addresses into another host's.
+ */
+function pagePath(request: BoardRequest, fallback: string): string {
+  let path: string;
+  try {
+    path = new URL(request.originalUrl ?? request.url ?? fallback, 'http://board.invalid').pathname;
+  } catch {
+    return fallback;
+  }
+  path = path.replace(/\/{2,}/g, '/').replace(/\/+$/, '');
+  return path.startsWith('/') ? path : fallback;
 }
 
 /** A controller mounted at the board's path (a class per forRoot(): Nest routes by class decorators). */
@@ -77,9 +116,7 @@ export function createBoardController(options: ResolvedBoardOptions): Type<unkno
     @Header(...NO_SNIFF)
     @Header(...NO_STORE)
     async page(@Req() request: BoardRequest): Promise<string> {
-      // Assets and API are addressed from the page's own URL: a global prefix or a proxy's path stays in it.
-      const path = (request.originalUrl ?? request.url ?? options.path).split('?')[0].replace(/\/+$/, '');
-      return renderBoardPage(await this.locks.view(options.readOnly), path);
+      return renderBoardPage(await this.locks.view(options.readOnly), pagePath(request, options.path));
     }
 
     @Get('board.js')
@@ -98,7 +135,8 @@ export function createBoardController(options: ResolvedBoardOptions): Type<unkno
 
     @Get('api/locks')
     @Header(...NO_STORE)
-    async api(@Query('prefix') prefix?: string, @Query('limit') limit?: string): Promise<unknown> {
+    async api(@Req() request: BoardRequest, @Query('prefix') prefix?: string, @Query('limit') limit?: string): Promise<unknown> {
+      refuseOtherOrigins(request);
       try {
         return await this.locks.view(options.readOnly, { prefix, limit: limit === undefined ? undefined : Number(limit) });
       } catch (error) {
@@ -112,7 +150,8 @@ export function createBoardController(options: ResolvedBoardOptions): Type<unkno
     @Header(...NO_STORE)
     async forceRelease(@Req() request: BoardRequest, @Body() body: unknown): Promise<unknown> {
       if (options.readOnly) throw new ForbiddenException('the lock board is read-only (DistributedLockBoardModule.forRoot({ readOnly: false }) allows force-release)');
-      refuseCrossSite(request);
+      refuseOtherOrigins(request);
+      requireJson(request);
       const { key, backend } = (typeof body === 'object' && body !== null ? body : {}) as { key?: unknown; backend?: unknown };
       if (typeof key !== 'string') throw new BadRequestException({ message: 'body.key must be a string', field: 'key' });
       if (typeof backend !== 'string' || !this.locks.backendNames().includes(backend)) {

@@ -28,9 +28,7 @@ export class LockAdmin {
   /**
    * The keys held on a backend whose name starts with `prefix`, newest first, at most `limit`: the
    * backend names them (at most LIST_SCAN_MAX), each is inspected (LIST_CONCURRENCY at a time), and
-   * those still held are sorted. Newest first means: by how long held where that is known, then
-   * by token (larger is newer), then by remaining time (longer is newer) — a backend without grant
-   * times or tokens on the server (Redis) can only be ordered by what it keeps.
+   * those still held are sorted newest first by what every entry has (see newestFirst).
    */
   async list(backendName: string, prefix: string, limit: number, where: string): Promise<LockInfo[]> {
     const backend = this.backends.get(backendName)!;
@@ -46,7 +44,7 @@ export class LockAdmin {
       const held = await Promise.all(batch.map((key) => inspect(key)));
       held.forEach((h, j) => h && found.push(this.describe(batch[j], backendName, h, local)));
     }
-    return found.sort(newestFirst).slice(0, limit);
+    return newestFirst(found).slice(0, limit);
   }
 
   /** What the backend reports of a hold, with what this process knows of it when it holds it. */
@@ -96,13 +94,15 @@ export const LIST_SCAN_MAX = 10_000;
 /** Inspections in flight at once (a Redlock inspection is one call per master, each with its short node timeout). */
 const LIST_CONCURRENCY = 16;
 
-/** Known hold time (shortest first), then token (largest first), then remaining time (longest first): see LockAdmin.list. */
-function newestFirst(a: LockInfo, b: LockInfo): number {
-  const rank = (info: LockInfo): number => (info.heldForMs !== undefined ? 0 : info.token !== undefined ? 1 : 2);
-  const ra = rank(a);
-  const rb = rank(b);
-  if (ra !== rb) return ra - rb;
-  if (ra === 0) return a.heldForMs! - b.heldForMs!;
-  if (ra === 1) return a.token! > b.token! ? -1 : a.token! < b.token! ? 1 : 0;
-  return b.remainingMs - a.remainingMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+/**
+ * Newest first, by one measure every entry has — mixing measures would rank this process's own
+ * holds (whose hold time it knows) before another's later grant: by token when all have one
+ * (tokens grow with every grant on a backend), else by hold time when all have it, else by the
+ * time left (the latest granted or renewed first: all a server without either keeps).
+ */
+function newestFirst(found: LockInfo[]): LockInfo[] {
+  const byKey = (a: LockInfo, b: LockInfo): number => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  if (found.every((info) => info.token !== undefined)) return found.sort((a, b) => (a.token! > b.token! ? -1 : a.token! < b.token! ? 1 : byKey(a, b)));
+  if (found.every((info) => info.heldForMs !== undefined)) return found.sort((a, b) => a.heldForMs! - b.heldForMs! || byKey(a, b));
+  return found.sort((a, b) => b.remainingMs - a.remainingMs || byKey(a, b));
 }

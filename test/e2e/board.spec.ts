@@ -158,6 +158,8 @@ describe('DistributedLockBoardModule.forRoot(): refuses to mount until access is
     ['public: false', { public: false }, 'guard'],
     ['a guard and public: true', { guard: TokenGuard, public: true }, 'public'],
     ['a guard that is not one', { guard: 'admin' }, 'guard'],
+    ['a function that is no guard class', { guard: () => true }, 'guard'],
+    ['an object without canActivate', { guard: { check: () => true } }, 'guard'],
     ['a path without its slash', { public: true, path: 'locks' }, 'path'],
     ['a path with a trailing slash', { public: true, path: '/locks/' }, 'path'],
     ['a path with ..', { public: true, path: '/a/../b' }, 'path'],

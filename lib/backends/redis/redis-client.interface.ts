@@ -13,6 +13,8 @@ export interface RedisClientLike {
   scan(...args: any[]): Promise<[string, string[]]>;
   /** A Cluster client's nodes (`'master'`): `list()` scans each, a `SCAN` reaching one node only. */
   nodes?(role?: string): RedisClientLike[];
+  /** ioredis' options: its `keyPrefix` is added to every key sent, not to SCAN patterns. */
+  readonly options?: { keyPrefix?: string };
   evalsha(...args: any[]): Promise<unknown>;
   eval(...args: any[]): Promise<unknown>;
   duplicate(...args: any[]): RedisClientLike;

@@ -297,15 +297,20 @@ export class RedisBackend implements LockBackend {
    */
   async listKeys(prefix: string, max: number): Promise<string[]> {
     const names = new Set<string>();
-    const pattern = `${globEscape(this.prefix)}*`;
     const nodes = this.client.isCluster && this.client.nodes ? this.client.nodes('master') : [this.client];
+    // ioredis drops a Cluster's nodes while it cannot reach it: nothing to SCAN is not "nothing held".
+    if (nodes.length === 0) throw new LockBackendUnavailableError(this.name, 'listKeys', 'no Cluster master is known (the cluster cannot be reached)');
     for (const node of nodes) {
+      // ioredis' own keyPrefix option namespaces every key it sends, but not SCAN's pattern, and SCAN answers stored names.
+      const namespace = node.options?.keyPrefix || this.client.options?.keyPrefix || '';
+      const pattern = `${globEscape(namespace + this.prefix)}*`;
       let cursor = '0';
       do {
         const [next, batch] = await this.call('listKeys', prefix, () => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
         cursor = next;
-        for (const name of batch) {
-          const key = this.userKeyOf(name);
+        for (const stored of batch) {
+          if (!stored.startsWith(namespace)) continue;
+          const key = this.userKeyOf(stored.slice(namespace.length));
           if (key !== undefined && key.startsWith(prefix)) names.add(key);
           if (names.size >= max) return [...names];
         }
