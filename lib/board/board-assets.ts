@@ -105,9 +105,13 @@ export const BOARD_JS = `'use strict';
     applyFilter();
   }
 
+  // The next refresh: a second after this one ended, or four times as long as it took — a
+  // backend with thousands of keys is not asked again before it has answered the last time.
+  let pause = refreshMs;
   async function refresh() {
     if (busy || document.hidden) return;
     busy = true;
+    const started = Date.now();
     try {
       const response = await fetch(api, { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });
       if (!response.ok) throw new Error('HTTP ' + response.status);
@@ -119,12 +123,17 @@ export const BOARD_JS = `'use strict';
       say('Could not refresh: ' + error.message, true, 'refresh');
     } finally {
       busy = false;
+      pause = Math.max(refreshMs, 4 * (Date.now() - started));
     }
   }
 
   function start() {
-    clearInterval(timer);
-    timer = document.hidden ? undefined : setInterval(refresh, refreshMs);
+    clearTimeout(timer);
+    if (document.hidden) return;
+    timer = setTimeout(async () => {
+      await refresh();
+      start();
+    }, pause);
   }
 
   async function release(button) {

@@ -30,7 +30,7 @@ class FakeElement {
 
 type Fetch = () => Promise<{ ok: boolean; status: number; json: () => Promise<unknown> }>;
 
-/** Runs board.js against the fake DOM; `tick()` is its refresh timer firing, then settling. */
+/** Runs board.js against the fake DOM; `tick()` is its refresh timer firing (it schedules the next one when done), then settling. */
 function runBoard(fetch: Fetch, MapClass: unknown = Map): { status: FakeElement; updated: FakeElement; tick: () => Promise<void>; started: Promise<void> } {
   const root = new FakeElement('main');
   Object.assign(root.dataset, { api: '/locks/api/locks', readOnly: 'true', refreshMs: '1000' });
@@ -43,7 +43,7 @@ function runBoard(fetch: Fetch, MapClass: unknown = Map): { status: FakeElement;
   };
   let timer: (() => void) | undefined;
   const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
-  new Function('document', 'fetch', 'setInterval', 'clearInterval', 'confirm', 'Map', BOARD_JS)(document, fetch, (fn: () => void) => ((timer = fn), 1), () => undefined, () => false, MapClass);
+  new Function('document', 'fetch', 'setTimeout', 'clearTimeout', 'confirm', 'Map', BOARD_JS)(document, fetch, (fn: () => void) => ((timer = fn), 1), () => undefined, () => false, MapClass);
   return {
     status: byId.status,
     updated: byId.updated,
@@ -109,7 +109,7 @@ describe('review: board.js memory while a tab stays open', () => {
       return { ok: true, status: 200, json: async () => ({ readOnly: true, refreshMs: 1000, at: new Date().toISOString(), backends: [{ name: 'redis', purposes: ['efficiency'], locks }] }) };
     };
     let tick: (() => void) | undefined;
-    const setInterval = (fn: () => void) => ((tick = fn), 1);
+    const setTimeout = (fn: () => void) => ((tick = fn), 1);
     const maps: Map<unknown, unknown>[] = [];
     class SpyMap<K, V> extends Map<K, V> {
       constructor() {
@@ -118,7 +118,7 @@ describe('review: board.js memory while a tab stays open', () => {
       }
     }
     const settle = () => new Promise((resolve) => setImmediate(resolve));
-    new Function('document', 'fetch', 'setInterval', 'clearInterval', 'confirm', 'Map', BOARD_JS)(document, fetch, setInterval, () => undefined, () => false, SpyMap);
+    new Function('document', 'fetch', 'setTimeout', 'clearTimeout', 'confirm', 'Map', BOARD_JS)(document, fetch, setTimeout, () => undefined, () => false, SpyMap);
     await settle();
     for (let i = 0; i < 60; i++) {
       tick!();
