@@ -7,6 +7,9 @@ import { freshPostgres, freshRedlock, freshZooKeeper, type BackendServer } from 
 import { backendsOf } from '../harness/backends-of.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
+/** A case that does not apply to a backend (no ttl, no semaphores, no queue) is not registered, rather than reported skipped. */
+const when = (applies: boolean): typeof it => (applies ? it : ((() => undefined) as unknown as typeof it));
+
 // LockBackend.listKeys() against real servers, one case per backend: what a user of list() would
 // notice — a held key missing, a free one shown, a name changed on the way, a prefix that matches
 // too much, more names than asked for.
@@ -89,7 +92,7 @@ describe.each(CASES)('listKeys on $backend', (c) => {
     expect(await list(ns)).toEqual([`${ns}kept`]);
   }, 30_000);
 
-  (c.expires ? it : it.skip)('does not list a key whose holder stopped renewing once its ttl has run out', async () => {
+  when(c.expires)('does not list a key whose holder stopped renewing once its ttl has run out', async () => {
     const key = uniqueKey('expired');
     // A holder that died right after its grant: nobody renews or releases.
     expect((await backend().acquire({ key, owner: 'dead-owner', ttlMs: 400, queue: false })).acquired).toBe(true);
@@ -98,7 +101,7 @@ describe.each(CASES)('listKeys on $backend', (c) => {
     expect(await list(key)).toEqual([]);
   }, 30_000);
 
-  (c.semaphores ? it : it.skip)('lists a semaphore key once, whatever its holders, and no longer once they are gone', async () => {
+  when(c.semaphores)('lists a semaphore key once, whatever its holders, and no longer once they are gone', async () => {
     const ns = `${uniqueKey('sem')}/`;
     const first = await hold(`${ns}sem`, 3);
     const second = await hold(`${ns}sem`, 3);
@@ -110,7 +113,7 @@ describe.each(CASES)('listKeys on $backend', (c) => {
     expect(await list(ns)).toEqual([`${ns}plain`]);
   }, 30_000);
 
-  (c.queues ? it : it.skip)('lists a key with waiters once, and not when only waiters are left', async () => {
+  when(c.queues)('lists a key with waiters once, and not when only waiters are left', async () => {
     const ns = `${uniqueKey('waited')}/`;
     const lease = await hold(`${ns}k`);
     const waiting = [0, 1].map(() => other.locks.acquire(`${ns}k`, { purpose: c.purpose, ttl: 30_000, wait: 20_000 }));
@@ -178,7 +181,7 @@ describe.each(CASES)('listKeys on $backend', (c) => {
     expect(sorted(await list(ns, 100))).toEqual(keys);
   }, 30_000);
 
-  (c.backend === 'zookeeper' ? it : it.skip)('lists a key once beside znodes it did not name (another spelling of its name, a stray), and not those', async () => {
+  when(c.backend === 'zookeeper')('lists a key once beside znodes it did not name (another spelling of its name, a stray), and not those', async () => {
     const key = `${uniqueKey('stray')}.x`;
     await hold(key);
     const parent = (backend() as ZooKeeperBackend).parentOf(key);
