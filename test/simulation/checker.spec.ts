@@ -517,6 +517,29 @@ describe('simulation checker: semaphores, multi-key leases, leaders, forceReleas
     });
   });
 
+  describe('list(): a lease believed valid for the whole call is in its answer', () => {
+    // A holds key 0 from 5, valid to 1005, released at 900.
+    const base = lease(1, 'A', '10', 0, 5, 1_000, 900);
+    const list = (at: number, listed: boolean | undefined, lock: { backend?: 'redlock' } = {}): SimEvent[] => [
+      ev(at, 3, { ev: 'list', id: 'L', key: 0, purpose: 'correctness', ...lock }),
+      ev(at + 20, 3, { ev: 'list-done', id: 'L', listed }),
+    ];
+
+    it('reports a list() that left out a lease valid all through it', () => {
+      const r = check(input(sorted([...base, ...list(300, false)]), { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:list-missed']);
+      expect(r.stats.list).toEqual({ calls: 1, listed: 0, unlisted: 1, failed: 0 });
+    });
+
+    it('accepts it listed, a call that failed, one that began before the grant or ended after the release, and Redlock', () => {
+      expect(safety(check(input(sorted([...base, ...list(300, true)]), { registers: [] })).violations)).toEqual([]);
+      expect(safety(check(input(sorted([...base, ...list(300, undefined)]), { registers: [] })).violations)).toEqual([]);
+      expect(safety(check(input(sorted([...base, ...list(0, false)]), { registers: [] })).violations)).toEqual([]);
+      expect(safety(check(input(sorted([...base, ...list(890, false)]), { registers: [] })).violations)).toEqual([]);
+      expect(safety(check(input(sorted([...lease(1, 'A', '10', 0, 5, 1_000, 900, 'efficiency', 'redlock'), ...list(300, false, { backend: 'redlock' })]), { registers: [] })).violations)).toEqual([]);
+    });
+  });
+
   describe('forceRelease(): the lease it ends is over on that lock when the call begins', () => {
     // A holds key 0 (valid to 1005); the operator force-releases it at 300 (answered at 310); B gets it at 320.
     const force = (at: number, released: boolean | undefined, lock: { key?: number; purpose?: 'correctness' | 'efficiency'; ns?: 'sem' } = {}): SimEvent[] => [

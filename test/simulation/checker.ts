@@ -34,6 +34,8 @@
  * - Multi-key leases: one lease, a holder of each of its keys — invariant 1 and 3 per key with the
  *   lease's one interval and token (the largest of its keys').
  * - Leaders (`leader/…`, `campaign()`): a lock like any other — no two leaders valid at once.
+ * - list() by an operator (with the lock's name as its prefix): a lease believed valid over the
+ *   whole call is in its answer (`list-missed`; Redlock excepted, see the check).
  * - forceRelease() by an operator: a lease held when a call that (maybe) ended it began is, on
  *   that lock, over at that moment — its holder may learn later (paused, partitioned; Redlock at
  *   its next renewal), and then only the fence guards the resource: a stale write it lets in is
@@ -135,6 +137,8 @@ export interface CheckStats {
    * longest time from the call's answer to the holder being told.
    */
   force: { calls: number; released: number; free: number; failed: number; forced: number; told: number; maxTellMs: number };
+  /** An operator's list() calls: answered with the lock listed / not listed / failed. */
+  list: { calls: number; listed: number; unlisted: number; failed: number };
 }
 
 export interface CheckResult {
@@ -221,6 +225,7 @@ export function check(input: CheckInput): CheckResult {
     multi: { grants: 0 },
     leader: { grants: 0 },
     force: { calls: 0, released: 0, free: 0, failed: 0, forced: 0, told: 0, maxTellMs: 0 },
+    list: { calls: 0, listed: 0, unlisted: 0, failed: 0 },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -233,6 +238,7 @@ export function check(input: CheckInput): CheckResult {
   const leases = new Map<string, LeaseTrack>();
   const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
   const forces = new Map<string, { id: string; lock: string; start: number; end?: number; released?: boolean }>();
+  const lists = new Map<string, { lock: string; start: number; end?: number; listed?: boolean }>();
   for (const e of input.events) {
     switch (e.ev) {
       case 'req':
@@ -298,6 +304,21 @@ export function check(input: CheckInput): CheckResult {
         stats.force.calls += 1;
         forces.set(e.id, { id: e.id, lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t });
         break;
+      case 'list':
+        stats.list.calls += 1;
+        lists.set(e.id, { lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t });
+        break;
+      case 'list-done': {
+        const call = lists.get(e.id);
+        if (call) {
+          call.end = e.t;
+          call.listed = e.listed;
+        }
+        if (e.listed === true) stats.list.listed += 1;
+        else if (e.listed === false) stats.list.unlisted += 1;
+        else stats.list.failed += 1;
+        break;
+      }
       case 'force-done': {
         const f = forces.get(e.id);
         if (f) {
@@ -446,6 +467,25 @@ export function check(input: CheckInput): CheckResult {
           });
         }
       }
+    }
+  }
+
+  // ---- list(): a lease believed valid for the whole call (and the clocks' tolerance either side)
+  // is in the answer. Redlock aside: a holder whose masters are partly down still believes in its
+  // lease while the answering masters no longer make a majority for it.
+  for (const call of lists.values()) {
+    if (call.listed !== false || call.end === undefined || call.lock.includes('redlock:')) continue;
+    const from = call.start - input.toleranceMs;
+    const to = call.end + input.toleranceMs;
+    const missed = (byLock.get(call.lock) ?? []).find((iv) => iv.segments.some(([a, b]) => a <= from && b >= to));
+    if (missed) {
+      violations.push({
+        invariant: 1,
+        kind: 'list-missed',
+        lock: call.lock,
+        detail: `list() from ${fmt(call.start)} to ${fmt(call.end)} did not report ${call.lock}, while ${missed.id} (token ${missed.token ?? '-'}) believed it valid ${segs(missed.segments)}`,
+        at: call.start,
+      });
     }
   }
 

@@ -66,6 +66,10 @@ export type SimEventBody =
   | { ev: 'force'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs }
   /** …and its answer: released (true: a holder was there; false: none), undefined if it failed (outcome unknown); what inspect() said just before, if asked. */
   | { ev: 'force-done'; id: string; released?: boolean; message?: string; inspected?: string }
+  /** An operator's list() with the lock's name as the prefix, called… */
+  | { ev: 'list'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs }
+  /** …and its answer: whether the lock's name was among the keys, undefined if it failed. */
+  | { ev: 'list-done'; id: string; listed?: boolean; message?: string }
   | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
   /** final: `above` = what was still above the baseline when the worker had finished (before settling). */
   | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number; above?: Record<string, number> }

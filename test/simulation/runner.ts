@@ -741,6 +741,7 @@ export function summaryLine(r: SeedResult): string {
     `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
     `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +
+    `list ${s.list.calls} (${s.list.listed} listed, ${s.list.unlisted} not, ${s.list.failed} failed), ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

@@ -690,6 +690,15 @@ async function runForce(fiber: number, target: ForceTarget, inspect: boolean): P
     } catch (error) {
       inspected = `failed: ${errorInfo(error).message}`;
     }
+    // …and list() as the lock board asks it: a lease valid for the whole call must be in the answer.
+    const listId = `${id}.list`;
+    emit({ ev: 'list', id: listId, key: target.key, purpose: target.purpose, backend: target.backend, ...(target.ns ? { ns: target.ns } : {}) });
+    try {
+      const held = await timeout(svc.list(where, { prefix: name }), 3_000);
+      emit({ ev: 'list-done', id: listId, listed: held.some((info) => info.key === name) });
+    } catch (error) {
+      emit({ ev: 'list-done', id: listId, message: `${errorInfo(error).name}: ${errorInfo(error).message}` });
+    }
   }
   emit({ ev: 'force', id, key: target.key, purpose: target.purpose, backend: target.backend, ...(target.ns ? { ns: target.ns } : {}) });
   try {
