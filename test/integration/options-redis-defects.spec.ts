@@ -274,6 +274,7 @@ describe('issue 12 #11: lone UTF-16 surrogates in keys are refused before any ba
 });
 
 describe('issue 12 #12: lockDelay does not change the Redis hand-off command count', () => {
+  const backends: RedisBackend[] = [];
   let server: RedisServer;
   let raw: Redis;
   let a: LockApp;
@@ -282,12 +283,20 @@ describe('issue 12 #12: lockDelay does not change the Redis hand-off command cou
   beforeAll(async () => {
     server = await RedisServer.start();
     raw = new Redis(server.url);
-    a = await startLockApp({ redis: { url: server.url } });
-    b = await startLockApp({ redis: { url: server.url } });
+    // Waiters re-check every 5 s, not every 0.5 s: a waiter's heartbeat script is not a hand-off's
+    // (a full run on a loaded machine counted 11 scripts instead of 10 when D waited past 0.5 s).
+    const app = (): Promise<LockApp> => {
+      const backend = new RedisBackend({ client: new Redis(server.url), ownsClient: true, waiterHeartbeatMs: 5_000 });
+      backends.push(backend); // an application's own backend outlives it: closed in afterAll
+      return startLockApp({ backends: { redis: backend } });
+    };
+    a = await app();
+    b = await app();
   });
   afterAll(async () => {
     await a?.close();
     await b?.close();
+    for (const backend of backends) await backend.close();
     raw?.disconnect();
     await server?.stop();
   });
