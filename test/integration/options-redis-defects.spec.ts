@@ -331,10 +331,16 @@ describe('issue 12 #12: lockDelay does not change the Redis hand-off command cou
   it('three hand-offs cost as many scripts with lockDelay: 1000 as without', async () => {
     // Warm up: load the scripts (a NOSCRIPT EVAL fallback would count twice) and open the subscribers.
     await threeHandOffs(0);
-    const without = await threeHandOffs(0);
-    const withDelay = await threeHandOffs(1_000);
-    expect(without.order).toEqual(['A', 'B', 'C', 'D']);
-    expect(withDelay.order).toEqual(['A', 'B', 'C', 'D']);
+    // The fewest of three runs each: a loaded machine adds a script now and then (a waiter joining
+    // after the release it waited for, one way or the other: 10 vs 11 both ways in full runs); the
+    // defect added them to every run with lockDelay.
+    const fewest = async (lockDelay: number): Promise<{ scripts: number; orders: string[][] }> => {
+      const runs = [await threeHandOffs(lockDelay), await threeHandOffs(lockDelay), await threeHandOffs(lockDelay)];
+      return { scripts: Math.min(...runs.map((r) => r.scripts)), orders: runs.map((r) => r.order) };
+    };
+    const without = await fewest(0);
+    const withDelay = await fewest(1_000);
+    for (const order of [...without.orders, ...withDelay.orders]) expect(order).toEqual(['A', 'B', 'C', 'D']);
     expect(withDelay.scripts).toBe(without.scripts);
   });
 });
