@@ -1,12 +1,13 @@
 import { copyFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { DistributedLockModule, DistributedLockService, LeaseLostError, type Lease } from '../../lib/index.js';
 import { DistributedLockBoardModule } from '../../lib/board/index.js';
+import { TokenGuard } from '../harness/board-guard.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // The lock board in a real browser (Debian's Chromium, driven by playwright-core): a lock held by
@@ -15,16 +16,6 @@ import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } fro
 // It also takes the README's screenshot (UPDATE_DOCS_SCREENSHOT=1 copies it into docs/).
 
 const XSS = '<img src=x onerror=alert(1)>';
-
-@Injectable()
-class TokenGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
-    if (request.headers.authorization !== 'Bearer ops-token') return false;
-    request.user = { id: 'ops' };
-    return true;
-  }
-}
 
 function chromiumPath(): string {
   const found = process.env.TEST_CHROMIUM;

@@ -1,24 +1,14 @@
-import { Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication, type LoggerService } from '@nestjs/common';
+import { Module, type INestApplication, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { DistributedLockModule, DistributedLockService, InvalidLockOptionsError, LeaseLostError, MemoryBackend } from '../../lib/index.js';
 import { DistributedLockBoardModule, type BoardView, type DistributedLockBoardOptions } from '../../lib/board/index.js';
+import { TokenGuard } from '../harness/board-guard.js';
 import { redisUrl, startLockApp, uniqueKey } from '../harness/lock-app.js';
 
 // The lock board's HTTP side on both adapters: who may see it, what read-only refuses, and what
 // a force-release does to the holder (another application on the same Redis).
-
-/** A demo guard: a bearer token, and the user it stands for on the request. */
-@Injectable()
-class TokenGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
-    if (request.headers.authorization !== 'Bearer ops-token') return false;
-    request.user = { id: 'alice' };
-    return true;
-  }
-}
 
 /** Every line the application logs, to check what a force-release leaves behind. */
 class Lines implements LoggerService {
