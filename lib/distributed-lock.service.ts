@@ -10,6 +10,9 @@ import type { CampaignOptions, LockOptions } from './interfaces/lock-options.int
 import { checkKey, resolveCampaignOptions, resolveListOptions, resolveLockOptions, resolveLockTarget, type ResolvedLockOptions } from './options/lock-options.util.js';
 import type { ResolvedModuleOptions } from './options/module-options.util.js';
 
+/** How long a campaign started during shutdown waits before it is refused (see campaign()). */
+const CAMPAIGN_REFUSAL_DELAY_MS = 100;
+
 /** `rejectOnLoss` needs a wrapped call to reject: only `using()` and the decorator have one. */
 function noWrappedCall(o: ResolvedLockOptions, where: string): ResolvedLockOptions {
   if (o.policy.rejectOnLoss) {
@@ -59,6 +62,11 @@ export class DistributedLockService {
   /** One attempt, no waiting: the lease, or `null` when another owner holds the key. */
   async tryAcquire(key: string | readonly string[], opts: Omit<LockOptions, 'wait'>): Promise<Lease | null> {
     const where = `tryAcquire(${JSON.stringify(key)})`;
+    const wait = typeof opts === 'object' && opts !== null ? (opts as LockOptions).wait : undefined;
+    if (wait !== undefined && wait !== 0) {
+      // Ignoring it would hand a caller who meant to wait a null at once.
+      throw new InvalidLockOptionsError('wait', `tryAcquire() never waits (got ${JSON.stringify(wait)}); use acquire() to wait`, where);
+    }
     return this.engine.acquire(noWrappedCall(resolveLockOptions(key, { ...opts, wait: 0 }, this.options, where), where), 'skip');
   }
 
@@ -68,7 +76,11 @@ export class DistributedLockService {
    * event) and never replaces `fn`'s result or error.
    */
   async using<T>(key: string | readonly string[], opts: LockOptions, fn: (lease: Lease) => T | Promise<T>): Promise<T> {
-    const result = await this.engine.runLocked(resolveLockOptions(key, opts, this.options, `using(${JSON.stringify(key)})`), 'throw', fn);
+    const where = `using(${JSON.stringify(key)})`;
+    const request = resolveLockOptions(key, opts, this.options, where);
+    // Before the lock is taken: nothing to run is bad input, not a lock held for nothing.
+    if (typeof fn !== 'function') throw new InvalidLockOptionsError('fn', `must be the function to run under the lock, got ${typeof fn}`, where);
+    const result = await this.engine.runLocked(request, 'throw', fn);
     // A 'throw' request never skips.
     return result as Exclude<typeof result, typeof SKIPPED>;
   }
@@ -77,8 +89,11 @@ export class DistributedLockService {
    * Leader election: wait (in arrival order among candidates, on backends that queue) until this
    * caller leads `name`, then hold it — renewed every ttl/3, no `maxHold` — until `release()`, the
    * `signal` (steps down), loss, or shutdown (which hands leadership on at once). `lease.signal`
-   * aborts when leadership is lost (a paused leader is replaced after its ttl or session);
-   * `lease.token` grows with every term on fencing backends. Campaign again to lead again.
+   * aborts when the term ends: leadership lost (a paused leader is replaced after its ttl or
+   * session), or stepped down by `release()` or the signal (reason `'stepped-down'`);
+   * `lease.token` grows with every term on fencing backends. Campaign again to lead again. Once
+   * the application is shutting down a campaign is refused after 100 ms, never at once (a leader
+   * loop must not spin and hold up `close()`).
    * @throws LockBackendUnavailableError the backend could not be reached, or shutdown began while waiting
    * @throws InvalidLockOptionsError bad name or options, or this async context holds `name` already
    * @example
@@ -89,6 +104,11 @@ export class DistributedLockService {
     const request = resolveCampaignOptions(name, opts, this.options, where);
     if (this.engine.context.reentrant(request.key, request.backend)) {
       throw new InvalidLockOptionsError('name', 'this async context holds it already: a leader lease is taken outside the work it guards', where);
+    }
+    if (this.engine.isShuttingDown) {
+      // Refused, but not at once: a leader loop that campaigns again whenever a campaign ends
+      // would otherwise spin without yielding and keep the application's close() from returning.
+      await new Promise((resolve) => setTimeout(resolve, CAMPAIGN_REFUSAL_DELAY_MS).unref());
     }
     const lease = (await this.engine.acquire(request, 'throw'))!;
     const signal = request.signal;

@@ -120,6 +120,13 @@ export interface LockBackend {
   release(key: string, owner: string): Promise<boolean>;
 
   /**
+   * Optional: refuse a key this backend can never hold (PostgreSQL: a NUL), throwing
+   * `InvalidLockOptionsError` (field `key`) — synchronous, no call sent. A multi-key acquisition
+   * checks every key through it before taking any; `acquire` refuses such a key by itself too.
+   */
+  checkKey?(key: string): void;
+
+  /**
    * Optional: take all of `keys` (sorted, distinct) in one step — `keys[i]` for `owners[i]` — or
    * none: one attempt that never queues and leaves nothing behind when any key is busy (a Redis
    * script, an etcd txn). One token for all of them (fencing backends). Without it, or when it

@@ -20,9 +20,11 @@ interface Progress {
  * is busy, nothing is left held and the ordered path queues on the first busy key.
  *
  * While waiting for a later key the earlier ones are kept alive (their ttl renewed every ttl/3);
- * when the last key comes, every key not granted by a direct answer within that attempt is given
- * its full ttl again, so the engine's validity (counted from the attempt's send time) holds for
- * all of them. A key found lost on the way (expired, force-released) restarts from nothing.
+ * when the last key comes, every key but that last one is asked for again on the server (an owner-
+ * checked extend to its full ttl), so a key lost on the way is found before the lease is granted
+ * and the engine's validity (counted from the attempt's send time) holds for all of them. A key
+ * found lost on the way (expired, force-released) restarts from nothing; so does a loss the backend
+ * reports for one of the attempt's keys (the engine keeps such a notice until the grant).
  * Each key is held by an owner id of its own, `<owner>.<generation>-<index>`: a backend keeps one
  * hold per owner (a znode, a Redlock attempt), and a key's loss reported for it reaches the lease
  * (the engine's registry strips everything from the first dot; engine owner ids never contain
@@ -62,6 +64,8 @@ export class MultiKeyBackend implements LockBackend {
   ) {
     this.name = inner.name;
     this.capabilities = inner.capabilities;
+    // A key the backend can never hold is bad input for the whole call, before any key is taken.
+    if (inner.checkKey) for (const key of keys) inner.checkKey(key);
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -77,6 +81,7 @@ export class MultiKeyBackend implements LockBackend {
 
   private async attempt(request: AcquireRequest): Promise<AcquireResult> {
     const { owner } = request;
+    const started = performance.now();
     let p = this.progress.get(owner);
     if (!p) {
       if (this.inner.acquireAll) {
@@ -90,7 +95,7 @@ export class MultiKeyBackend implements LockBackend {
       if (!(await this.refresh(p, owner, request.ttlMs))) return this.restart(owner, p);
     }
     const grantedBefore = p.held.length;
-    let direct = true;
+    let lastDirect = false;
     for (let i = p.held.length; i < this.keys.length; i++) {
       const result = await this.inner.acquire({ ...request, key: this.keys[i], owner: this.idOf(owner, i) });
       if (!result.acquired) {
@@ -98,8 +103,8 @@ export class MultiKeyBackend implements LockBackend {
         if (!request.queue) await this.restart(owner, p, true);
         return { acquired: false, holderRemainingMs: result.holderRemainingMs };
       }
+      lastDirect = !result.provisional;
       if (result.provisional) {
-        direct = false;
         // A hand-off: the key is ours once its claim has landed (it may turn out not to be).
         if (result.provisional.confirmed && (await result.provisional.confirmed) === undefined) {
           await this.inner.release(this.keys[i], this.idOf(owner, i)).catch(() => undefined);
@@ -109,19 +114,26 @@ export class MultiKeyBackend implements LockBackend {
       p.held.push(this.keys[i]);
       p.tokens.push(result.token);
     }
-    // Keys granted by an earlier attempt, or by a hand-off, get their full ttl again now (after
-    // this attempt's send time, from which the engine counts the lease's validity).
-    if ((grantedBefore > 0 || !direct) && !(await this.refresh(p, owner, request.ttlMs))) return this.restart(owner, p);
+    // Every key taken before the last may be gone by now — force-released, or expired with its
+    // session while we waited — and a loss notice can come late or not at all: the server is
+    // asked. Each gets its full ttl again, after this attempt's send time (from which the engine
+    // counts the lease's validity). Only the last key, granted directly just now, is known fresh.
+    const fresh = lastDirect && p.held.length > grantedBefore ? 1 : 0;
+    // An attempt that took longer than the lease's validity is no grant whatever the server says
+    // (the engine counts validity from before this attempt and gives such an answer back as too
+    // late): answering it saves a refresh that would only find the first keys expired.
+    const tooLate = performance.now() - started >= (request.validityMs ?? request.ttlMs);
+    if (!tooLate && p.held.length - fresh > 0 && !(await this.refresh(p, owner, request.ttlMs, p.held.length - fresh))) return this.restart(owner, p);
     this.progress.delete(owner);
     const tokens = p.tokens;
     const token = tokens.every((t) => t !== undefined) ? tokens.reduce((a, b) => (b! > a! ? b : a)) : undefined;
     return token === undefined ? { acquired: true } : { acquired: true, token };
   }
 
-  /** Give every held key its full ttl; false if one of them is no longer ours. */
-  private async refresh(p: Progress, owner: string, ttlMs: number): Promise<boolean> {
+  /** Give the first `count` held keys (default: all) their full ttl; false if one of them is no longer ours. */
+  private async refresh(p: Progress, owner: string, ttlMs: number, count = p.held.length): Promise<boolean> {
     const sent = performance.now();
-    const kept = await inBatches(p.held, (key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs));
+    const kept = await inBatches(p.held.slice(0, count), (key, i) => this.inner.extend(key, this.idOf(owner, i), ttlMs));
     p.refreshedAt = sent;
     return kept.every(Boolean);
   }
@@ -173,11 +185,19 @@ export class MultiKeyBackend implements LockBackend {
     return results.some((r) => r.status === 'fulfilled' && r.value);
   }
 
-  /** The earliest of the keys' own bounds (their owners' sessions). */
+  /**
+   * The earliest of the keys' own bounds (their owners' sessions). A backend that bounds its holds
+   * vouches for none of a key it reports no bound for (not held, its session lost): then nothing.
+   */
   validUntil(owner: string): number | undefined {
     if (!this.inner.validUntil) return undefined;
-    const bounds = this.keys.map((_, i) => this.inner.validUntil!(this.idOf(owner, i))).filter((b): b is number => b !== undefined);
-    return bounds.length > 0 ? Math.min(...bounds) : undefined;
+    let earliest = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < this.keys.length; i++) {
+      const bound = this.inner.validUntil(this.idOf(owner, i));
+      if (bound === undefined) return 0;
+      earliest = Math.min(earliest, bound);
+    }
+    return earliest;
   }
 
 

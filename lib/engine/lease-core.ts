@@ -231,6 +231,20 @@ export class LeaseCore {
     return this.releasing ?? Promise.resolve();
   }
 
+  /**
+   * A leader ends its term by its own choice (`release()`, the campaign's signal): unlike a plain
+   * lease's release, the term's signal aborts (reason `'stepped-down'`), because work other than
+   * the caller's may run on it and must stop before the next leader starts. Then the key goes back.
+   */
+  stepDown(): Promise<void> {
+    if (this.state === 'held' && this.openHandles === 0 && this.lossError === undefined) {
+      const error = new LeaseLostError(this.key, 'stepped-down', 'the leader stepped down');
+      this.lossError = error;
+      this.abortController?.abort(error);
+    }
+    return this.release();
+  }
+
   /** The signal of reentrant handles: aborts when the lease is lost or released. */
   reentrantSignal(): AbortSignal {
     if (!this.reentrant) {

@@ -1,11 +1,16 @@
 import type { Logger } from '@nestjs/common';
-import type { LeaseLostError } from '../errors/lease-lost.error.js';
+import type { LeaseLossReason, LeaseLostError } from '../errors/lease-lost.error.js';
 import { monotonicNow } from '../common/validity.util.js';
 import type { Lease } from './lease.js';
 import type { LeaseCore, LeaseObserver } from './lease-core.js';
 import type { LockEvents } from './lock-events.js';
 
 const noop = (): void => undefined;
+
+/** An acquisition in flight; `lost` once the backend reported a hold of it gone. */
+export interface Attempt {
+  lost?: { reason: LeaseLossReason; detail: string };
+}
 
 /**
  * The leases one engine granted and has not yet seen end (by owner id: a backend reports a loss
@@ -18,6 +23,12 @@ export class LeaseRegistry implements LeaseObserver {
   private readonly owners = new Map<string, LeaseCore>();
   /** Releases in flight, by backend, then key: an acquisition of the key by this process waits for them. */
   private readonly releasingKeys = new Map<string, Map<string, { core: LeaseCore; done: Promise<void> }>>();
+
+  /**
+   * Acquisitions in flight, by owner: a loss the backend reports for one before its lease exists
+   * is kept here for the engine to see at the grant (or, for a multi-key attempt, before its next try).
+   */
+  private readonly attempts = new Map<string, Attempt>();
 
   constructor(
     private readonly events: LockEvents,
@@ -35,6 +46,28 @@ export class LeaseRegistry implements LeaseObserver {
     // A multi-key lease's keys are held by `<owner>.<generation>-<index>` (see MultiKeyBackend's ownerOf).
     const dot = owner.indexOf('.');
     return dot > 0 ? this.owners.get(owner.slice(0, dot)) : undefined;
+  }
+
+  /** An acquisition by `owner` is in flight (until `attempted(owner)`). */
+  attempting(owner: string): Attempt {
+    const attempt: Attempt = {};
+    this.attempts.set(owner, attempt);
+    return attempt;
+  }
+
+  attempted(owner: string): void {
+    this.attempts.delete(owner);
+  }
+
+  /**
+   * The backend says `owner`'s hold is gone: its lease is lost, or — no lease yet — the
+   * acquisition in flight is told (it must not grant a lease on a key it no longer holds).
+   */
+  lose(owner: string, reason: LeaseLossReason, detail: string): void {
+    const core = this.byOwner(owner);
+    if (core) return core.lose(reason, detail);
+    const attempt = this.attempts.get(owner) ?? this.attempts.get(owner.slice(0, Math.max(0, owner.indexOf('.'))));
+    if (attempt) attempt.lost ??= { reason, detail };
   }
 
   all(): LeaseCore[] {

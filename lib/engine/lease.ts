@@ -91,12 +91,14 @@ export class Lease implements AsyncDisposable {
    * Give the lock back. Idempotent. Never deletes another owner's key. A reentrant handle only
    * marks itself released; the outermost lease releases the key — once every reentrant handle
    * taken from it is released too (until then, or until the ttl runs out, the key stays held).
+   * A leader's term (`campaign()`) steps down: its `signal` aborts with reason `'stepped-down'`.
    */
   async release(): Promise<void> {
     if (this.ended) return;
     this.ended = true;
     this.released?.resolve();
-    if (this.owning) await this.core.release();
+    // A leader's release ends its term: the signal aborts ('stepped-down') for any work on it.
+    if (this.owning) await (this.core.kind === 'leader' ? this.core.stepDown() : this.core.release());
     else this.core.closeHandle();
   }
 

@@ -87,7 +87,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     // failed onModuleInit elsewhere runs no shutdown hook, and the process would hang on them.
     for (const backend of this.ownBackends()) backend.holdProcess?.(false);
     for (const backend of backends.values()) {
-      const remove = backend.onLeaseLost?.((owner, detail, reason) => this.registry.byOwner(owner)?.lose(reason ?? 'session-lost', detail));
+      const remove = backend.onLeaseLost?.((owner, detail, reason) => this.registry.lose(owner, reason ?? 'session-lost', detail));
       if (typeof remove === 'function') this.lossListenerRemovals.push(remove);
     }
   }
@@ -161,29 +161,58 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
       if (pending) await pending;
     }
     let owner = newOwnerId();
+    // A loss the backend reports for this owner before the grant is known here (a force-release
+    // whose notice overtakes the answer; a key of a multi-key attempt lost while it takes the
+    // others) is kept for the grant, not dropped for want of a lease.
+    let attempt = this.registry.attempting(owner);
     const started = monotonicNow();
     const deadline = started + o.wait;
     const queue = o.wait > 0;
     let queued = false;
     let lateAnswers = 0;
     let holderRemainingMs: number | undefined;
+    // While it waits in a queue, this call is work close() waits for: its give-back of the queue
+    // place (and of a multi-key attempt's keys taken so far) must reach the server before the
+    // clients close, or those keys stay held for their whole ttl.
+    let waited: (() => void) | undefined;
+    /** Give back what `owner` may hold or queue for (owner-checked), as work close() waits for. */
+    const giveBack = (): Promise<unknown> => this.tracked(backend.release(o.key, owner).catch(() => undefined));
+    /** Start over as a new owner: a clean-up of the old one still in flight never touches the new one's keys. */
+    const renew = (): void => {
+      this.registry.attempted(owner);
+      owner = newOwnerId();
+      attempt = this.registry.attempting(owner);
+      queued = false;
+    };
     try {
       for (;;) {
+        if (attempt.lost) {
+          // A key this attempt had taken was lost while it waited for another: start over.
+          await giveBack();
+          renew();
+        }
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
-        const attempt = this.tracked(backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy }));
+        const answer = this.tracked(backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy }));
         // A caller's signal stops the wait for the answer too; whatever the answer turns out to be
         // (a grant, a queue place) is given back, owner-checked, when it comes.
         const attemptOwner = owner;
         const result = o.signal || enclosing.length > 0
-          ? await unlessAborted(attempt, waiting.signal, () => void this.tracked(backend.release(o.key, attemptOwner).catch(() => undefined)))
-          : await attempt;
+          ? await unlessAborted(answer, waiting.signal, () => void this.tracked(backend.release(o.key, attemptOwner).catch(() => undefined)))
+          : await answer;
         if (result.acquired) {
           if (this.shuttingDown) {
             // Shutdown began while we asked: no work may start now. Give the key straight back.
-            await this.tracked(backend.release(o.key, owner).catch(() => undefined));
+            await giveBack();
             queued = false;
             throw this.shutdownError(o);
+          }
+          if (attempt.lost) {
+            // Granted, but the backend said meanwhile that a key of it is gone: not a lease.
+            await giveBack();
+            renew();
+            if (monotonicNow() >= deadline) break;
+            continue;
           }
           const p = result.provisional;
           const until = p
@@ -195,11 +224,9 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
             return lease;
           }
           // The answer came after the lease would already have ended: it cannot be trusted. Give
-          // it up, and retry as a NEW owner: a clean-up of the old attempt still in flight (a
-          // timed-out delete a backend retries later) must never remove the retry's key.
-          await backend.release(o.key, owner).catch(() => undefined);
-          owner = newOwnerId();
-          queued = false;
+          // it up, and retry as a NEW owner.
+          await giveBack();
+          renew();
           // A backend slower than the ttl is not hammered: back off, 10 ms doubling to 1 s.
           const pause = Math.min(1_000, 10 * 2 ** lateAnswers++);
           if (monotonicNow() + pause >= deadline) {
@@ -208,6 +235,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
           await sleepUnlessAborted(pause, waiting.signal);
           continue;
         }
+        if (queue && !waited) waited = this.waiting();
         queued ||= queue;
         holderRemainingMs = result.holderRemainingMs;
         const remaining = deadline - monotonicNow();
@@ -215,18 +243,27 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
         // A campaign waits without end: one timer's longest span at a time.
         await backend.waitForTurn(o.key, owner, Math.min(remaining, MAX_TIMER_MS), waiting.signal);
       }
+      if (queued) await giveBack();
     } catch (error) {
-      if (queued) await backend.release(o.key, owner).catch(() => undefined);
+      if (queued) await giveBack();
       if (this.stopping.signal.aborted && error === this.stopping.signal.reason) throw this.shutdownError(o);
       throw error;
     } finally {
       waiting.dispose();
+      this.registry.attempted(owner);
+      waited?.();
     }
-    if (queued) await backend.release(o.key, owner).catch(() => undefined);
     const waitedMs = monotonicNow() - started;
     this.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, kind: kindOf(o), waitedMs });
     if (!throwWhenBusy) return null;
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
+  }
+
+  /** Work close() waits for until the returned function is called (see `inFlight`). */
+  private waiting(): () => void {
+    let done!: () => void;
+    void this.tracked(new Promise<void>((resolve) => (done = resolve)));
+    return done;
   }
 
   /**

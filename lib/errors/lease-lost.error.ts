@@ -11,7 +11,9 @@ export type LeaseLossReason =
   /** An operator ended it: `forceRelease()` (the next holder's token is larger). */
   | 'force-released'
   /** The application is shutting down and released it. */
-  | 'shutdown';
+  | 'shutdown'
+  /** A leader's term ended by its own choice: `release()`, or the signal passed to `campaign()`. */
+  | 'stepped-down';
 
 /**
  * The lease ended while its holder still relied on it. This is the reason of `lease.signal`

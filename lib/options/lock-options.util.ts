@@ -35,8 +35,10 @@ export function checkKey(key: unknown, where: string): string {
   return key;
 }
 
-/** Most keys one multi-key lease may take. */
+/** Most keys one multi-key lease may take (distinct keys: repeats count once). */
 export const MAX_KEYS = 1_000;
+/** Most entries a key array may have, repeats included: a bound on the work of checking it. */
+const MAX_KEY_ENTRIES = 100 * MAX_KEYS;
 
 /**
  * A key, or several (one lease over all of them): each checked like one key; sorted (the one
@@ -45,8 +47,9 @@ export const MAX_KEYS = 1_000;
 export function checkKeys(key: unknown, where: string): { key: string; keys?: readonly string[] } {
   if (!Array.isArray(key)) return { key: checkKey(key, where) };
   if (key.length === 0) throw new InvalidLockOptionsError('key', 'must name at least one key, got an empty array', where);
-  if (key.length > MAX_KEYS) throw new InvalidLockOptionsError('key', `must name at most ${MAX_KEYS} keys, got ${key.length}`, where);
+  if (key.length > MAX_KEY_ENTRIES) throw new InvalidLockOptionsError('key', `must name at most ${MAX_KEYS} distinct keys, got an array of ${key.length}`, where);
   const keys = [...new Set(key.map((k: unknown) => checkKey(k, where)))].sort();
+  if (keys.length > MAX_KEYS) throw new InvalidLockOptionsError('key', `must name at most ${MAX_KEYS} distinct keys, got ${keys.length}`, where);
   return keys.length === 1 ? { key: keys[0] } : { key: keys[0], keys };
 }
 

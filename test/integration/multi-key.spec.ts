@@ -261,7 +261,7 @@ describe('multi-key leases: nesting, the decorator, bad input', () => {
     [[], /at least one key/],
     [['a', ''], /must not be empty/],
     [['a', 7], /must be a string/],
-    [Array.from({ length: 1_001 }, (_, i) => `k${i}`), /at most 1000 keys/],
+    [Array.from({ length: 1_001 }, (_, i) => `k${i}`), /at most 1000 distinct keys/],
   ])('refuses keys %#', async (keys, message) => {
     const app = await startLockApp({ memory: {} });
     try {

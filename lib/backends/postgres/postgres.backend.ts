@@ -144,9 +144,13 @@ export class PostgresBackend implements LockBackend {
     return typeof row?.owner === 'string' ? row.owner : undefined;
   }
 
+  checkKey(key: string): void {
+    refuseNul(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
+  }
+
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const { key, owner, ttlMs, queue } = request;
-    refuseNul(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
+    this.checkKey(key);
     if (queue && this.waiters.hasHandOff(owner)) {
       const granted = this.takeHandOff(key, owner, ttlMs, Math.min(ttlMs, request.validityMs ?? ttlMs));
       if (granted) return granted;
