@@ -215,6 +215,20 @@ export class RedisBackend implements LockBackend {
       }
       taken.push(...group);
     }
+    if (groups.size > 1) {
+      // A Cluster's groups go one after another: a key of an earlier one may have been force-
+      // released meanwhile. Ask (owner-checked, each its full ttl again) before calling it a grant.
+      const last = new Set([...groups.values()].at(-1));
+      const earlier = taken.filter((i) => !last.has(i));
+      const kept = await Promise.all(earlier.map((i) => this.extend(keys[i], owners[i], ttlMs))).catch(async (error: unknown) => {
+        await giveBack(taken);
+        throw error;
+      });
+      if (!kept.every(Boolean)) {
+        await giveBack(taken);
+        return { acquired: false };
+      }
+    }
     if (this.subscribed || this.config.queueing === false || this.closed) return GRANTED;
     // A process's first grant: as granted(), listen first, then check no key was force-released meanwhile.
     for (let i = 0; i < keys.length; i++) {
