@@ -240,6 +240,8 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
         holderRemainingMs = result.holderRemainingMs;
         const remaining = deadline - monotonicNow();
         if (remaining <= 0) break;
+        // Stopped meanwhile (shutdown, the caller's signal): no wait that a backend might not cut short.
+        waiting.signal.throwIfAborted();
         // A campaign waits without end: one timer's longest span at a time.
         await backend.waitForTurn(o.key, owner, Math.min(remaining, MAX_TIMER_MS), waiting.signal);
       }
