@@ -1,0 +1,60 @@
+import { LeaseLostError, type LockPurpose } from '../../lib/index.js';
+import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+// Round 3, defect 3 (MAJOR, adversarial report): a leader that steps down keeps working. The
+// campaign's signal aborted after the grant ends the term (remainingMs() is 0, the next candidate
+// may lead) — but the term's own signal never aborts, so work that listens on `term.signal` (the
+// README's Leadership loop waits for exactly that) goes on as if it still led. After the step-down
+// the term's signal must abort promptly, with a LeaseLostError whose reason says why
+// ('stepped-down', the reason the fix adds).
+
+interface Case {
+  backend: string;
+  purpose: LockPurpose;
+  server: () => Promise<BackendServer>;
+}
+
+const CASES: Case[] = [
+  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
+  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
+  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
+  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
+  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
+];
+
+describe.each(CASES)('round 3: campaign() stepped down by its signal on $backend', ({ backend, purpose, server }) => {
+  let running: BackendServer;
+  let a: LockApp;
+  let c: LockApp;
+  beforeAll(async () => {
+    running = await server();
+    [a, c] = await Promise.all([startLockApp(running.options), startLockApp(running.options)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const app of [a, c]) await app?.close();
+    await running?.stop();
+  });
+
+  it("the term's signal aborts within 1 s, with LeaseLostError('stepped-down')", async () => {
+    const name = uniqueKey(`r3-step-down-${backend}`);
+    const stepDown = new AbortController();
+    const term = await a.locks.campaign(name, { purpose, backend, ttl: 3_000, signal: stepDown.signal });
+    expect(term.signal.aborted).toBe(false);
+    expect(await c.locks.inspect(name, { backend })).not.toBeNull();
+    stepDown.abort();
+    const deadline = Date.now() + 1_000;
+    while (!term.signal.aborted && Date.now() < deadline) await sleep(10);
+    const reason: unknown = term.signal.reason;
+    // The term did end (the name is free again): only its signal is missing.
+    const info = await c.locks.inspect(name, { backend });
+    expect({
+      remainingMs: term.remainingMs(),
+      nameFree: info === null,
+      signalAborted: term.signal.aborted,
+      reasonIsLeaseLost: reason instanceof LeaseLostError,
+      lossReason: reason instanceof LeaseLostError ? String(reason.reason) : String(reason),
+    }).toEqual({ remainingMs: 0, nameFree: true, signalAborted: true, reasonIsLeaseLost: true, lossReason: 'stepped-down' });
+    await term.release().catch(() => undefined);
+  }, 30_000);
+});
