@@ -46,8 +46,10 @@ describe.each(CASES)('round 3: campaign() stepped down by its signal on $backend
     const deadline = Date.now() + 1_000;
     while (!term.signal.aborted && Date.now() < deadline) await sleep(10);
     const reason: unknown = term.signal.reason;
-    // The term did end (the name is free again): only its signal is missing.
-    const info = await c.locks.inspect(name, { backend });
+    // The term ends too: the signal aborts first (the work stops before the next leader starts),
+    // then the key goes back — wait for that, bounded.
+    let info = await c.locks.inspect(name, { backend });
+    while (info !== null && Date.now() < deadline + 1_000) info = (await sleep(10), await c.locks.inspect(name, { backend }));
     expect({
       remainingMs: term.remainingMs(),
       nameFree: info === null,
@@ -56,5 +58,18 @@ describe.each(CASES)('round 3: campaign() stepped down by its signal on $backend
       lossReason: reason instanceof LeaseLostError ? String(reason.reason) : String(reason),
     }).toEqual({ remainingMs: 0, nameFree: true, signalAborted: true, reasonIsLeaseLost: true, lossReason: 'stepped-down' });
     await term.release().catch(() => undefined);
+  }, 30_000);
+
+  it("release() of a term steps down the same way: its signal aborts with 'stepped-down' (a plain lease's does not)", async () => {
+    const name = uniqueKey(`r3-release-${backend}`);
+    const term = await a.locks.campaign(name, { purpose, backend, ttl: 3_000 });
+    const work = new Promise<unknown>((resolve) => term.signal.addEventListener('abort', () => resolve(term.signal.reason), { once: true }));
+    await term.release();
+    const reason = await Promise.race([work, sleep(1_000).then(() => 'not aborted')]);
+    expect(reason instanceof LeaseLostError ? reason.reason : reason).toBe('stepped-down');
+    expect(await c.locks.inspect(name, { backend })).toBeNull();
+    const plain = await a.locks.acquire(uniqueKey(`r3-plain-${backend}`), { purpose, backend, ttl: 3_000 });
+    await plain.release();
+    expect(plain.signal.aborted).toBe(false);
   }, 30_000);
 });
