@@ -605,3 +605,112 @@ describe('simulation checker: semaphores, multi-key leases, leaders, forceReleas
     });
   });
 });
+
+describe('simulation checker: the edge fiber (forceRelease() mid-acquisition, stepped-down leaders, keys held after a close)', () => {
+  /** A multi-key lease whose grant names its engine owner and the generation its keys were taken in. */
+  const multi = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, owner: string, gen: number, keys = [0, 1]): SimEvent[] =>
+    prim(w, id, token, reqAt, grantAt, validMs, relAt, { keys }).map((e) => (e.ev === 'grant' ? ({ ...e, owner, gen } as SimEvent) : e));
+  /**
+   * The watcher's forceRelease() of key 0 for request M, the backend having shown it held by `owner`
+   * just before; `complete`: whether that attempt held its last key right after the call (default: not yet).
+   */
+  const watchForce = (at: number, released: boolean | undefined, owner: string, complete: boolean | 'unknown' = false): SimEvent[] => [
+    ev(at - 20, 3, { ev: 'watch', id: 'Wt', target: 'M', phase: 'start' }),
+    ev(at, 3, { ev: 'force', id: 'F', key: 0, purpose: 'correctness', watch: 'M' }),
+    ev(at + 10, 3, { ev: 'force-done', id: 'F', released, owner }),
+    ev(at + 12, 3, { ev: 'watch', id: 'Wt', target: 'M', phase: 'end', fired: true, owner, ...(complete !== 'unknown' ? { complete } : {}) }),
+  ];
+
+  describe('a multi-key lease granted after a forceRelease() took one of its keys from its attempt', () => {
+    it('reports it (forced-key-granted), and the overlap with the one who took the key', () => {
+      // M asks at 0; its attempt holds key 0 as X.0-0 when the watcher forces it (100..110) and takes it (W, 120..620); M is granted at 150, generation 0.
+      const events = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0'), ...prim(3, 'W', '41', 115, 120, 1_000, 620, {})]);
+      const r = check(input(events, { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:forced-key-granted', '1:overlap']);
+      expect(r.violations[0]).toMatchObject({ lock: 'correctness:0' });
+      expect(r.violations[0].detail).toMatch(/M \(correctness:0\+correctness:1, token 40\) was granted .*\(X\.0-0, generation 0\) and returned true .*never told/);
+      expect(r.stats.watch).toEqual({ watches: 1, fired: 1, released: 1 });
+      // Even with nobody taking the key after it: a lease without one of its keys.
+      const alone = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0')]);
+      expect(safety(check(input(alone, { registers: [] })).violations)).toEqual(['1:forced-key-granted']);
+    });
+
+    it('accepts an attempt that started over (another generation), a call that ended nothing, a lease held before the call, and one never believed valid', () => {
+      // Restarted after the loss (generation 1), it waited for W to release key 0.
+      const restarted = sorted([...multi(1, 'M', '40', 0, 630, 1_000, 900, 'X', 1), ...watchForce(100, true, 'X.0-0'), ...prim(3, 'W', '41', 115, 120, 1_000, 620, {})]);
+      expect(safety(check(input(restarted, { registers: [] })).violations)).toEqual([]);
+      // Answered false (the attempt had let the key go already): nothing ended.
+      const none = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, false, 'X.0-0')]);
+      expect(safety(check(input(none, { registers: [] })).violations)).toEqual([]);
+      // Another owner's key, or the call unanswered (no owner to go by).
+      expect(safety(check(input(sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'Y.0-0')]), { registers: [] })).violations)).toEqual([]);
+      // Granted before the call: the lease it ended is over on key 0 from the call on (its holder learns later).
+      const before = sorted([...multi(1, 'M', '40', 0, 50, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0'), ...prim(3, 'W', '41', 115, 120, 1_000, 620, {})]);
+      expect(safety(check(input(before, { registers: [] })).violations)).toEqual([]);
+      // The attempt held its last key right after the call (granted on the server before it, received
+      // after it): the lease the call ended, over on key 0 from the call on — also when that is not known.
+      for (const complete of [true, 'unknown'] as const) {
+        const late = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0', complete), ...prim(3, 'W', '41', 115, 120, 1_000, 620, {})]);
+        const r = check(input(late, { registers: [] }));
+        expect(safety(r.violations)).toEqual([]);
+        expect(r.intervals.find((i) => i.id === 'M' && i.lock === 'correctness:0')).toMatchObject({ forcedAt: T + 150, segments: [] });
+        // …on that key only: key 1 it still holds.
+        expect(r.intervals.find((i) => i.id === 'M' && i.lock === 'correctness:1')!.segments).toEqual([[T + 150, T + 900]]);
+      }
+      // Granted, but lost at once (told): never believed valid.
+      const lost = sorted([...multi(1, 'M', '40', 0, 150, 1_000, undefined, 'X', 0), ev(150, 1, { ev: 'lost', id: 'M', reason: 'force-released' }), ...watchForce(100, true, 'X.0-0')]);
+      expect(safety(check(input(lost, { registers: [] })).violations)).toEqual([]);
+    });
+  });
+
+  describe('a campaign stepped down through its signal, its work running on term.signal', () => {
+    const leader = { ns: 'leader' as const, kind: 'campaign' };
+    // L1 leads from 5 (valid to 1005 as it was told), steps down at 300 (its campaign's signal), works 10..800; L2 leads from 320.
+    const term = (workEnd: number, why: 'signal' | 'done', lostAt?: number): SimEvent[] => [
+      ...prim(1, 'L1', '10', 0, 5, 1_000, 805, leader),
+      ev(10, 1, { ev: 'work', id: 'L1', phase: 'start' }),
+      ev(300, 1, { ev: 'stepdown', id: 'L1' }),
+      ...(lostAt !== undefined ? [ev(lostAt, 1, { ev: 'lost', id: 'L1', reason: 'released' })] : []),
+      ev(workEnd, 1, { ev: 'work', id: 'L1', phase: 'end', why }),
+      ...prim(2, 'L2', '20', 100, 320, 1_000, 900, leader),
+    ];
+
+    it('reports the stepped-down leader still working beside the next one (stepped-down-working)', () => {
+      const r = check(input(sorted(term(800, 'done')), { registers: [] }));
+      expect(safety(r.violations)).toEqual(['1:stepped-down-working']);
+      expect(r.violations[0].lock).toBe('leader/correctness:0');
+      expect(r.violations[0].detail).toMatch(/L1 \(token 10\) stepped down at .*\(term\.signal never aborted, ended: done\), while L2 .*: 480\.0 ms of two leaders working/);
+      expect(r.stats.stepdown).toEqual({ terms: 1, bySignal: 0, byTime: 1, byDrain: 0 });
+    });
+
+    it('accepts work that stops when term.signal aborts, or ends before the next term; the step-down ends what remainingMs() said', () => {
+      const aborted = check(input(sorted(term(306, 'signal', 305)), { registers: [] }));
+      expect(safety(aborted.violations)).toEqual([]);
+      expect(aborted.stats.stepdown).toMatchObject({ bySignal: 1 });
+      expect(safety(check(input(sorted(term(310, 'done')), { registers: [] })).violations)).toEqual([]);
+      // Without the step-down (and its work) the same told validity is a second leader: an overlap as ever.
+      const plain = sorted([...prim(1, 'L1', '10', 0, 5, 1_000, 805, leader), ...prim(2, 'L2', '20', 100, 320, 1_000, 900, leader)]);
+      expect(safety(check(input(plain, { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+  });
+
+  describe('a key held after its app closed (invariant 5)', () => {
+    const held = (excused?: string): SimEvent => ev(500, 1, { ev: 'closed-held', backend: 'postgres', key: 's1/pg/k0', owner: 'X.0-0', remainingMs: 1_800, closedAt: T + 290, recheckMs: 200, ...(excused ? { excused } : {}) });
+    const looked = ev(520, 1, { ev: 'close-inspected', keys: 12, failed: 1, closedAt: T + 290 });
+
+    it('reports a key one of the closed app\'s owners still holds', () => {
+      const r = check(input(sorted([...clean, held(), looked])));
+      expect(kinds(r.violations)).toEqual(['5:held-after-close']);
+      expect(r.violations[0]).toMatchObject({ lock: 'postgres:s1/pg/k0' });
+      expect(r.violations[0].detail).toMatch(/still held by X\.0-0, an owner of the app whose close\(\) returned .* seen again 200 ms later, 1800 ms of it left/);
+      expect(r.stats.closed).toEqual({ closes: 1, keys: 12, failed: 1, held: 1, excused: 0 });
+    });
+
+    it('accepts it when a fault on that backend or the way to it overlapped the close, and a close that left nothing', () => {
+      const r = check(input(sorted([...clean, held('#2 @1.00s kill -9 postgres, relaunch after 900 ms'), looked])));
+      expect(r.violations).toEqual([]);
+      expect(r.stats.closed).toMatchObject({ held: 1, excused: 1 });
+      expect(check(input(sorted([...clean, looked]))).violations).toEqual([]);
+    });
+  });
+});

@@ -41,6 +41,19 @@
  *   its next renewal), and then only the fence guards the resource: a stale write it lets in is
  *   still `stale-accepted` (invariant 2). Never told is a violation: an `extend()` asked after the
  *   call returned that succeeds (`force-not-told`).
+ *
+ * The edge fiber's operations (plan.ts `edge`):
+ * - A watcher forceRelease()s a key of a multi-key lease while its acquisition takes the keys one
+ *   by one (the backend showed the key held by the attempt's owner `<owner>.<gen>-<index>`), then
+ *   takes the key itself. A lease of that owner and generation granted after the call returned holds
+ *   a key it lost on the way: believed valid at all, it is `forced-key-granted`; and valid beside the
+ *   watcher's own lease on that key, an `overlap`.
+ * - A campaign stepped down through its signal while work runs on `term.signal`: the work's interval
+ *   is the leader's belief until `term.signal` aborts or the work ends, whatever `remainingMs()`
+ *   said; overlapping the next leader only through that work is `stepped-down-working`.
+ * - After a worker's `app.close()` returned, a key one of that app's owners still held (seen twice
+ *   by the runner's own app) is `held-after-close` (invariant 5), unless a fault on that backend or
+ *   the worker's way to it overlapped the close (the release could not get through: its ttl ends it).
  */
 import type { ControlMode, KeyNs, LockBackendName, Purpose } from './plan.js';
 import { isKeyCache, type RegisterList, type SimEvent } from './protocol.js';
@@ -97,6 +110,8 @@ export interface Interval {
   permits?: number;
   /** Where a forceRelease() ended it on this lock (the call's start), if one did. */
   forcedAt?: number;
+  /** A term with work on term.signal: its believed segments without the work (what remainingMs() said). */
+  claimSegments?: Array<[number, number]>;
 }
 
 export interface CheckStats {
@@ -139,6 +154,12 @@ export interface CheckStats {
   force: { calls: number; released: number; free: number; failed: number; forced: number; told: number; maxTellMs: number };
   /** An operator's list() calls: answered with the lock listed / not listed / failed. */
   list: { calls: number; listed: number; unlisted: number; failed: number };
+  /** The watcher: watches started, fired (a multi-key owner seen on the key, then forceRelease() of it), and of those answered true. */
+  watch: { watches: number; fired: number; released: number };
+  /** Campaigns stepped down through their signal, and how their work on term.signal ended: by the signal, by its own time, by the drain. */
+  stepdown: { terms: number; bySignal: number; byTime: number; byDrain: number };
+  /** After an app.close(): closes looked at, keys looked at (and unanswered), keys held by the closed app's owners — excused by a fault or not. */
+  closed: { closes: number; keys: number; failed: number; held: number; excused: number };
 }
 
 export interface CheckResult {
@@ -179,6 +200,13 @@ interface LeaseTrack {
   lostT?: number;
   relT?: number;
   reqT?: number;
+  /** A multi-key lease: its engine owner id and the generation its keys were taken in. */
+  owner?: string;
+  gen?: number;
+  /** Work on term.signal (a stepped-down campaign's): from, to (undefined: no end seen), and why it ended. */
+  work: Array<{ start: number; end?: number; why?: string }>;
+  /** When its campaign's signal was aborted (stepping down). */
+  stepDownT?: number;
 }
 
 /**
@@ -226,6 +254,9 @@ export function check(input: CheckInput): CheckResult {
     leader: { grants: 0 },
     force: { calls: 0, released: 0, free: 0, failed: 0, forced: 0, told: 0, maxTellMs: 0 },
     list: { calls: 0, listed: 0, unlisted: 0, failed: 0 },
+    watch: { watches: 0, fired: 0, released: 0 },
+    stepdown: { terms: 0, bySignal: 0, byTime: 0, byDrain: 0 },
+    closed: { closes: 0, keys: 0, failed: 0, held: 0, excused: 0 },
   };
   const reason = (what: string, message: string | undefined): void => {
     const masked = `${what}: ${(message ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 90)}`;
@@ -237,8 +268,10 @@ export function check(input: CheckInput): CheckResult {
   const decoratedIds = new Set<string>();
   const leases = new Map<string, LeaseTrack>();
   const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
-  const forces = new Map<string, { id: string; lock: string; start: number; end?: number; released?: boolean }>();
+  const forces = new Map<string, { id: string; lock: string; start: number; end?: number; released?: boolean; owner?: string; watch?: string }>();
   const lists = new Map<string, { lock: string; start: number; end?: number; listed?: boolean }>();
+  /** Per watched request: whether the forced owner's attempt held its last key right after the call (see the 'watch' event). */
+  const watchComplete = new Map<string, boolean | undefined>();
   for (const e of input.events) {
     switch (e.ev) {
       case 'req':
@@ -256,8 +289,10 @@ export function check(input: CheckInput): CheckResult {
         if (e.ns === 'leader') stats.leader.grants += 1;
         if (!e.reentrant) {
           const locks = locksOf(e);
-          const lease: LeaseTrack = { id: e.id, lock: locks[0], locks, purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id), exts: [] };
+          const lease: LeaseTrack = { id: e.id, lock: locks[0], locks, purpose: e.purpose, w: e.w, start: e.t, token: e.token, claims: [{ t: e.t, V: e.V }], reqT: reqT.get(e.id), exts: [], work: [] };
           if (e.permits !== undefined && e.permits > 1) lease.permits = e.permits;
+          if (e.owner !== undefined) lease.owner = e.owner;
+          if (e.gen !== undefined) lease.gen = e.gen;
           leases.set(e.id, lease);
           if (e.purpose === 'correctness' && e.token === undefined) {
             violations.push({ invariant: 3, kind: 'missing-token', lock: lease.lock, detail: `${e.id}: a correctness lease without a fencing token`, at: e.t });
@@ -302,7 +337,59 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'force':
         stats.force.calls += 1;
-        forces.set(e.id, { id: e.id, lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t });
+        forces.set(e.id, { id: e.id, lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t, ...(e.watch ? { watch: e.watch } : {}) });
+        break;
+      case 'watch':
+        if (e.phase === 'start') stats.watch.watches += 1;
+        else if (e.fired) {
+          stats.watch.fired += 1;
+          watchComplete.set(e.target, e.complete);
+        }
+        break;
+      case 'stepdown': {
+        stats.stepdown.terms += 1;
+        const lease = leases.get(e.id);
+        if (lease) lease.stepDownT = e.t;
+        break;
+      }
+      case 'work': {
+        const lease = leases.get(e.id);
+        if (!lease) break;
+        if (e.phase === 'start') lease.work.push({ start: e.t });
+        else {
+          const open = lease.work.findLast((x) => x.end === undefined);
+          if (open) {
+            open.end = e.t;
+            open.why = e.why;
+          }
+          if (lease.stepDownT !== undefined) {
+            if (e.why === 'signal') stats.stepdown.bySignal += 1;
+            else if (e.why === 'drain') stats.stepdown.byDrain += 1;
+            else stats.stepdown.byTime += 1;
+          }
+        }
+        break;
+      }
+      case 'closed-held':
+        stats.closed.held += 1;
+        if (e.excused) {
+          stats.closed.excused += 1;
+          break;
+        }
+        violations.push({
+          invariant: 5,
+          kind: 'held-after-close',
+          lock: `${e.backend}:${e.key}`,
+          detail:
+            `w${e.w}.${e.inc}: ${e.key} on ${e.backend} was still held by ${e.owner}, an owner of the app whose close() returned at ${fmt(e.closedAt)} — ` +
+            `seen again ${e.recheckMs} ms later, ${Math.round(e.remainingMs)} ms of it left`,
+          at: e.t,
+        });
+        break;
+      case 'close-inspected':
+        stats.closed.closes += 1;
+        stats.closed.keys += e.keys;
+        stats.closed.failed += e.failed;
         break;
       case 'list':
         stats.list.calls += 1;
@@ -324,6 +411,8 @@ export function check(input: CheckInput): CheckResult {
         if (f) {
           f.end = e.t;
           f.released = e.released;
+          if (e.owner !== undefined) f.owner = e.owner;
+          if (f.watch && e.released === true) stats.watch.released += 1;
         }
         if (e.released === true) stats.force.released += 1;
         else if (e.released === false) stats.force.free += 1;
@@ -375,6 +464,11 @@ export function check(input: CheckInput): CheckResult {
   }
 
   // ---- forceRelease(): which leases a call ended, on which lock, from when
+  /** Whether the key a call took was `l`'s attempt's (the owner the backend showed: `<l.owner>.<l.gen>-<index>`). */
+  const attemptOf = (f: { owner?: string }, l: LeaseTrack): boolean => {
+    const m = f.owner === undefined ? null : /^(.+)\.(\d+)-(\d+)$/.exec(f.owner);
+    return m !== null && l.owner === m[1] && l.gen === Number(m[2]);
+  };
   const forcedAt = new Map<string, number>(); // `${lease id} ${lock}` → the call's start
   const byLockLeases = new Map<string, LeaseTrack[]>();
   for (const l of leases.values()) for (const lock of l.locks) (byLockLeases.get(lock) ?? byLockLeases.set(lock, []).get(lock)!).push(l);
@@ -385,10 +479,14 @@ export function check(input: CheckInput): CheckResult {
     for (const l of byLockLeases.get(f.lock) ?? []) {
       // (Ended before the call: released, lost, or its validity over.)
       const endedBefore = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity) < f.start || (believedValid(l).at(-1)?.[1] ?? l.start) <= f.start;
-      // Held when the call began; or granted while it ran and told it was force-released since.
+      // Held when the call began; or granted while it ran and told it was force-released since;
+      // or (the watcher's) the lease of the attempt whose key it took, granted on the server before
+      // the call — the attempt held its last key right after it (or that is not known) — though
+      // received after it.
       const heldAtStart = l.start < f.start && !endedBefore;
       const grantedDuring = l.start >= f.start && l.start <= (f.end ?? Infinity) && l.lostReason === 'force-released';
-      if (!heldAtStart && !grantedDuring) continue;
+      const ownedBefore = l.start >= f.start && attemptOf(f, l) && !(f.watch !== undefined && watchComplete.get(f.watch) === false);
+      if (!heldAtStart && !grantedDuring && !ownedBefore) continue;
       const k = `${l.id} ${f.lock}`;
       const at = Math.max(f.start, l.start);
       if (!forcedAt.has(k) || forcedAt.get(k)! > at) forcedAt.set(k, at);
@@ -415,19 +513,54 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
+  // ---- a multi-key lease granted after a forceRelease() took one of its keys from its attempt
+  // (the backend showed the key held by `<owner>.<gen>-<index>` just before the call, which
+  // returned true): a lease of that owner and generation holds no such key — believed valid at
+  // all, it is a lease without one of its locks.
+  for (const f of forces.values()) {
+    if (f.released !== true || f.end === undefined || f.owner === undefined || f.watch === undefined || watchComplete.get(f.watch) !== false) continue;
+    const m = /^(.+)\.(\d+)-(\d+)$/.exec(f.owner);
+    if (!m) continue;
+    for (const l of byLockLeases.get(f.lock) ?? []) {
+      if (!attemptOf(f, l) || l.start <= f.end) continue;
+      const valid = believedValid(l);
+      if (valid.every(([a, b]) => b - a <= input.toleranceMs)) continue;
+      violations.push({
+        invariant: 1,
+        kind: 'forced-key-granted',
+        lock: f.lock,
+        detail:
+          `${l.id} (${l.locks.join('+')}, token ${l.token ?? '-'}) was granted at ${fmt(l.start)} and believed valid ${segs(valid)}, ` +
+          `although forceRelease() of ${f.lock} had taken that key from its attempt (${f.owner}, generation ${m[2]}) and returned true at ${fmt(f.end)}${l.lostT !== undefined ? `; told at ${fmt(l.lostT)} (${l.lostReason})` : '; never told'}`,
+        at: l.start,
+      });
+    }
+  }
+
   // ---- invariant 1: what different leases of one lock believed valid must not overlap (semaphores: no more than permits at once)
   const intervals: Interval[] = [];
   for (const l of leases.values()) {
+    // A term's work on term.signal: believed until the signal aborted or the work ended. A leader
+    // that stepped down (aborted its campaign's signal) believes what remainingMs() said only until
+    // then — its own act — and from then on only as long as its work runs.
+    const claims = believedValid(l.stepDownT !== undefined ? { ...l, relT: Math.min(l.relT ?? Infinity, l.stepDownT) } : l);
+    const work = l.work.flatMap(({ start, end }): Array<[number, number]> => {
+      const stop = Math.min(end ?? -Infinity, l.lostT ?? Infinity);
+      return stop > start ? [[start, stop]] : [];
+    });
+    const believed = work.length ? union(claims, work) : claims;
     for (const lock of l.locks) {
       const cut = forcedAt.get(`${l.id} ${lock}`);
-      const segments = clip(believedValid(l), cut);
+      const segments = clip(believed, cut);
       const end = segments.length ? segments[segments.length - 1][1] : l.start;
       const iv: Interval = { id: l.id, lock, w: l.w, start: l.start, end, token: l.token, segments };
       if (l.permits !== undefined) iv.permits = l.permits;
       if (cut !== undefined) iv.forcedAt = cut;
+      if (work.length) iv.claimSegments = clip(claims, cut);
       intervals.push(iv);
     }
   }
+  const workOf = new Map([...leases.values()].filter((l) => l.work.length > 0).map((l) => [l.id, l]));
   const byLock = groupBy(intervals, (i) => i.lock);
   for (const [lock, list] of byLock) {
     list.sort((a, b) => a.start - b.start);
@@ -455,7 +588,21 @@ export function check(input: CheckInput): CheckResult {
         const [overlap, from] = overlapOf(a.segments, b.segments);
         if (overlap <= 0) continue;
         stats.maxOverlapMs = Math.max(stats.maxOverlapMs, overlap);
-        if (overlap > input.toleranceMs) {
+        if (overlap > input.toleranceMs && (a.claimSegments || b.claimSegments) && overlapOf(a.claimSegments ?? a.segments, b.claimSegments ?? b.segments)[0] <= input.toleranceMs) {
+          // Only through a stepped-down leader's work on term.signal: two leaders working.
+          const [old, next] = a.claimSegments ? [a, b] : [b, a];
+          const l = workOf.get(old.id)!;
+          const w = l.work.at(-1)!;
+          violations.push({
+            invariant: 1,
+            kind: 'stepped-down-working',
+            lock,
+            detail:
+              `${old.id} (token ${old.token ?? '-'})${l.stepDownT !== undefined ? ` stepped down at ${fmt(l.stepDownT)} (its campaign's signal aborted)` : ''}, yet its work on term.signal ran ${fmt(w.start)}..${w.end !== undefined ? fmt(w.end) : '?'} ` +
+              `(${l.lostT !== undefined ? `signal aborted at ${fmt(l.lostT)}` : 'term.signal never aborted'}, ended: ${w.why ?? '?'}), while ${next.id} (token ${next.token ?? '-'}) led ${segs(next.segments)}: ${overlap.toFixed(1)} ms of two leaders working from ${fmt(from)}`,
+            at: from,
+          });
+        } else if (overlap > input.toleranceMs) {
           violations.push({
             invariant: 1,
             kind: 'overlap',
@@ -633,6 +780,18 @@ export function check(input: CheckInput): CheckResult {
     if (!EXPECTED_FAILURES.has(name)) stats.failures[`unexpected:${name}`] = n;
   }
   return { violations, stats, intervals };
+}
+
+/** The union of two lists of segments, sorted and merged. */
+function union(a: Array<[number, number]>, b: Array<[number, number]>): Array<[number, number]> {
+  const all = [...a, ...b].sort((x, y) => x[0] - y[0]);
+  const out: Array<[number, number]> = [];
+  for (const [s, e] of all) {
+    const last = out[out.length - 1];
+    if (last && s <= last[1]) last[1] = Math.max(last[1], e);
+    else out.push([s, e]);
+  }
+  return out;
 }
 
 /** Segments cut at `at` (undefined: as they are). */

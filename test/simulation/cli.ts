@@ -125,6 +125,23 @@ async function main(): Promise<void> {
       told: sum((r) => r.result.stats.force.told),
       maxTellMs: Math.round(Math.max(0, ...results.map((r) => r.result.stats.force.maxTellMs))),
     },
+    watcher: {
+      watches: sum((r) => r.result.stats.watch.watches),
+      fired: sum((r) => r.result.stats.watch.fired),
+      forced: sum((r) => r.result.stats.watch.released),
+    },
+    stepdown: {
+      terms: sum((r) => r.result.stats.stepdown.terms),
+      workEndedBySignal: sum((r) => r.result.stats.stepdown.bySignal),
+      workEndedByTime: sum((r) => r.result.stats.stepdown.byTime),
+    },
+    closedApps: {
+      closes: sum((r) => r.result.stats.closed.closes),
+      keys: sum((r) => r.result.stats.closed.keys),
+      unanswered: sum((r) => r.result.stats.closed.failed),
+      heldAfter: sum((r) => r.result.stats.closed.held),
+      excused: sum((r) => r.result.stats.closed.excused),
+    },
     failures: mergeCounts(results.map((r) => r.result.stats.failures)),
     writesAfterLeaseEnd: sum((r) => r.result.stats.writesAfterLeaseEnd),
     reasons: Object.fromEntries(Object.entries(mergeCounts(results.map((r) => r.result.stats.reasons))).sort((a, b) => b[1] - a[1])),
@@ -154,6 +171,7 @@ async function main(): Promise<void> {
   console.log(`postgres: ${summary.postgres.grants} grants, PgFence writes ${Object.entries(summary.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`zookeeper: ${summary.zookeeper.grants} grants, register writes ${Object.entries(summary.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`redlock: ${summary.redlock.grants} grants (efficiency only: no register)`);
+  console.log(`edge fiber: watcher ${summary.watcher.watches} watches, ${summary.watcher.fired} fired, ${summary.watcher.forced} forced; ${summary.stepdown.terms} step-downs (work ended by the signal ${summary.stepdown.workEndedBySignal}, by time ${summary.stepdown.workEndedByTime}); ${summary.closedApps.closes} closes looked at (${summary.closedApps.keys} keys, ${summary.closedApps.heldAfter} held after, ${summary.closedApps.excused} excused)`);
   console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
   console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);
   if (summary.runErrors) console.log(`run errors: ${summary.runErrors}`);

@@ -1,5 +1,8 @@
-import { DEFAULT_PARAMS, generatePlan, type LockOp, type Plan } from './plan.js';
+import { DEFAULT_PARAMS, EDGE_KEYS, generatePlan, keyCount, type FiberOp, type LockOp, type Plan } from './plan.js';
 import { replayCommand } from './runner.js';
+
+/** The fibers without the edge fiber (the last of its worker's). */
+const withoutEdge = (plan: Plan): FiberOp[][][] => plan.fibers.map((fibers, w) => (plan.edge && w === plan.edge.worker ? fibers.slice(0, -1) : fibers));
 
 /** A seed must replay: the same parameters give the same operations and the same faults. */
 describe('simulation plan', () => {
@@ -14,7 +17,8 @@ describe('simulation plan', () => {
   it('keeps every worker stream independent of the others and of the fault schedule', () => {
     const three = generatePlan(params);
     const four = generatePlan({ ...params, workers: 4 });
-    expect(four.fibers.slice(0, 3)).toEqual(three.fibers);
+    // (The edge fiber's worker is drawn among the workers: it may be another one.)
+    expect(withoutEdge(four).slice(0, 3)).toEqual(withoutEdge(three));
     const filtered = generatePlan({ ...params, faultFilter: [] });
     expect(filtered.fibers).toEqual(three.fibers);
     expect(filtered.faults).toEqual([]);
@@ -78,7 +82,7 @@ describe('simulation plan', () => {
     const visit = (plan: Plan, op: LockOp, outer: LockOp | undefined): void => {
       // Every lock is on a key of the plan.
       const keys = [op.key, ...(op.deco ? [op.deco.key2] : [])];
-      for (const k of keys) expect(Number.isInteger(k) && k >= 0 && k < plan.keys).toBe(true);
+      for (const k of [...keys, ...(op.keys ?? [])]) expect(Number.isInteger(k) && k >= 0 && k < keyCount(plan)).toBe(true);
       // The library refuses correctness on Redlock (no fencing tokens).
       if (op.backend === 'redlock') expect(op.purpose).toBe('efficiency');
       for (const s of op.steps) {
@@ -152,9 +156,9 @@ describe('simulation plan', () => {
       const p = plan.primitives!;
       seen.add(`sem/${p.sem.backend ?? p.sem.purpose}`);
       seen.add(`leader/${p.leader.backend ?? p.leader.purpose}`);
-      // The operator's fiber: the last one of its worker, sleeps and forceRelease() only.
-      const operator = plan.fibers[plan.operator!].at(-1)!;
-      expect(plan.fibers[plan.operator!]).toHaveLength(params.fibers + 1);
+      // The operator's fiber: the one after its worker's own, sleeps and forceRelease() only.
+      const operator = plan.fibers[plan.operator!][params.fibers];
+      expect(withoutEdge(plan)[plan.operator!]).toHaveLength(params.fibers + 1);
       for (const op of operator) {
         expect(['sleep', 'force']).toContain(op.kind);
         if (op.kind !== 'force') continue;
@@ -162,7 +166,7 @@ describe('simulation plan', () => {
         if (op.target.ns === 'sem') expect([op.target.key, op.target.purpose, op.target.backend]).toEqual([0, p.sem.purpose, p.sem.backend]);
         if (op.target.backend === 'redlock') expect(op.target.purpose).toBe('efficiency');
       }
-      for (const op of plan.fibers.flat(2)) {
+      for (const op of withoutEdge(plan).flat(2)) {
         if (op.kind === 'force') expect(operator).toContain(op);
         if (op.kind === 'sleep' || op.kind === 'force') continue;
         if (op.ns === 'sem') {
@@ -204,6 +208,62 @@ describe('simulation plan', () => {
     }
     expect(seen).toContain('multi-rmw/implicit');
     expect(seen).toContain('multi-rmw/explicit');
+  });
+
+  it('draws the edge fiber from a stream of its own: multi-key leases of 3-10 keys with k0, blockers, watches, closes; step-downs with work on term.signal', () => {
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 20; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      const edge = plan.edge!;
+      // One more fiber, the last of its worker's; the watcher is another worker.
+      expect(plan.fibers[edge.worker]).toHaveLength(params.fibers + 1 + (plan.operator === edge.worker ? 1 : 0));
+      expect(edge.watcher).not.toBe(edge.worker);
+      expect(keyCount(plan)).toBe(EDGE_KEYS);
+      for (const op of plan.fibers[edge.worker].at(-1)!) {
+        if (op.kind === 'sleep') continue;
+        expect(op.kind).not.toBe('force');
+        if (op.kind === 'force') continue;
+        if (op.kind === 'campaign') {
+          seen.add(`stepdown${op.rival ? '/rival' : ''}`);
+          const p = plan.primitives!.leader;
+          expect([op.ns, op.key, op.purpose, op.backend]).toEqual(['leader', 0, p.purpose, p.backend]);
+          expect(op.stepDownAfterMs).toBeGreaterThan(0);
+          // The work outlasts the step-down: it must stop when the term ends.
+          const work = op.steps.find((s) => s.s === 'work');
+          expect(work && work.s === 'work' && work.ms > op.stepDownAfterMs!).toBe(true);
+          if (work && work.s === 'work' && work.store) seen.add('stepdown/work-rmw');
+          continue;
+        }
+        const keys = op.keys!;
+        seen.add(`multi/${op.backend ?? op.purpose}/${op.kind}`);
+        expect(keys.length >= 3 && keys.length <= EDGE_KEYS).toBe(true);
+        expect(new Set(keys).size).toBe(keys.length);
+        expect(keys).toContain(0);
+        expect(op.key).toBe(keys[0]);
+        if (op.backend === undefined && op.purpose === 'efficiency') seen.add('multi/redis');
+        if (op.blocker) {
+          seen.add('blocker');
+          expect(op.blocker.key).toBe(Math.max(...keys));
+          expect(op.blocker.ms).toBeLessThan(op.blocker.ttl);
+        }
+        if (op.watch) {
+          seen.add(`watch/${op.watch.key === 0 ? 'first' : 'other'}`);
+          // A key the acquisition takes before its last one.
+          expect(keys).toContain(op.watch.key);
+          expect(op.watch.key).toBeLessThan(Math.max(...keys));
+        }
+        if (op.close) {
+          seen.add('close');
+          expect(op.blocker).toBeDefined();
+          expect(op.wait).toBeGreaterThan(0);
+        }
+        for (const s of op.steps) if (s.s === 'rmw') expect([s.key, op.purpose]).toEqual([0, 'correctness']);
+      }
+      // The other streams do not see it.
+      for (const control of ['nolock', 'unfenced'] as const) expect(generatePlan({ ...params, seed, control }).edge).toBeUndefined();
+    }
+    for (const s of ['stepdown', 'stepdown/rival', 'stepdown/work-rmw', 'blocker', 'watch/first', 'watch/other', 'close', 'multi/redis']) expect(seen).toContain(s);
+    for (const b of ['postgres', 'zookeeper', 'efficiency', 'correctness']) for (const kind of ['acquire', 'try', 'using']) expect(seen).toContain(`multi/${b}/${kind}`);
   });
 
   it('names the exact replay command, with every non-default parameter', () => {

@@ -40,7 +40,14 @@ export type Step =
   /** The write half, inside a nested lease, to the *outer* lease's register. */
   | { s: 'write-outer'; store: Store; token: 'explicit' | 'implicit' }
   /** A nested lock operation: another key (either order across fibers) or the same key (reentrant). */
-  | { s: 'nest'; op: LockOp };
+  | { s: 'nest'; op: LockOp }
+  /**
+   * A leader's work on `term.signal` (the edge fiber's stepped-down campaigns): a loop of short
+   * sleeps — and, with `store`, a fenced read-modify-write of the leader's register now and then —
+   * until `term.signal` aborts or `ms` have passed. Its interval is logged: the leader believes it
+   * leads for as long as it works, whatever `remainingMs()` says.
+   */
+  | { s: 'work'; ms: number; store?: Store };
 
 /**
  * A method of a provider decorated with `@DistributedLock` (the worker builds one class per entry
@@ -109,6 +116,27 @@ export interface LockOp {
   permits?: number;
   /** A multi-key lease: every key (indices into the key set, in the order the call names them; `key` is the first). */
   keys?: number[];
+  /**
+   * Edge fiber, multi-key: another lease of this process takes this key of the set (its highest:
+   * the last one the ordered path takes) before the request and holds it `ms`, so the acquisition
+   * waits for it holding the keys before it (and the one-step path, where there is one, answers busy).
+   */
+  blocker?: { key: number; ms: number; ttl: number };
+  /**
+   * Edge fiber, multi-key: the runner asks the watcher (another worker) to watch this key of the
+   * set while the request is pending, and once the backend shows it held by a multi-key owner, to
+   * forceRelease() it and take it itself (tryAcquire, ttl `ttl`, held `holdMs`).
+   */
+  watch?: { key: number; holdMs: number; ttl: number };
+  /**
+   * Edge fiber, multi-key with a blocker: `app.close()` of this worker's app `afterMs` after the
+   * acquisition took its first key while it still waits for a later one, a new app `downMs` later.
+   */
+  close?: { afterMs: number; downMs: number };
+  /** campaign (edge fiber): abort the signal passed to campaign() this long after the grant — stepping down mid-term. */
+  stepDownAfterMs?: number;
+  /** campaign with stepDownAfterMs: a rival candidate of this process campaigning from the grant on; when it leads it runs these steps and steps down. */
+  rival?: { steps: Step[] };
   steps: Step[];
 }
 
@@ -196,7 +224,27 @@ export interface Plan {
   primitives?: Primitives;
   /** The worker whose last fiber (index `params.fibers`) is the operator's: sleeps and forceRelease() calls. */
   operator?: number;
+  /**
+   * The edge fiber (one more fiber, after the others of its worker) and the watcher worker (another
+   * one, when there are two or more): multi-key leases of 3–10 keys (k0 always among them; key indices
+   * up to EDGE_KEYS - 1), some behind a blocker, watched by the watcher or closed under; and
+   * campaigns stepped down through their signal while work runs on `term.signal`. Absent in the controls.
+   */
+  edge?: { worker: number; watcher: number };
+  /**
+   * The ttl of the edge fiber's leases whose app is closed under their wait, when it has any
+   * (LONG_TTL): above maxTtl, never on Redlock — liveness bounds count it, the Redlock restart delay
+   * (which must outlast every Redlock lease) does not.
+   */
+  longTtl?: number;
 }
+
+/** The ttl of the edge fiber's multi-key leases closed under (see Plan.longTtl). */
+export const LONG_TTL = 5_000;
+/** Key indices the edge fiber's multi-key leases draw from (k0…k9): beyond the key set, so a set is up to 10 keys. */
+export const EDGE_KEYS = 10;
+/** How many key indices a plan's locks use: its key set, or the edge fiber's larger range. */
+export const keyCount = (plan: Pick<Plan, 'keys' | 'edge'>): number => (plan.edge ? Math.max(plan.keys, EDGE_KEYS) : plan.keys);
 
 /** The seed's new primitives: one semaphore lock and one leader name, each on one backend. */
 export interface Primitives {
@@ -256,6 +304,23 @@ export function generatePlan(params: SimParams): Plan {
     }
     fibers[operator].push(ops);
   }
+  // The edge fiber, from a stream of its own (every stream above stays what it was): one more fiber
+  // on one worker, and the watcher — another worker — that the runner points at its multi-key requests.
+  let edge: Plan['edge'];
+  if (ctx.primitives) {
+    const rng = root.fork('edge');
+    const worker = rng.int(0, params.workers - 1);
+    const watcher = params.workers > 1 ? (worker + rng.int(1, params.workers - 1)) % params.workers : worker;
+    const ops: FiberOp[] = [];
+    let nominal = 0;
+    while (nominal < 3 * params.durationMs && ops.length < (params.maxOps ?? 400)) {
+      const op = genEdgeOp(rng, ctx);
+      ops.push(op);
+      nominal += op.kind === 'sleep' ? op.ms : op.kind === 'force' ? 0 : 150 + nominalMs(op) + (op.blocker?.ms ?? 0);
+    }
+    fibers[worker].push(ops);
+    edge = { worker, watcher };
+  }
 
   // The Redlock restart delay must outlast every lease and extend of the plan: the longest ttl
   // either can draw — never below the plan's own max (ctx.maxTtl, extends included; plan.spec
@@ -271,6 +336,8 @@ export function generatePlan(params: SimParams): Plan {
   if (ctx.primitives) {
     plan.primitives = ctx.primitives;
     plan.operator = operator;
+    plan.edge = edge;
+    if (ctx.longTtl !== undefined) plan.longTtl = ctx.longTtl;
   }
   return plan;
 }
@@ -379,6 +446,87 @@ function genPrimitiveOp(rng: Prng, ctx: GenContext): LockOp {
   return op;
 }
 
+/** The edge fiber's multi-key backends: those that take keys one by one (PostgreSQL, ZooKeeper), or when a key is busy (Redis, etcd). */
+type EdgeBackend = 'postgres' | 'zookeeper' | 'redis' | 'etcd';
+
+/**
+ * An operation of the edge fiber: a multi-key lease over 3–10 keys (k0 among them, the first the
+ * ordered path takes), sometimes behind a blocker on its highest key, watched by the watcher
+ * (forceRelease() of one of its keys mid-acquisition) or with this app closed under its wait; a
+ * campaign stepped down through its signal while work runs on `term.signal`; or a pause.
+ */
+function genEdgeOp(rng: Prng, ctx: GenContext): FiberOp {
+  const which = rng.weighted<'multi' | 'stepdown' | 'sleep'>([[5, 'multi'], [2, 'stepdown'], [1, 'sleep']]);
+  if (which === 'sleep') return { kind: 'sleep', ms: rng.int(50, 400) };
+  if (which === 'stepdown') return genStepDown(rng, ctx);
+  const on = rng.weighted<EdgeBackend>([[3, 'postgres'], [3, 'zookeeper'], [2, 'redis'], [1.5, 'etcd']]);
+  const backend = on === 'postgres' || on === 'zookeeper' ? on : undefined;
+  const purpose: Purpose = on === 'redis' ? 'efficiency' : on === 'etcd' ? 'correctness' : rng.pick<Purpose>(['efficiency', 'correctness']);
+  const n = rng.int(3, EDGE_KEYS);
+  const others = Array.from({ length: EDGE_KEYS - 1 }, (_, i) => i + 1);
+  const set = [0];
+  while (set.length < n) set.push(...others.splice(rng.int(0, others.length - 1), 1));
+  // In a random order: the library sorts them.
+  const keys: number[] = [];
+  while (set.length > 0) keys.push(...set.splice(rng.int(0, set.length - 1), 1));
+  const sorted = [...keys].sort((a, b) => a - b);
+  const kind = rng.weighted<LockOp['kind']>([[4, 'acquire'], [2, 'try'], [3, 'using']]);
+  const ttl = rng.pick([1_000, 1_500, 2_500]);
+  ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
+  const wait = kind === 'try' ? 0 : rng.pick([1_000, 3_000]);
+  const op = withBackend<LockOp>({ kind, key: keys[0], keys, purpose, ttl, wait, steps: [] }, backend);
+  if (kind !== 'try' && rng.chance(0.45)) {
+    op.blocker = { key: sorted.at(-1)!, ms: rng.int(200, 1_200), ttl: 2_500 };
+    ctx.maxTtl = Math.max(ctx.maxTtl, op.blocker.ttl);
+  }
+  if (rng.chance(0.6)) op.watch = { key: rng.chance(0.75) ? 0 : rng.pick(sorted.slice(0, -1)), holdMs: rng.int(200, 800), ttl: 1_000 };
+  if (op.blocker && rng.chance(backend === 'postgres' ? 0.5 : 0.25)) {
+    op.close = { afterMs: rng.int(0, 150), downMs: rng.int(50, 500) };
+    // A long ttl: a key the close leaves behind outlives the close (a PostgreSQL row the shutdown
+    // shortened was seen ~2 s shorter), so the runner can see it. Never on Redlock: its restart
+    // delay is not concerned (plan.longTtl, not maxTtl).
+    op.ttl = LONG_TTL;
+    ctx.longTtl = LONG_TTL;
+  }
+  const steps = rng.int(1, 3);
+  for (let i = 0; i < steps; i++) {
+    const choice = rng.weighted<string>([[3, 'hold'], [1, 'extend'], [purpose === 'correctness' ? 2 : 0, 'rmw']]);
+    if (choice === 'hold') op.steps.push({ s: 'hold', ms: rng.int(0, Math.floor(ttl * 0.3)) });
+    else if (choice === 'extend') op.steps.push(genExtend(rng, ctx));
+    else {
+      // To k0's register (its first sorted key: an implicit token is found for it).
+      const step: Step = { s: 'rmw', store: fencedStore(rng, op), token: kind === 'using' && rng.chance(0.5) ? 'implicit' : 'explicit', thinkMs: rng.int(0, 40), checkSignal: rng.chance(0.3), key: 0 };
+      if (backend === 'postgres') step.tx = rng.chance(0.5);
+      op.steps.push(step);
+    }
+  }
+  return op;
+}
+
+/**
+ * A campaign of the seed's leader name that steps down through its signal (aborted
+ * `stepDownAfterMs` after the grant) while its work runs on `term.signal` — longer than that, so
+ * the work must stop when the term ends; mostly with a rival candidate of this process waiting to lead next.
+ */
+function genStepDown(rng: Prng, ctx: GenContext): LockOp {
+  const p = ctx.primitives!;
+  const ttl = rng.pick([400, 700, 1_000, 1_500]);
+  ctx.maxTtl = Math.max(ctx.maxTtl, ttl);
+  const stepDownAfterMs = rng.int(100, 600);
+  const op = withBackend<LockOp>({ kind: 'campaign', key: 0, ns: 'leader', purpose: p.leader.purpose, ttl, wait: 0, steps: [], stepDownAfterMs }, p.leader.backend);
+  const fenced = p.leader.purpose === 'correctness';
+  const work: Step = { s: 'work', ms: stepDownAfterMs + rng.int(200, 1_200) };
+  if (fenced && rng.chance(0.6)) work.store = fencedStore(rng, op);
+  op.steps.push(work);
+  if (rng.chance(0.7)) {
+    const steps: Step[] = [];
+    if (fenced) steps.push({ s: 'rmw', store: fencedStore(rng, op), token: 'explicit', thinkMs: rng.int(0, 20), checkSignal: false });
+    steps.push({ s: 'hold', ms: rng.int(100, 600) });
+    op.rival = { steps };
+  }
+  return op;
+}
+
 function genExtend(rng: Prng, ctx: GenContext): Step {
   const t = rng.chance(0.3) ? rng.int(30, EXTEND_SHORT_MAX) : rng.pick(ctx.ttls);
   ctx.maxTtl = Math.max(ctx.maxTtl, t);
@@ -442,10 +590,11 @@ interface GenContext {
   maxTtl: number;
   decorated: DecoSpec[];
   primitives?: Primitives;
+  longTtl?: number;
 }
 
 function nominalMs(op: LockOp): number {
-  return op.steps.reduce((sum, s) => sum + (s.s === 'hold' ? s.ms : s.s === 'rmw' ? s.thinkMs + 20 : s.s === 'nest' ? nominalMs(s.op) : 10), 0);
+  return op.steps.reduce((sum, s) => sum + (s.s === 'hold' || s.s === 'work' ? s.ms : s.s === 'rmw' ? s.thinkMs + 20 : s.s === 'nest' ? nominalMs(s.op) : 10), 0);
 }
 
 function genFiberOp(rng: Prng, prim: Prng, ctx: GenContext): FiberOp {

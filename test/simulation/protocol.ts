@@ -32,6 +32,15 @@ export interface WorkerConfig {
 export type WorkerCommand =
   | { cmd: 'go' }
   | { cmd: 'close-app'; downMs: number }
+  /**
+   * To the watcher: the edge fiber of worker `w` asked for a multi-key lease (request `id`) with
+   * key `key` among its keys: watch that key until the backend shows it held by a multi-key owner,
+   * then forceRelease() it and take it (tryAcquire, `ttl`, held `holdMs`). `last`: the set's
+   * highest key (the last the attempt takes, the `count - 1`-th).
+   */
+  | { cmd: 'watch'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; holdMs: number; ttl: number; last: number; count: number }
+  /** …the request `id` has its answer (a grant, busy, a failure): stop watching for it. */
+  | { cmd: 'unwatch'; id: string }
   | { cmd: 'drain' }
   | { cmd: 'exit' };
 
@@ -43,9 +52,44 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 export type SimEventBody =
   | { ev: 'ready' }
   /** `backend`: 'postgres', 'zookeeper' or 'redlock' when the lock was taken there (absent: routed by purpose). */
-  | { ev: 'req'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; kind: string; ttl: number; wait: number; parent?: string; ns?: KeyNs; permits?: number; keys?: number[] }
-  /** `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle. */
-  | { ev: 'grant'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; token?: string; V?: number; reentrant: boolean; root: string; ns?: KeyNs; permits?: number; keys?: number[] }
+  | {
+      ev: 'req';
+      id: string;
+      key: number;
+      purpose: Purpose;
+      backend?: LockBackendName;
+      kind: string;
+      ttl: number;
+      wait: number;
+      parent?: string;
+      ns?: KeyNs;
+      permits?: number;
+      keys?: number[];
+      /** The edge fiber's multi-key request the watcher is to go after (the runner passes it on). */
+      watch?: { key: number; holdMs: number; ttl: number };
+    }
+  /**
+   * `root`: the lease (id) whose validity this is — itself, or the outer lease of a reentrant handle.
+   * A multi-key lease also says its engine owner id and the generation its keys were taken in (each
+   * key's owner on the backend is `<owner>.<gen>-<index>`): a forceRelease() that removed one of
+   * them (`force-done`'s `owner`) before the grant left the lease without that key.
+   */
+  | {
+      ev: 'grant';
+      id: string;
+      key: number;
+      purpose: Purpose;
+      backend?: LockBackendName;
+      token?: string;
+      V?: number;
+      reentrant: boolean;
+      root: string;
+      ns?: KeyNs;
+      permits?: number;
+      keys?: number[];
+      owner?: string;
+      gen?: number;
+    }
   | { ev: 'busy'; id: string }
   | { ev: 'fail'; id: string; name: string; message: string }
   /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */
@@ -62,15 +106,43 @@ export type SimEventBody =
   /** Sent before the write: a worker killed before it hears the answer leaves a write of unknown outcome. */
   | { ev: 'write-start'; id: string; store: Store; key: number; ns?: KeyNs; el: string; token?: string }
   | { ev: 'write'; id: string; store: Store; key: number; ns?: KeyNs; el: string; token?: string; result: WriteResult; message?: string; leaseToken?: string }
-  /** An operator's forceRelease() of a lock, called (`id`: the call's). */
-  | { ev: 'force'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs }
-  /** …and its answer: released (true: a holder was there; false: none), undefined if it failed (outcome unknown); what inspect() said just before, if asked. */
-  | { ev: 'force-done'; id: string; released?: boolean; message?: string; inspected?: string }
+  /** An operator's forceRelease() of a lock, called (`id`: the call's; `watch`: the watcher's, for that request). */
+  | { ev: 'force'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; watch?: string }
+  /**
+   * …and its answer: released (true: a holder was there; false: none), undefined if it failed
+   * (outcome unknown); what inspect() said just before, if asked; the watcher's: the holder's owner
+   * id the backend showed just before the call.
+   */
+  | { ev: 'force-done'; id: string; released?: boolean; message?: string; inspected?: string; owner?: string }
+  /**
+   * The watcher's watch for a request: started; ended `fired` (it saw a multi-key owner and forced
+   * the key) or not (why). `complete`: right after the forceRelease() returned, whether that
+   * owner's attempt held the set's last key too (false: it had not taken every key yet; undefined:
+   * not known) — a lease of it granted later took its last key after the call.
+   */
+  | { ev: 'watch'; id: string; target: string; phase: 'start' | 'end'; fired?: boolean; owner?: string; why?: string; complete?: boolean }
+  /** A campaign's signal aborted after its grant (the edge fiber's step-down): the term is to end. */
+  | { ev: 'stepdown'; id: string }
+  /** Work on `term.signal` (`id`: the term): started, and ended — by the signal, by its time running out, or by the drain. */
+  | { ev: 'work'; id: string; phase: 'start' | 'end'; why?: 'signal' | 'done' | 'drain' }
   /** An operator's list() with the lock's name as the prefix, called… */
   | { ev: 'list'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs }
   /** …and its answer: whether the lock's name was among the keys, undefined if it failed. */
   | { ev: 'list-done'; id: string; listed?: boolean; message?: string }
-  | { ev: 'app'; state: 'closing' | 'closed' | 'up' }
+  /**
+   * The app's life; at 'closed' (app.close() returned), every key the closed app's backends were
+   * asked to take (backend name, key as the backend names it) with the owner ids it asked for: the
+   * runner then looks who holds them (invariant 5: a key held by one of them after the close).
+   */
+  | { ev: 'app'; state: 'closing' | 'closed' | 'up'; used?: Array<{ backend: string; key: string; owners: string[] }> }
+  /**
+   * From the runner, after an 'app closed' (w, inc: the closed app's worker): a key one of that
+   * app's owners still held after close() returned — seen twice, `recheckMs` apart — and what
+   * excuses it, if anything (a fault on that backend or the worker's way to it during the close).
+   */
+  | { ev: 'closed-held'; backend: string; key: string; owner: string; remainingMs: number; closedAt: number; recheckMs: number; excused?: string }
+  /** From the runner: the keys of a closed app it looked at (and how many it could not). */
+  | { ev: 'close-inspected'; keys: number; failed: number; closedAt: number }
   /** final: `above` = what was still above the baseline when the worker had finished (before settling). */
   | { ev: 'sizes'; phase: 'baseline' | 'final'; sizes: Record<string, number>; settledMs: number; above?: Record<string, number> }
   | { ev: 'exit-resources'; leaked: string[] }

@@ -14,7 +14,8 @@ import { TcpProxy } from '../harness/tcp-proxy.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { check, lockId, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
-import { DEFAULT_PARAMS, describeFault, faultResource, generatePlan, REDLOCK_MASTERS, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
+import { startInspector, type Inspector } from './inspector.js';
+import { DEFAULT_PARAMS, describeFault, faultResource, generatePlan, keyCount, REDLOCK_MASTERS, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
 import { PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
@@ -191,6 +192,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   const log = options.log ?? (() => undefined);
   const started = wallNow();
   const plan = generatePlan(params);
+  const allKeys = keyCount(plan);
   const runId = `s${params.seed}-${Date.now().toString(36)}`;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-sim-'));
   const events: SimEvent[] = [];
@@ -254,6 +256,103 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
 
   const alive = (proc: Proc | undefined): proc is Proc => proc !== undefined && proc.child.exitCode === null && proc.child.signalCode === null;
 
+  // The edge fiber's watched multi-key requests go to the watcher (and their answers stop it).
+  const watched = new Set<string>();
+  if (plan.edge) {
+    const { watcher } = plan.edge;
+    listeners.add((e) => {
+      if (e.ev === 'req' && e.watch) {
+        const proc = current[watcher];
+        if (!alive(proc) || proc.paused || proc.crashed) return;
+        watched.add(e.id);
+        const keys = e.keys ?? [e.key];
+        send(proc, { cmd: 'watch', id: e.id, key: e.watch.key, purpose: e.purpose, holdMs: e.watch.holdMs, ttl: e.watch.ttl, last: Math.max(...keys), count: keys.length, ...(e.backend ? { backend: e.backend } : {}) });
+      } else if ((e.ev === 'grant' || e.ev === 'busy' || e.ev === 'fail') && watched.delete(e.id)) {
+        const proc = current[watcher];
+        if (alive(proc)) send(proc, { cmd: 'unwatch', id: e.id });
+      }
+    });
+  }
+
+  // Invariant 5, a key held after its app closed: when a worker's app.close() returns, the runner's
+  // own app looks who holds every key that app used; one of its owners, twice RECHECK_MS apart, is
+  // logged (as the worker's) — excused when a fault on that backend or the worker's way to it
+  // overlapped the close (a release that could not get through leaves the key to its ttl, as documented).
+  const inspector: Promise<Inspector | undefined> = params.control
+    ? Promise.resolve(undefined)
+    : startInspector({
+        redisUrl: servers.lockRedis.url,
+        etcdHosts: servers.etcd.hosts,
+        postgresUrl: pgUrl(servers.postgres.server),
+        zookeeperConnectionString: servers.zookeeper.server.connectionString,
+        redlockUrls: servers.redlock.masters.map((m) => m.url),
+        sessionTtlSeconds: plan.sessionTtlSeconds,
+      }).catch((e: unknown) => {
+        log(`  the runner's inspector app did not start (no check of keys held after a close): ${(e as Error).message}`);
+        return undefined;
+      });
+  const inspections: Promise<void>[] = [];
+  let inspectorClosed = false;
+  const closeInspector = async (): Promise<void> => {
+    if (inspectorClosed) return;
+    inspectorClosed = true;
+    await Promise.allSettled(inspections);
+    await (await inspector)?.close().catch(() => undefined);
+  };
+  const closingAt = new Map<string, number>();
+  const excuse = (w: number, backend: string, from: number, to: number): string | undefined => {
+    const server: Record<string, string[]> = { redis: ['redis-kill'], etcd: ['etcd-kill'], postgres: ['pg-kill', 'pg-restart', 'pg-terminate'], zookeeper: ['zk-kill', 'zk-pause'], redlock: ['redlock-kill', 'redlock-pause'] };
+    for (const record of faults) {
+      if (record.start === undefined || record.skipped) continue;
+      // (Clients reconnect after a server comes back: 1.5 s more.)
+      if (record.start > to || (record.end ?? Infinity) + 1_500 < from) continue;
+      const fault = plan.faults.find((f) => f.index === record.index);
+      if (server[backend]?.includes(record.kind)) return record.description;
+      if ((record.kind === 'pause' || record.kind === 'pause-holder' || record.kind === 'worker-crash') && record.worker === w) return record.description;
+      if (fault && (fault.kind === 'delay' || fault.kind === 'blackhole') && fault.worker === w && fault.targets.includes(backend as (typeof fault.targets)[number])) return record.description;
+    }
+    return undefined;
+  };
+  const RECHECK_MS = 200;
+  const inspectClosed = async (e: Extract<SimEvent, { ev: 'app' }>): Promise<void> => {
+    const look = await inspector;
+    if (!look || !e.used) return;
+    const closedAt = e.t;
+    const from = closingAt.get(`${e.w}.${e.inc}`) ?? closedAt;
+    let failed = 0;
+    const seen: Array<{ backend: string; key: string; owner: string }> = [];
+    await Promise.all(
+      e.used.map(async ({ backend, key, owners }) => {
+        try {
+          const held = await look.holder(backend, key);
+          if (held?.owner !== undefined && owners.includes(held.owner)) seen.push({ backend, key, owner: held.owner });
+        } catch {
+          failed += 1;
+        }
+      }),
+    );
+    if (seen.length > 0) await sleep(RECHECK_MS);
+    await Promise.all(
+      seen.map(async ({ backend, key, owner }) => {
+        try {
+          const held = await look.holder(backend, key);
+          if (held?.owner !== owner) return;
+          const t = wallNow();
+          const excused = excuse(e.w, backend, from, t);
+          events.push({ ev: 'closed-held', backend, key, owner, remainingMs: held.remainingMs, closedAt, recheckMs: RECHECK_MS, ...(excused ? { excused } : {}), t, w: e.w, inc: e.inc });
+        } catch {
+          failed += 1;
+        }
+      }),
+    );
+    events.push({ ev: 'close-inspected', keys: e.used.length, failed, closedAt, t: wallNow(), w: e.w, inc: e.inc });
+  };
+  listeners.add((e) => {
+    if (e.ev !== 'app') return;
+    if (e.state === 'closing') closingAt.set(`${e.w}.${e.inc}`, e.t);
+    if (e.state === 'closed' && !inspectorClosed) inspections.push(inspectClosed(e));
+  });
+
   const workerConfig = (w: number, incarnation: number): WorkerConfig => ({
     role: 'worker',
     worker: w,
@@ -268,7 +367,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     zookeeperConnectionString: proxies[w].zookeeper.endpoint,
     redlockUrls: proxies[w].redlock.map((p) => `redis://${p.endpoint}`),
     sessionTtlSeconds: plan.sessionTtlSeconds,
-    keys: plan.keys,
+    keys: allKeys,
     fibers: plan.fibers[w],
     decorated: plan.decorated,
     control: params.control,
@@ -594,6 +693,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       const { code, signal } = await proc.exit;
       workerEnds.push({ w: proc.w, inc: proc.inc, how: proc.crashed ? 'crashed' : 'exit', drained: proc.drained, exitCode: code, signal });
     }
+    await closeInspector();
     tGone = wallNow();
     phase('workers gone');
     await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close()));
@@ -602,13 +702,13 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     // Liveness: a fresh instance, straight to the servers, acquires every lock the run used.
     const bounds = livenessBounds(plan);
     const probeLocks: NonNullable<WorkerConfig['probe']>['locks'] = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
-      Array.from({ length: plan.keys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
+      Array.from({ length: allKeys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
     );
     // A key on PostgreSQL or ZooKeeper is one lock whatever the purpose: one probe per key; on
     // Redlock too (efficiency only).
     for (const backend of ['postgres', 'zookeeper', 'redlock'] as const) {
       const purpose: Purpose = backend === 'redlock' ? 'efficiency' : 'correctness';
-      for (let key = 0; key < plan.keys; key++) probeLocks.push({ key, purpose, backend, boundMs: bounds[`${backend}:${key}`] });
+      for (let key = 0; key < allKeys; key++) probeLocks.push({ key, purpose, backend, boundMs: bounds[`${backend}:${key}`] });
     }
     // The seed's semaphore (every permit) and leader name.
     if (plan.primitives) {
@@ -630,7 +730,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       zookeeperConnectionString: servers.zookeeper.server.connectionString,
       redlockUrls: servers.redlock.masters.map((m) => m.url),
       sessionTtlSeconds: plan.sessionTtlSeconds,
-      keys: plan.keys,
+      keys: allKeys,
       fibers: [],
       decorated: [],
       control: params.control,
@@ -657,6 +757,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     error = (e as Error).stack ?? String(e);
   } finally {
     await Promise.allSettled(injectors);
+    await closeInspector();
     for (const proc of procs) if (alive(proc)) await crash(proc);
     await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close().catch(() => undefined)));
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
@@ -674,7 +775,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     livenessBoundMs: livenessBounds(plan),
     workers: workerEnds,
     toleranceMs: 1,
-    keys: plan.keys,
+    keys: allKeys,
     control: params.control,
   });
   for (const v of result.violations) v.detail = v.detail.replace(/socket to :(\d+)/g, (all, p: string) => (portNames.has(Number(p)) ? `socket to ${portNames.get(Number(p))}` : all));
@@ -716,12 +817,14 @@ async function healRedlock(redlock: SimRedlock): Promise<void> {
 export function livenessBounds(plan: Plan): Record<string, number> {
   const bounds: Record<string, number> = {};
   // The semaphore and the leader name (key 0 of their namespaces) as any lock of their backend.
+  // (The edge fiber's leases closed under have a longer ttl — never on Redlock.)
+  const ttl = Math.max(plan.maxTtl, plan.longTtl ?? 0);
   for (const ns of ['', 'sem/', 'leader/']) {
-    for (let key = 0; key < (ns ? 1 : plan.keys); key++) {
-      bounds[`${ns}efficiency:${key}`] = plan.maxTtl + 3_000 + 1_500;
-      bounds[`${ns}correctness:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
-      bounds[`${ns}postgres:${key}`] = plan.maxTtl + 3_000 + 1_500;
-      bounds[`${ns}zookeeper:${key}`] = plan.maxTtl + plan.sessionTtlSeconds * 1_000 + 1_500;
+    for (let key = 0; key < (ns ? 1 : keyCount(plan)); key++) {
+      bounds[`${ns}efficiency:${key}`] = ttl + 3_000 + 1_500;
+      bounds[`${ns}correctness:${key}`] = ttl + plan.sessionTtlSeconds * 1_000 + 1_500;
+      bounds[`${ns}postgres:${key}`] = ttl + 3_000 + 1_500;
+      bounds[`${ns}zookeeper:${key}`] = ttl + plan.sessionTtlSeconds * 1_000 + 1_500;
       bounds[`${ns}redlock:${key}`] = plan.maxTtl + 1_500;
     }
   }
@@ -742,6 +845,8 @@ export function summaryLine(r: SeedResult): string {
     `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
     `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +
     `list ${s.list.calls} (${s.list.listed} listed, ${s.list.unlisted} not, ${s.list.failed} failed), ` +
+    `watches ${s.watch.watches} (${s.watch.fired} fired, ${s.watch.released} forced), step-downs ${s.stepdown.terms} (work ended by the signal ${s.stepdown.bySignal}, by time ${s.stepdown.byTime}), ` +
+    `closes looked at ${s.closed.closes} (${s.closed.keys} keys, ${s.closed.held} held after, ${s.closed.excused} excused), ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );
 }

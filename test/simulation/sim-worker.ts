@@ -156,11 +156,37 @@ async function startApp(direct = false): Promise<void> {
   app = await NestFactory.createApplicationContext(SimModule, { logger: false });
   locks = app.get(DistributedLockService);
   decoratedInstances = decoratedClasses.map((cls) => app!.get(cls) as DecoratedMethodHost);
-  traceBackends(backendsOf(app));
+  appUsed = new Map();
+  traceBackends(backendsOf(app), appUsed);
   if (process.env.SIM_DEBUG) debugApps.push({ backends: backendsOf(app), startedAt: now() });
 }
 
 let restarting: Promise<void> = Promise.resolve();
+
+/**
+ * Every key this app's backends were asked to take (`backend\0key`), with the owner ids asked for
+ * (the engine's, and a multi-key lease's per-key `<owner>.<gen>-<index>`; the latest 500 per key):
+ * after its close() the runner looks whether one of them still holds the key (invariant 5).
+ */
+let appUsed = new Map<string, Set<string>>();
+const USED_OWNERS_PER_KEY = 500;
+
+function noteUsed(used: Map<string, Set<string>>, backend: string, key: string, owner: string): void {
+  const k = `${backend}\0${key}`;
+  let owners = used.get(k);
+  if (!owners) used.set(k, (owners = new Set()));
+  owners.add(owner);
+  if (owners.size > USED_OWNERS_PER_KEY) owners.delete(owners.values().next().value!);
+}
+
+const usedList = (used: Map<string, Set<string>>): Array<{ backend: string; key: string; owners: string[] }> =>
+  [...used].map(([k, owners]) => {
+    const [backend, key] = k.split('\0');
+    return { backend, key, owners: [...owners] };
+  });
+
+/** Told of every grant a backend answers (backend name, key, owner id): the edge fiber's close-under-a-wait waits for one. */
+const acquireListeners = new Set<(backend: string, key: string, owner: string) => void>();
 
 /** One restart at a time: a second request (a slow close) waits for the first to finish. */
 function restartApp(downMs: number): Promise<void> {
@@ -172,7 +198,7 @@ async function restartOnce(downMs: number): Promise<void> {
   let up!: () => void;
   appUp = new Promise<void>((resolve) => (up = resolve));
   emit({ ev: 'app', state: 'closing' });
-  const old = { backends: backendsOf(app!) as Map<string, { client?: { status?: string }; subscriber?: { status?: string } }> };
+  const old = { backends: backendsOf(app!) as Map<string, { client?: { status?: string }; subscriber?: { status?: string } }>, used: appUsed };
   try {
     await app?.close();
     if (process.env.SIM_DEBUG) {
@@ -184,7 +210,7 @@ async function restartOnce(downMs: number): Promise<void> {
   } catch (error) {
     emit({ ev: 'note', message: `app.close() threw: ${errorInfo(error).message}` });
   }
-  emit({ ev: 'app', state: 'closed' });
+  emit({ ev: 'app', state: 'closed', used: usedList(old.used) });
   await sleep(downMs);
   if (process.env.SIM_DEBUG) emit({ ev: 'note', message: `after app.close() + ${downMs} ms: ${sockets().join(', ')} ${process.getActiveResourcesInfo().join(',')}` });
   for (let attempt = 0; ; attempt++) {
@@ -203,13 +229,27 @@ async function restartOnce(downMs: number): Promise<void> {
 
 /** Every backend call per owner (bounded), to explain an owner left in a backend's maps (invariant 5). */
 const ownerTrace = new Map<string, string[]>();
-function traceBackends(backends: Map<string, unknown>): void {
+function traceBackends(backends: Map<string, unknown>, used: Map<string, Set<string>>): void {
   const t0 = now();
   for (const [name, backend] of backends as Map<string, Record<string, unknown>>) {
+    if (typeof backend.acquireAll === 'function') {
+      // The one-step path of a multi-key lease: every key, each for its own owner id.
+      const original = (backend.acquireAll as (...a: unknown[]) => Promise<{ acquired: boolean }>).bind(backend);
+      backend.acquireAll = (...args: unknown[]) => {
+        const [keys, owners] = args as [string[], string[]];
+        keys.forEach((key, i) => noteUsed(used, name, key, owners[i]));
+        const p = original(...args);
+        p.then((r) => {
+          if (r.acquired) for (const listener of acquireListeners) keys.forEach((key, i) => listener(name, key, owners[i]));
+        }, () => undefined);
+        return p;
+      };
+    }
     for (const method of ['acquire', 'waitForTurn', 'release', 'extend']) {
       const original = (backend[method] as (...a: unknown[]) => Promise<unknown>).bind(backend);
       backend[method] = (...args: unknown[]) => {
         const owner = method === 'acquire' ? (args[0] as { owner: string }).owner : (args[1] as string);
+        if (method === 'acquire') noteUsed(used, name, (args[0] as { key: string }).key, owner);
         const trace = ownerTrace.get(owner) ?? [];
         ownerTrace.delete(owner);
         ownerTrace.set(owner, trace); // most recent last; keep the last 2,000 owners
@@ -217,6 +257,12 @@ function traceBackends(backends: Map<string, unknown>): void {
         const stamp = (): string => `+${(now() - t0).toFixed(0)}`;
         trace.push(`${stamp()} ${name}.${method}(${method === 'acquire' ? JSON.stringify({ ...(args[0] as object), owner: undefined }) : String(args[0])}${method === 'waitForTurn' ? `, ${String(args[2])}` : ''})`);
         const p = original(...args);
+        if (method === 'acquire' && acquireListeners.size > 0) {
+          const key = (args[0] as { key: string }).key;
+          p.then((r) => {
+            if ((r as { acquired?: boolean }).acquired) for (const listener of acquireListeners) listener(name, key, owner);
+          }, () => undefined);
+        }
         p.then(
           (r) => trace.push(`${stamp()}   ${method} -> ${JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? String(v) : v))}`),
           (e: unknown) => trace.push(`${stamp()}   ${method} !! ${errorInfo(e).message}`),
@@ -400,7 +446,15 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
   } else {
     coreRoot.set(lease.leaseCore, id);
   }
-  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root, ...primitiveFields(op) });
+  // A multi-key lease: its owner id and the generation its keys were taken in (the MultiKeyBackend's,
+  // read from the library's internals: each key's owner on the backend is `<owner>.<gen>-<index>`).
+  const ownership: { owner?: string; gen?: number } = {};
+  if (op.keys && !(lease instanceof FakeLease) && !lease.reentrant) {
+    ownership.owner = lease.leaseCore.owner;
+    const generations = (lease.leaseCore.backend as unknown as { generations?: Map<string, number> }).generations;
+    if (generations instanceof Map) ownership.gen = generations.get(ownership.owner) ?? 0;
+  }
+  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root, ...primitiveFields(op), ...ownership });
   if (!lease.reentrant) {
     lease.signal.addEventListener(
       'abort',
@@ -638,6 +692,15 @@ async function runDecorated(fiber: number, op: LockOp, chain: Held[], id: string
 let draining = false;
 const drain = new AbortController();
 let seq = 0;
+/** Calls running beside a fiber (a blocker's lease, a rival candidate, the watcher's work): the drain waits for them too. */
+const background = new Set<Promise<void>>();
+function inBackground(task: Promise<void>): void {
+  const tracked = task.catch((error: unknown) => emit({ ev: 'note', message: `background call failed: ${errorInfo(error).message}` }));
+  background.add(tracked);
+  void tracked.finally(() => background.delete(tracked));
+}
+/** The backend name a lock's calls go to: its named backend, or its purpose's. */
+const backendNameOf = (o: { purpose: LockOp['purpose']; backend?: LockBackendName }): string => o.backend ?? (o.purpose === 'efficiency' ? 'redis' : 'etcd');
 let elements = 0;
 
 /** What a req / grant says of a semaphore, multi-key or leader lease. */
@@ -673,7 +736,138 @@ async function runCampaign(fiber: number, op: LockOp, chain: Held[], id: string,
   } finally {
     drain.signal.removeEventListener('abort', onDrain);
   }
-  await body(fiber, op, granted(id, op, lease, svc), chain);
+  const held = granted(id, op, lease, svc);
+  // The edge fiber's step-down: the campaign's signal aborted mid-term, while the steps (work on
+  // term.signal) run; a rival candidate of this process campaigns meanwhile, to lead next.
+  let stepDown: NodeJS.Timeout | undefined;
+  if (op.stepDownAfterMs !== undefined) {
+    stepDown = setTimeout(() => {
+      emit({ ev: 'stepdown', id });
+      stop.abort(new Error('sim: stepping down'));
+    }, op.stepDownAfterMs);
+  }
+  if (op.rival) {
+    const rival: LockOp = { kind: 'campaign', key: op.key, purpose: op.purpose, ttl: op.ttl, wait: 0, steps: op.rival.steps, ...(op.backend ? { backend: op.backend } : {}), ...(op.ns ? { ns: op.ns } : {}) };
+    inBackground(runOp(fiber, rival, []));
+  }
+  try {
+    await body(fiber, op, held, chain);
+  } finally {
+    clearTimeout(stepDown);
+  }
+}
+
+/**
+ * The watcher's part (one watch at a time): look at `key` on its backend until it shows a multi-key
+ * owner (`<owner>.<gen>-<index>`) — the edge fiber's acquisition taking its keys one by one, or a
+ * lease of one — then forceRelease() it and take it itself, so a lease granted without it overlaps
+ * this holder (invariant 1). Bounded: 3 s, or until the request has its answer (unwatch).
+ */
+const watches = new Map<string, { stop: boolean }>();
+async function runWatch(cmd: Extract<WorkerCommand, { cmd: 'watch' }>): Promise<void> {
+  const id = `w${config.worker}.${config.incarnation}.watch.${seq++}`;
+  if (watches.size > 0 || draining || !app) {
+    emit({ ev: 'watch', id, target: cmd.id, phase: 'end', fired: false, why: draining ? 'draining' : 'already watching' });
+    return;
+  }
+  const state = { stop: false };
+  watches.set(cmd.id, state);
+  emit({ ev: 'watch', id, target: cmd.id, phase: 'start' });
+  try {
+    const up = await Promise.race([appUp.then(() => true), sleep(50).then(() => false)]);
+    if (!up) {
+      emit({ ev: 'watch', id, target: cmd.id, phase: 'end', fired: false, why: 'app restarting' });
+      return;
+    }
+    const svc = locks;
+    const backend = backendsOf(app).get(backendNameOf(cmd)) as { inspect?: (key: string) => Promise<{ owner?: string } | null> } | undefined;
+    const name = lockKeyName(config.runId, cmd.key, cmd.backend);
+    if (!backend?.inspect) {
+      emit({ ev: 'watch', id, target: cmd.id, phase: 'end', fired: false, why: 'no inspect()' });
+      return;
+    }
+    const until = now() + 3_000;
+    let owner: string | undefined;
+    while (!state.stop && !draining && now() < until) {
+      try {
+        const held = await timeout(backend.inspect(name), 1_000);
+        if (held?.owner?.includes('.')) {
+          owner = held.owner;
+          break;
+        }
+        await sleep(1);
+      } catch {
+        await sleep(20);
+      }
+    }
+    if (!owner) {
+      emit({ ev: 'watch', id, target: cmd.id, phase: 'end', fired: false, why: state.stop ? 'answered first' : draining ? 'draining' : 'timed out' });
+      return;
+    }
+    const where = cmd.backend ? { backend: cmd.backend } : { purpose: cmd.purpose };
+    const forceId = `${id}.force`;
+    emit({ ev: 'force', id: forceId, key: cmd.key, purpose: cmd.purpose, backend: cmd.backend, watch: cmd.id });
+    try {
+      const released = await timeout(svc.forceRelease(name, where), 3_000);
+      emit({ ev: 'force-done', id: forceId, released, owner });
+    } catch (error) {
+      emit({ ev: 'force-done', id: forceId, message: `${errorInfo(error).name}: ${errorInfo(error).message}`, owner });
+    }
+    // Had the attempt taken its last key by then? (Its owner there: `<owner>.<gen>-<count - 1>`.)
+    let complete: boolean | undefined;
+    const m = /^(.+\.\d+)-\d+$/.exec(owner);
+    if (m) {
+      try {
+        const last = await timeout(backend.inspect(lockKeyName(config.runId, cmd.last, cmd.backend)), 1_000);
+        complete = last?.owner === `${m[1]}-${cmd.count - 1}`;
+      } catch {
+        complete = undefined;
+      }
+    }
+    emit({ ev: 'watch', id, target: cmd.id, phase: 'end', fired: true, owner, ...(complete !== undefined ? { complete } : {}) });
+    // …and take the key: a lease granted without it is valid beside this one.
+    const take: LockOp = { kind: 'try', key: cmd.key, purpose: cmd.purpose, ttl: cmd.ttl, wait: 0, steps: [{ s: 'hold', ms: cmd.holdMs }], ...(cmd.backend ? { backend: cmd.backend } : {}) };
+    await runOp(config.fibers.length, take, []);
+  } finally {
+    watches.delete(cmd.id);
+  }
+}
+
+/**
+ * A blocker of an edge multi-key op: another lease of this process on the set's highest key, taken
+ * before the request (resolves once granted, or given up) and held `ms` beside it.
+ */
+function startBlocker(fiber: number, op: LockOp): Promise<void> {
+  const b = op.blocker!;
+  const blocker: LockOp = { kind: 'acquire', key: b.key, purpose: op.purpose, ttl: b.ttl, wait: 1_000, steps: [{ s: 'hold', ms: b.ms }], ...(op.backend ? { backend: op.backend } : {}) };
+  return new Promise<void>((resolve) => inBackground(runOp(fiber, blocker, [], resolve).finally(resolve)));
+}
+
+/**
+ * An edge multi-key op's close: once the acquisition has its first (sorted) key — a grant of it to
+ * a multi-key owner — and still waits `afterMs` later, app.close() of this worker's app (a new one
+ * `downMs` later). Returns what disarms it (the request has its answer).
+ */
+function armClose(op: LockOp): () => void {
+  const first = lockKeyName(config.runId, Math.min(...op.keys!), op.backend);
+  const backend = backendNameOf(op);
+  let answered = false;
+  let timer: NodeJS.Timeout | undefined;
+  const listener = (name: string, key: string, owner: string): void => {
+    if (name !== backend || key !== first || !owner.includes('.')) return;
+    acquireListeners.delete(listener);
+    timer = setTimeout(() => {
+      if (answered || draining) return;
+      emit({ ev: 'note', message: `closing the app while a multi-key acquisition of ${op.keys!.length} keys on ${backend} holds ${first} and waits` });
+      void restartApp(op.close!.downMs).catch((error) => emit({ ev: 'note', message: `restart failed: ${errorInfo(error).message}` }));
+    }, op.close!.afterMs);
+  };
+  acquireListeners.add(listener);
+  return () => {
+    answered = true;
+    acquireListeners.delete(listener);
+    clearTimeout(timer);
+  };
 }
 
 /** An operator's forceRelease() (an inspect() first, now and then), with its answer. */
@@ -709,7 +903,8 @@ async function runForce(fiber: number, target: ForceTarget, inspect: boolean): P
   }
 }
 
-async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
+async function runOp(fiber: number, op: LockOp, chain: Held[], onGranted?: () => void): Promise<void> {
+  if (op.blocker && config.control === undefined) await startBlocker(fiber, op);
   const svc = locks;
   const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
   if (op.permits !== undefined && op.permits > 1 && !hasSemaphore(op)) {
@@ -720,7 +915,8 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
     return;
   }
   const key = opKey(op);
-  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: op.backend, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id, ...primitiveFields(op) });
+  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: op.backend, kind: op.kind, ttl: op.ttl, wait: op.wait, parent: chain.at(-1)?.id, ...primitiveFields(op), ...(op.watch ? { watch: op.watch } : {}) });
+  const disarm = op.close ? armClose(op) : undefined;
   let aborter: AbortController | undefined;
   let abortTimer: NodeJS.Timeout | undefined;
   const signals = [drain.signal];
@@ -749,6 +945,7 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
     if (op.kind === 'using') {
       let held: Held | undefined;
       await svc.using(key, opts, async (lease) => {
+        disarm?.();
         held = granted(id, op, lease, svc);
         await steps(fiber, op, held, chain);
         emit({ ev: 'rel', id });
@@ -766,17 +963,20 @@ async function runOp(fiber: number, op: LockOp, chain: Held[]): Promise<void> {
       lease = await svc.acquire(key, opts);
     }
     clearTimeout(abortTimer);
+    disarm?.();
     if (!lease) {
       emit({ ev: 'busy', id });
       return;
     }
     const held = granted(id, op, lease, svc);
+    onGranted?.();
     await body(fiber, op, held, chain);
   } catch (error) {
     const info = errorInfo(error);
     emit(info.name === 'LockBusyError' ? { ev: 'busy', id } : { ev: 'fail', id, ...info });
   } finally {
     clearTimeout(abortTimer);
+    disarm?.();
   }
 }
 
@@ -901,6 +1101,27 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       await runOp(fiber, step.op, [...chain, held]);
       sample(held);
       return;
+    case 'work': {
+      // Work given term.signal, as a leader's job would be: it stops when the signal aborts (or
+      // its time is up, or the drain begins), and says so — the checker counts it as belief.
+      const signal = lease.signal;
+      const stop = AbortSignal.any([signal, drain.signal]);
+      emit({ ev: 'work', id: held.root, phase: 'start' });
+      const started = now();
+      for (let round = 0; !signal.aborted && !draining && now() - started < step.ms; round++) {
+        if (step.store && round % 4 === 0) {
+          try {
+            await runStep(fiber, { s: 'rmw', store: step.store, token: 'explicit', thinkMs: 0, checkSignal: true }, held, chain);
+          } catch (error) {
+            emit({ ev: 'note', message: `${held.id} work: ${errorInfo(error).message}` });
+          }
+        }
+        await sleep(Math.max(0, Math.min(25, step.ms - (now() - started))), stop);
+      }
+      emit({ ev: 'work', id: held.root, phase: 'end', why: signal.aborted ? 'signal' : draining ? 'drain' : 'done' });
+      sample(held);
+      return;
+    }
   }
 }
 
@@ -1158,11 +1379,17 @@ async function main(): Promise<void> {
       fibers = Promise.all(config.fibers.map((ops, f) => fiberLoop(f, ops))).then(() => undefined);
     } else if (message.cmd === 'close-app') {
       void restartApp(message.downMs).catch((error) => emit({ ev: 'note', message: `restart failed: ${errorInfo(error).message}` }));
+    } else if (message.cmd === 'watch') {
+      inBackground(runWatch(message));
+    } else if (message.cmd === 'unwatch') {
+      const watch = watches.get(message.id);
+      if (watch) watch.stop = true;
     } else if (message.cmd === 'drain') {
       draining = true;
       drain.abort(new Error('sim: draining'));
       void (async () => {
         await fibers;
+        while (background.size > 0) await Promise.all([...background]);
         await appUp;
         const { sizes: final, settledMs, above } = await settledSizes(baseline);
         explainLeftovers(baseline);
