@@ -84,7 +84,7 @@ export class LockAdmin {
     this.events.emit('force-released', { key, backend: backendName, released: owner !== undefined });
     if (owner === undefined) return false;
     // Held here: told now, whatever the backend's own way of telling its holders.
-    this.registry.byOwner(owner)?.lose('force-released', `forceRelease(${JSON.stringify(key)}) ended it`);
+    this.registry.lose(owner, 'force-released', `forceRelease(${JSON.stringify(key)}) ended it`);
     return true;
   }
 }
