@@ -56,6 +56,13 @@ export class MultiKeyBackend implements LockBackend {
   private readonly progress = new Map<string, Progress>();
   /** Per owner, how many times its acquisition started over (see ownerOf). */
   private readonly generations = new Map<string, number>();
+  /**
+   * Owners released (given up) while an attempt of theirs may still be running: a key granted to
+   * it after the release is given back at once, under the generation it was granted in. (The
+   * generation is kept: forgetting it would name that key's owner wrongly, and nobody would
+   * release it. This object lives for one request, so nothing here grows.)
+   */
+  private readonly released = new Set<string>();
 
   constructor(
     private readonly inner: LockBackend,
@@ -86,6 +93,10 @@ export class MultiKeyBackend implements LockBackend {
     if (!p) {
       if (this.inner.acquireAll) {
         const all = await this.inner.acquireAll(this.keys, this.keys.map((_, i) => this.idOf(owner, i)), request.ttlMs);
+        if (all.acquired && this.released.has(owner)) {
+          await inBatches(this.keys, (key, i) => this.inner.release(key, this.idOf(owner, i)).catch(() => undefined));
+          return { acquired: false };
+        }
         if (all.acquired) return all;
       }
       p = { held: [], tokens: [], refreshedAt: performance.now(), ttlMs: request.ttlMs };
@@ -98,6 +109,11 @@ export class MultiKeyBackend implements LockBackend {
     let lastDirect = false;
     for (let i = p.held.length; i < this.keys.length; i++) {
       const result = await this.inner.acquire({ ...request, key: this.keys[i], owner: this.idOf(owner, i) });
+      if (this.released.has(owner)) {
+        // Given up while this key was asked for: the release ran before this grant, so it goes now.
+        if (result.acquired) await this.inner.release(this.keys[i], this.idOf(owner, i)).catch(() => undefined);
+        return { acquired: false };
+      }
       if (!result.acquired) {
         // A single try (no queue) leaves nothing behind.
         if (!request.queue) await this.restart(owner, p, true);
@@ -175,8 +191,8 @@ export class MultiKeyBackend implements LockBackend {
    */
   async release(_key: string, owner: string): Promise<boolean> {
     this.progress.delete(owner);
+    this.released.add(owner);
     const ids = this.keys.map((_, i) => this.idOf(owner, i));
-    this.generations.delete(owner);
     const results = await inBatches(this.keys, (key, i) =>
       this.inner.release(key, ids[i]).then((value) => ({ status: 'fulfilled' as const, value }), (reason: unknown) => ({ status: 'rejected' as const, reason })),
     );
