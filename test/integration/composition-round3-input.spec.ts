@@ -60,9 +60,7 @@ describe('round 3 (5a): a NUL in a later key of a multi-key call on PostgreSQL',
         await sleep(5);
       }
     })();
-    const started = performance.now();
     const outcome = await settle(a.locks.acquire(keys, { purpose: 'correctness', backend: 'postgres', ttl: 10_000, wait: 2_000 }));
-    const tookMs = performance.now() - started;
     await sleep(50);
     watching = false;
     await watcher;
@@ -72,14 +70,12 @@ describe('round 3 (5a): a NUL in a later key of a multi-key call on PostgreSQL',
     expect({
       outcome: describeOutcome(outcome),
       invalidKey: outcome.error instanceof InvalidLockOptionsError && outcome.error.field === 'key',
-      atOnce: tookMs < 200,
       backendCalls: recorded.keys,
       firstKeySeenHeld,
       firstKeyHeldAfter: after !== null,
     }).toEqual({
       outcome: expect.stringMatching(/^InvalidLockOptionsError \(field key\)/),
       invalidKey: true,
-      atOnce: true,
       backendCalls: [],
       firstKeySeenHeld: false,
       firstKeyHeldAfter: false,
