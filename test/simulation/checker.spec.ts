@@ -661,6 +661,25 @@ describe('simulation checker: the edge fiber (forceRelease() mid-acquisition, st
       const lost = sorted([...multi(1, 'M', '40', 0, 150, 1_000, undefined, 'X', 0), ev(150, 1, { ev: 'lost', id: 'M', reason: 'force-released' }), ...watchForce(100, true, 'X.0-0')]);
       expect(safety(check(input(lost, { registers: [] })).violations)).toEqual([]);
     });
+
+    it('accepts a lease whose own id the backend shows holding that key right after the grant (it queued for it again), and only that', () => {
+      // The call removed X.0-0's queue place at the head of the line before X learnt it was first;
+      // X found it gone, queued again under the same id and was given key 0: the backend shows X.0-0
+      // holding it right after the grant.
+      const heldCheck = (owner?: string, failed = false): SimEvent =>
+        ev(152, 1, { ev: 'held-check', id: 'M', key: 0, purpose: 'correctness', ...(owner !== undefined ? { owner } : {}), ...(failed ? { failed } : {}) });
+      const requeued = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0'), heldCheck('X.0-0')]);
+      const r = check(input(requeued, { registers: [] }));
+      expect(safety(r.violations)).toEqual([]);
+      expect(r.stats.force.requeued).toBe(1);
+      // Somebody else shown, nobody, another key's id of the same attempt, or the look failed: still a lease without that key.
+      for (const after of [heldCheck('W.0'), heldCheck(), heldCheck('X.0-1'), heldCheck(undefined, true)]) {
+        const events = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0'), after]);
+        const checked = check(input(events, { registers: [] }));
+        expect(safety(checked.violations)).toEqual(['1:forced-key-granted']);
+        expect(checked.stats.force.requeued).toBe(0);
+      }
+    });
   });
 
   describe('a campaign stepped down through its signal, its work running on term.signal', () => {

@@ -151,7 +151,7 @@ export interface CheckStats {
    * (held when the call began); of those, told (signal aborted, reason force-released) and the
    * longest time from the call's answer to the holder being told.
    */
-  force: { calls: number; released: number; free: number; failed: number; forced: number; told: number; maxTellMs: number };
+  force: { calls: number; released: number; free: number; failed: number; forced: number; told: number; maxTellMs: number; requeued: number };
   /** An operator's list() calls: answered with the lock listed / not listed / failed. */
   list: { calls: number; listed: number; unlisted: number; failed: number };
   /** The watcher: watches started, fired (a multi-key owner seen on the key, then forceRelease() of it), and of those answered true. */
@@ -203,6 +203,8 @@ interface LeaseTrack {
   /** A multi-key lease: its engine owner id and the generation its keys were taken in. */
   owner?: string;
   gen?: number;
+  /** A watched multi-key lease: who the backend showed holding the watched lock right after the grant. */
+  heldAfter?: Map<string, string | undefined>;
   /** Work on term.signal (a stepped-down campaign's): from, to (undefined: no end seen), and why it ended. */
   work: Array<{ start: number; end?: number; why?: string }>;
   /** When its campaign's signal was aborted (stepping down). */
@@ -252,7 +254,7 @@ export function check(input: CheckInput): CheckResult {
     sem: { grants: 0, maxHolders: 0 },
     multi: { grants: 0 },
     leader: { grants: 0 },
-    force: { calls: 0, released: 0, free: 0, failed: 0, forced: 0, told: 0, maxTellMs: 0 },
+    force: { calls: 0, released: 0, free: 0, failed: 0, forced: 0, told: 0, maxTellMs: 0, requeued: 0 },
     list: { calls: 0, listed: 0, unlisted: 0, failed: 0 },
     watch: { watches: 0, fired: 0, released: 0 },
     stepdown: { terms: 0, bySignal: 0, byTime: 0, byDrain: 0 },
@@ -335,6 +337,11 @@ export function check(input: CheckInput): CheckResult {
       case 'ext-req':
         leases.get(e.id)?.exts.push({ reqT: e.t });
         break;
+      case 'held-check': {
+        const lease = leases.get(e.id);
+        if (lease && !e.failed) (lease.heldAfter ??= new Map()).set(lockId(e.purpose, e.key, e.backend, e.ns), e.owner);
+        break;
+      }
       case 'force':
         stats.force.calls += 1;
         forces.set(e.id, { id: e.id, lock: lockId(e.purpose, e.key, e.backend, e.ns), start: e.t, ...(e.watch ? { watch: e.watch } : {}) });
@@ -525,6 +532,13 @@ export function check(input: CheckInput): CheckResult {
       if (!attemptOf(f, l) || l.start <= f.end) continue;
       const valid = believedValid(l);
       if (valid.every(([a, b]) => b - a <= input.toleranceMs)) continue;
+      // The backend showed the very id the call took the key from holding it again right after the
+      // grant: the attempt had not been told its queue place was first yet, found it gone, queued
+      // for the key again under the same id and was given it (ZooKeeper) — the lease holds it.
+      if (l.heldAfter?.has(f.lock) && l.heldAfter.get(f.lock) === f.owner) {
+        stats.force.requeued += 1;
+        continue;
+      }
       violations.push({
         invariant: 1,
         kind: 'forced-key-granted',

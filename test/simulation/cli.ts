@@ -129,6 +129,7 @@ async function main(): Promise<void> {
       watches: sum((r) => r.result.stats.watch.watches),
       fired: sum((r) => r.result.stats.watch.fired),
       forced: sum((r) => r.result.stats.watch.released),
+      requeued: sum((r) => r.result.stats.force.requeued),
     },
     stepdown: {
       terms: sum((r) => r.result.stats.stepdown.terms),
@@ -171,7 +172,7 @@ async function main(): Promise<void> {
   console.log(`postgres: ${summary.postgres.grants} grants, PgFence writes ${Object.entries(summary.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`zookeeper: ${summary.zookeeper.grants} grants, register writes ${Object.entries(summary.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`redlock: ${summary.redlock.grants} grants (efficiency only: no register)`);
-  console.log(`edge fiber: watcher ${summary.watcher.watches} watches, ${summary.watcher.fired} fired, ${summary.watcher.forced} forced; ${summary.stepdown.terms} step-downs (work ended by the signal ${summary.stepdown.workEndedBySignal}, by time ${summary.stepdown.workEndedByTime}); ${summary.closedApps.closes} closes looked at (${summary.closedApps.keys} keys, ${summary.closedApps.heldAfter} held after, ${summary.closedApps.excused} excused)`);
+  console.log(`edge fiber: watcher ${summary.watcher.watches} watches, ${summary.watcher.fired} fired, ${summary.watcher.forced} forced, ${summary.watcher.requeued} of those leases queued again for the key and held it; ${summary.stepdown.terms} step-downs (work ended by the signal ${summary.stepdown.workEndedBySignal}, by time ${summary.stepdown.workEndedByTime}); ${summary.closedApps.closes} closes looked at (${summary.closedApps.keys} keys, ${summary.closedApps.heldAfter} held after, ${summary.closedApps.excused} excused)`);
   console.log(`faults: ${Object.entries(faultsByKind).map(([k, n]) => `${k} ${n.applied}${n.skipped ? ` (+${n.skipped} skipped)` : ''}`).join(', ')}`);
   console.log(`violations: ${summary.violations}${summary.violations ? ` — ${Object.entries(violationsByKind).map(([k, n]) => `${k} ×${n}`).join(', ')}` : ''}`);
   if (summary.runErrors) console.log(`run errors: ${summary.runErrors}`);

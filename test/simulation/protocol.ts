@@ -90,6 +90,14 @@ export type SimEventBody =
       owner?: string;
       gen?: number;
     }
+  /**
+   * Right after a watched multi-key grant (the edge fiber's), who the backend shows holding the
+   * watched key: `owner` (undefined: nobody, or the look failed — `failed`). The attempt's own id
+   * there means it holds that key on the server after its grant — through a queue place it took
+   * again after a forceRelease() removed its earlier one (ZooKeeper re-queues an owner whose znode
+   * is gone under the same id) — so that call did not leave the lease without it.
+   */
+  | { ev: 'held-check'; id: string; key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; owner?: string; failed?: boolean }
   | { ev: 'busy'; id: string }
   | { ev: 'fail'; id: string; name: string; message: string }
   /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */

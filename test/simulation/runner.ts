@@ -845,7 +845,7 @@ export function summaryLine(r: SeedResult): string {
     `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
     `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +
     `list ${s.list.calls} (${s.list.listed} listed, ${s.list.unlisted} not, ${s.list.failed} failed), ` +
-    `watches ${s.watch.watches} (${s.watch.fired} fired, ${s.watch.released} forced), step-downs ${s.stepdown.terms} (work ended by the signal ${s.stepdown.bySignal}, by time ${s.stepdown.byTime}), ` +
+    `watches ${s.watch.watches} (${s.watch.fired} fired, ${s.watch.released} forced, ${s.force.requeued} re-queued), step-downs ${s.stepdown.terms} (work ended by the signal ${s.stepdown.bySignal}, by time ${s.stepdown.byTime}), ` +
     `closes looked at ${s.closed.closes} (${s.closed.keys} keys, ${s.closed.held} held after, ${s.closed.excused} excused), ` +
     `${applied}/${r.faults.length} faults, ${v.length} violations${r.error ? ', RUN ERROR' : ''} (${(r.elapsedMs / 1000).toFixed(1)} s)`
   );

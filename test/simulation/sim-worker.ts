@@ -455,6 +455,7 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
     if (generations instanceof Map) ownership.gen = generations.get(ownership.owner) ?? 0;
   }
   emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root, ...primitiveFields(op), ...ownership });
+  if (op.watch && ownership.owner !== undefined && app) checkHeld(id, op, op.watch.key, app);
   if (!lease.reentrant) {
     lease.signal.addEventListener(
       'abort',
@@ -463,6 +464,21 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
     );
   }
   return { id, root, op, lease, svc, pending: new Map() };
+}
+
+/**
+ * A watched multi-key grant: who the backend shows holding the watched key right after it (the
+ * checker's evidence that a forceRelease() of that key before the grant did not leave the lease
+ * without it — see the `held-check` event). In the background: the lease's own steps go on.
+ */
+function checkHeld(id: string, op: LockOp, key: number, from: INestApplicationContext): void {
+  const backend = backendsOf(from).get(backendNameOf(op)) as { inspect?: (key: string) => Promise<{ owner?: string } | null> } | undefined;
+  if (!backend?.inspect) return;
+  const where = { purpose: op.purpose, ...(op.backend ? { backend: op.backend } : {}), ...(op.ns ? { ns: op.ns } : {}) };
+  timeout(backend.inspect(lockKeyName(config.runId, key, op.backend, op.ns)), 1_000).then(
+    (held) => emit({ ev: 'held-check', id, key, ...where, ...(held?.owner !== undefined ? { owner: held.owner } : {}) }),
+    () => emit({ ev: 'held-check', id, key, ...where, failed: true }),
+  );
 }
 
 // ---------------------------------------------------------------- decorated methods
