@@ -673,6 +673,18 @@ describe('simulation checker: the edge fiber (forceRelease() mid-acquisition, st
       expect(safety(r.violations)).toEqual([]);
       expect(r.stats.force.requeued).toBe(1);
       // Somebody else shown, nobody, another key's id of the same attempt, or the look failed: still a lease without that key.
+      // Seed 19 of the long run (Redis): the call removed X.0-0's reservation, the watcher saw the
+      // attempt's last key held (complete), X.0-0 took key 0 again later; the lease's extend after
+      // the call succeeds — the call ended no hold of it, and its key 0 is not cut at the call.
+      const extended = [ev(160, 1, { ev: 'ext-req', id: 'M', ttl: 1_000 }), ev(170, 1, { ev: 'ext-ok', id: 'M', ttl: 1_000, V: T + 1_160 })];
+      const seen = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0', true), heldCheck('X.0-0'), ...extended]);
+      const r19 = check(input(seen, { registers: [] }));
+      expect(safety(r19.violations)).toEqual([]);
+      expect(r19.stats.force.requeued).toBe(1);
+      expect(r19.intervals.find((i) => i.id === 'M' && i.lock === 'correctness:0')!.forcedAt).toBeUndefined();
+      // Without the look after the grant, that lease is one the call ended: its extend is force-not-told.
+      const unseen = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0', true), ...extended]);
+      expect(safety(check(input(unseen, { registers: [] })).violations)).toEqual(['1:force-not-told']);
       for (const after of [heldCheck('W.0'), heldCheck(), heldCheck('X.0-1'), heldCheck(undefined, true)]) {
         const events = sorted([...multi(1, 'M', '40', 0, 150, 1_000, 900, 'X', 0), ...watchForce(100, true, 'X.0-0'), after]);
         const checked = check(input(events, { registers: [] }));
@@ -710,6 +722,24 @@ describe('simulation checker: the edge fiber (forceRelease() mid-acquisition, st
       // Without the step-down (and its work) the same told validity is a second leader: an overlap as ever.
       const plain = sorted([...prim(1, 'L1', '10', 0, 5, 1_000, 805, leader), ...prim(2, 'L2', '20', 100, 320, 1_000, 900, leader)]);
       expect(safety(check(input(plain, { registers: [] })).violations)).toEqual(['1:overlap']);
+    });
+
+    it('counts no work while its process was stopped (SIGSTOP): only the time it ran past its validity', () => {
+      // L1 told valid 5..305, works 10..800 on term.signal, which aborts at 800, right after its
+      // process runs again; L2 leads from 320. Stopped 250..799 (seed 66 of the long run): nothing done beside L2.
+      const stopped = sorted([
+        ...prim(1, 'L1', '10', 0, 5, 300, 801, leader),
+        ev(10, 1, { ev: 'work', id: 'L1', phase: 'start' }),
+        ev(800, 1, { ev: 'stepdown', id: 'L1' }),
+        ev(800, 1, { ev: 'lost', id: 'L1', reason: 'stepped-down' }),
+        ev(800, 1, { ev: 'work', id: 'L1', phase: 'end', why: 'signal' }),
+        ...prim(2, 'L2', '20', 100, 320, 1_000, 900, leader),
+      ]);
+      expect(safety(check(input(stopped, { registers: [], paused: [{ w: 1, start: T + 250, end: T + 800 }] })).violations)).toEqual([]);
+      // Running again from 700: 100 ms of work beside L2.
+      expect(safety(check(input(stopped, { registers: [], paused: [{ w: 1, start: T + 250, end: T + 700 }] })).violations)).toEqual(['1:stepped-down-working']);
+      // Another worker's pause excuses nothing.
+      expect(safety(check(input(stopped, { registers: [], paused: [{ w: 2, start: T + 250, end: T + 800 }] })).violations)).toEqual(['1:stepped-down-working']);
     });
   });
 

@@ -94,6 +94,12 @@ export interface CheckInput {
   /** Keys in the plan (bounds per-key caches). */
   keys: number;
   control?: ControlMode;
+  /**
+   * When a worker process was stopped (SIGSTOP faults, from just before the stop to just after
+   * the continue): work on a term's signal does nothing then, so it believes nothing past its
+   * validity — its signal aborts when the process runs again.
+   */
+  paused?: Array<{ w: number; start: number; end: number }>;
 }
 
 export interface Interval {
@@ -476,6 +482,13 @@ export function check(input: CheckInput): CheckResult {
     const m = f.owner === undefined ? null : /^(.+)\.(\d+)-(\d+)$/.exec(f.owner);
     return m !== null && l.owner === m[1] && l.gen === Number(m[2]);
   };
+  /**
+   * Whether the backend showed `l`'s own id for the forced key holding it right after `l`'s grant
+   * (`held-check`): that id's hold the call removed is gone, so this one was taken after the call —
+   * the attempt queued for the key again and was given it. The call ended no hold of the lease.
+   */
+  const requeued = (f: { owner?: string; lock: string }, l: LeaseTrack): boolean => f.owner !== undefined && l.heldAfter?.has(f.lock) === true && l.heldAfter.get(f.lock) === f.owner;
+  const requeuedLeases = new Set<string>();
   const forcedAt = new Map<string, number>(); // `${lease id} ${lock}` → the call's start
   const byLockLeases = new Map<string, LeaseTrack[]>();
   for (const l of leases.values()) for (const lock of l.locks) (byLockLeases.get(lock) ?? byLockLeases.set(lock, []).get(lock)!).push(l);
@@ -493,6 +506,10 @@ export function check(input: CheckInput): CheckResult {
       const heldAtStart = l.start < f.start && !endedBefore;
       const grantedDuring = l.start >= f.start && l.start <= (f.end ?? Infinity) && l.lostReason === 'force-released';
       const ownedBefore = l.start >= f.start && attemptOf(f, l) && !(f.watch !== undefined && watchComplete.get(f.watch) === false);
+      if (ownedBefore && !heldAtStart && !grantedDuring && requeued(f, l)) {
+        requeuedLeases.add(l.id);
+        continue;
+      }
       if (!heldAtStart && !grantedDuring && !ownedBefore) continue;
       const k = `${l.id} ${f.lock}`;
       const at = Math.max(f.start, l.start);
@@ -535,8 +552,8 @@ export function check(input: CheckInput): CheckResult {
       // The backend showed the very id the call took the key from holding it again right after the
       // grant: the attempt had not been told its queue place was first yet, found it gone, queued
       // for the key again under the same id and was given it (ZooKeeper) — the lease holds it.
-      if (l.heldAfter?.has(f.lock) && l.heldAfter.get(f.lock) === f.owner) {
-        stats.force.requeued += 1;
+      if (requeued(f, l)) {
+        requeuedLeases.add(l.id);
         continue;
       }
       violations.push({
@@ -551,17 +568,26 @@ export function check(input: CheckInput): CheckResult {
     }
   }
 
+  stats.force.requeued = requeuedLeases.size;
+
   // ---- invariant 1: what different leases of one lock believed valid must not overlap (semaphores: no more than permits at once)
+  const pausedOf = new Map<number, Array<[number, number]>>();
+  for (const p of input.paused ?? []) (pausedOf.get(p.w) ?? pausedOf.set(p.w, []).get(p.w)!).push([p.start, p.end]);
   const intervals: Interval[] = [];
   for (const l of leases.values()) {
     // A term's work on term.signal: believed until the signal aborted or the work ended. A leader
     // that stepped down (aborted its campaign's signal) believes what remainingMs() said only until
     // then — its own act — and from then on only as long as its work runs.
     const claims = believedValid(l.stepDownT !== undefined ? { ...l, relT: Math.min(l.relT ?? Infinity, l.stepDownT) } : l);
-    const work = l.work.flatMap(({ start, end }): Array<[number, number]> => {
-      const stop = Math.min(end ?? -Infinity, l.lostT ?? Infinity);
-      return stop > start ? [[start, stop]] : [];
-    });
+    // …and only while its process runs: stopped (SIGSTOP) it does nothing, and its signal can abort
+    // only once it runs again (a pause past the validity is what fencing is for; its writes are checked).
+    const work = minus(
+      l.work.flatMap(({ start, end }): Array<[number, number]> => {
+        const stop = Math.min(end ?? -Infinity, l.lostT ?? Infinity);
+        return stop > start ? [[start, stop]] : [];
+      }),
+      pausedOf.get(l.w) ?? [],
+    );
     const believed = work.length ? union(claims, work) : claims;
     for (const lock of l.locks) {
       const cut = forcedAt.get(`${l.id} ${lock}`);
@@ -804,6 +830,21 @@ function union(a: Array<[number, number]>, b: Array<[number, number]>): Array<[n
     const last = out[out.length - 1];
     if (last && s <= last[1]) last[1] = Math.max(last[1], e);
     else out.push([s, e]);
+  }
+  return out;
+}
+
+/** `segments` without the times in `holes` (each list sorted or not). */
+function minus(segments: Array<[number, number]>, holes: Array<[number, number]>): Array<[number, number]> {
+  let out = segments;
+  for (const [hs, he] of holes) {
+    out = out.flatMap(([s, e]): Array<[number, number]> => {
+      if (he <= s || hs >= e) return [[s, e]];
+      const parts: Array<[number, number]> = [];
+      if (hs > s) parts.push([s, hs]);
+      if (he < e) parts.push([he, e]);
+      return parts;
+    });
   }
   return out;
 }

@@ -777,6 +777,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     toleranceMs: 1,
     keys: allKeys,
     control: params.control,
+    // A worker stopped by SIGSTOP (a pause, the pause of a holder between its read and its write).
+    paused: faults.flatMap((f) => ((f.kind === 'pause' || f.kind === 'pause-holder') && f.worker !== undefined && f.start !== undefined && f.end !== undefined && !f.skipped ? [{ w: f.worker, start: f.start, end: f.end }] : [])),
   });
   for (const v of result.violations) v.detail = v.detail.replace(/socket to :(\d+)/g, (all, p: string) => (portNames.has(Number(p)) ? `socket to ${portNames.get(Number(p))}` : all));
   return { seed: params.seed, params, runId, elapsedMs: wallNow() - started, result, faults, replay: replayCommand(params), events, plan, error };
