@@ -48,3 +48,33 @@ export function uniqueKey(name: string): string {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Wait until the backend shows at least `count` callers queued for `key` (inspect()'s `waiters`),
+ * bounded: the state a spec needs before it goes on ("B is queued behind A"), never a sleep that
+ * hopes it is reached. Not for Redlock, whose waiters retry instead of queueing.
+ */
+export async function untilQueued(
+  locks: DistributedLockService,
+  key: string,
+  target: Parameters<DistributedLockService['inspect']>[1],
+  count: number,
+  withinMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const waiters = (await locks.inspect(key, target))?.waiters ?? 0;
+    if (waiters >= count) return;
+    if (Date.now() > deadline) throw new Error(`${count} caller(s) queued for ${JSON.stringify(key)}: not within ${withinMs} ms (${waiters} queued)`);
+    await sleep(5);
+  }
+}
+
+/** Poll `check` until it holds, bounded: a state a spec waits for instead of sleeping and hoping. */
+export async function until(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
+    await sleep(5);
+  }
+}

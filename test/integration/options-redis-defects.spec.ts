@@ -1,7 +1,7 @@
 import { inspect } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { InvalidLockOptionsError, RedisBackend, type Lease } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 
@@ -61,9 +61,10 @@ describe('issue 12 #4: Redis Cluster keys whose braces would break the hash tag'
       const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       expect(await b.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
       const first = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
-      await sleep(30);
+      // Each waiter in line before the next asks (b's is its process's first wait: issue 33).
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
       const second = a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
-      await sleep(30);
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 2);
       await holder.release();
       const one = await first;
       expect(await a.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
@@ -317,9 +318,10 @@ describe('issue 12 #12: lockDelay does not change the Redis hand-off command cou
     const first = a.locks.acquire(key, opts);
     await first;
     const waiters: Promise<void>[] = [];
-    for (const name of ['B', 'C', 'D']) {
+    for (const [i, name] of ['B', 'C', 'D'].entries()) {
       waiters.push(hold(name, b.locks.acquire(key, opts)));
-      await sleep(10);
+      // In line before the next asks — read with ZCARD, not inspect() (a script: the count below is of scripts).
+      await until(async () => (await raw.zcard(`lock:{${key}}:q`)) >= i + 1, 10_000, `${name} queued`);
     }
     await hold('A', first);
     await Promise.all(waiters);
@@ -414,7 +416,7 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
       const warm = uniqueKey('warm-up');
       const first = await a.locks.acquire(warm, { purpose: 'efficiency' });
       const next = c.locks.acquire(warm, { purpose: 'efficiency', wait: 2_000 });
-      await sleep(20);
+      await untilQueued(a.locks, warm, { purpose: 'efficiency' }, 1);
       await first.release();
       await (await next).release();
       await slowB.ping();
@@ -425,7 +427,8 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
       let bLease: Lease | undefined;
       const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 8_000 }).then((l) => (bLease = l));
       waiting.catch(() => undefined); // it may still wait when the apps close
-      await sleep(2_000); // B's SET NX (0–1.2 s) failed; its queue request reached Redis at ~1.8 s
+      // B's SET NX (0–1.2 s) failed; its queue request reaches Redis at ~1.8 s.
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
       await holder.release(); // reserves the key for B for 300 ms and wakes it
       await sleep(550); // the reservation is gone; B's claim reaches Redis only at ~+1 s
       const cLease = await c.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 10_000 });

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { LeaseLostError, LockBusyError, type Lease } from '../../lib/index.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 
 describe('Redis backend: two application instances contending', () => {
   let a: LockApp;
@@ -28,7 +28,7 @@ describe('Redis backend: two application instances contending', () => {
     expect((busy as LockBusyError).message).toContain(key);
 
     const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
-    await sleep(100);
+    await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
     const releasedAt = performance.now();
     await leaseA.release();
     const leaseB = await waiting;
@@ -46,12 +46,13 @@ describe('Redis backend: two application instances contending', () => {
       const key = uniqueKey(`handoff-${heldMs}`);
       const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
       await sleep(heldMs);
       await holder.release();
       const lease = await waiting;
-      await sleep(50); // the background claim has answered
+      // The background claim has answered: the server keeps the key for the waiter's own ttl.
+      await until(async () => (await raw.pttl(`lock:{${key}}`)) > 9_000, 5_000, 'the claim of the full ttl');
       expect(lease.remainingMs()).toBeGreaterThan(9_000); // not the 1.5 s reservation
-      expect(await raw.pttl(`lock:{${key}}`)).toBeGreaterThan(9_000);
       expect(await raw.get(`lock:{${key}}`)).not.toBeNull();
       expect(lease.signal.aborted).toBe(false);
       expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0); // taken out of the queue at hand-off
@@ -80,9 +81,9 @@ describe('Redis backend: two application instances contending', () => {
     const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
     const controller = new AbortController();
     const first = b.locks.acquire(key, { purpose: 'efficiency', wait: 10_000, signal: controller.signal });
-    await sleep(50);
+    await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
     const second = a.locks.acquire(key, { purpose: 'efficiency', wait: 10_000 });
-    await sleep(50);
+    await untilQueued(a.locks, key, { purpose: 'efficiency' }, 2);
     controller.abort(new Error('user cancelled'));
     await expect(first).rejects.toThrow('user cancelled');
     await holder.release();
@@ -141,7 +142,8 @@ describe('Redis backend: two application instances contending', () => {
     for (let i = 0; i < 6; i++) {
       const app = i % 2 === 0 ? b : a;
       waiters.push(app.locks.using(key, { purpose: 'efficiency', wait: 10_000 }, () => void order.push(i)));
-      await sleep(30); // let each join the queue before the next
+      // Each is in the queue before the next asks (the order the spec means is the server's).
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, i + 1);
     }
     await holder.release();
     await Promise.all(waiters);

@@ -19,6 +19,8 @@ export interface RedisSemaphoreHost {
    * listening before its grant: a forced release publishes its loss once, for whoever listens.
    */
   listening(): Promise<void> | undefined;
+  /** A queue place taken before `listening` settled: look again once it has, or give the place back (`giveBack`) and fail. */
+  heardOnce(listening: Promise<void>, key: string, owner: string, giveBack: (key: string, owner: string) => Promise<unknown>): Promise<void>;
   /** A bounded call; `cleanup`: give `owner`'s attempt back through `release` if its outcome is unknown. */
   call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: { owner: string; ttlMs: number; release: (key: string, owner: string) => Promise<boolean> }): Promise<T>;
   script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown>;
@@ -60,9 +62,11 @@ export class RedisSemaphore implements LockBackend {
   private async attempt({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
     const { host } = this;
     if (queue) host.waiters.joining(owner);
+    // Not waited for before the request (a process's first waiter keeps its place in line): a
+    // grant made before we listen is checked once we do, a queue place looks again.
+    const listening = host.listening();
     let reply: [number, number?];
     try {
-      await host.listening();
       reply = (await host.call(
         'acquire',
         key,
@@ -75,15 +79,38 @@ export class RedisSemaphore implements LockBackend {
     }
     if (reply[0] === 1) {
       host.waiters.forget(owner);
-      return GRANTED;
+      return listening ? this.listenedGrant(key, owner, ttlMs, listening) : GRANTED;
     }
     if (reply[0] === -1) {
       host.waiters.forget(owner);
       throw permitsMismatch(key, Number(reply[1]), this.permits);
     }
     const soonestMs = Number(reply[1] ?? -1);
-    if (queue) host.waiters.queued(key, owner, soonestMs);
+    if (queue) {
+      host.waiters.queued(key, owner, soonestMs);
+      if (listening) await host.heardOnce(listening, key, owner, (k, o) => this.leave(k, o));
+    }
     return { acquired: false, holderRemainingMs: soonestMs >= 0 ? soonestMs : undefined };
+  }
+
+  /**
+   * A grant made before the wake channel was subscribed: a forced release published meanwhile was
+   * heard by nobody, so once we listen the hold is asked for again (owner-checked). No channel: the
+   * grant stands, and its holder learns of a loss at its next renewal or its validity's end.
+   */
+  private async listenedGrant(key: string, owner: string, ttlMs: number, listening: Promise<void>): Promise<AcquireResult> {
+    try {
+      await listening;
+    } catch {
+      return GRANTED;
+    }
+    return (await this.extend(key, owner, ttlMs)) ? GRANTED : { acquired: false };
+  }
+
+  /** release() without waiting for the acquisition in flight (it is the caller). */
+  private leave(key: string, owner: string): Promise<unknown> {
+    const { host } = this;
+    return host.call('release', key, () => host.script(SEMAPHORE_RELEASE, host.allKeysOf(key), [owner, host.channel]));
   }
 
   /** A release or a leaving waiter wakes us; else we look again at the heartbeat (refreshing our entry) or the soonest expiry. */
@@ -100,7 +127,7 @@ export class RedisSemaphore implements LockBackend {
     const { host } = this;
     host.waiters.forget(owner);
     // An engine that stopped waiting for an answer releases at once: the acquisition may not even
-    // have been sent yet (it waits for the wake channel first). Sent after it, the release undoes it.
+    // have been answered yet. Sent after it, the release undoes it.
     const pending = this.sending.get(owner);
     if (pending) await pending.catch(() => undefined);
     return (await host.call('release', key, () => host.script(SEMAPHORE_RELEASE, host.allKeysOf(key), [owner, host.channel]))) === 1;

@@ -106,7 +106,8 @@ export class RedisBackend implements LockBackend {
         entryLifeMs: this.entryLifeMs,
         waiters: this.waiters,
         allKeysOf: (key) => this.allKeysOf(key),
-        listening: () => (this.subscribed ? undefined : this.subscribe()),
+        listening: () => this.listening(),
+        heardOnce: (listening, key, owner, giveBack) => this.heardOnce(listening, key, owner, giveBack),
         call: (operation, key, send, cleanup) => this.call(operation, key, send, cleanup),
         script: (script, keys, args) => this.script(script, keys, args),
       };
@@ -148,12 +149,10 @@ export class RedisBackend implements LockBackend {
       }
     }
     this.waiters.joining(owner);
-    try {
-      await this.subscribe();
-    } catch (error) {
-      this.waiters.forget(owner);
-      throw error;
-    }
+    // A process's first wait: its place in line is taken now, and the wake-up subscriber is opened
+    // beside it (a connection, on a Cluster `CLUSTER SLOTS` first: longer than a warm waiter's
+    // round trip), so a waiter that asks later is never queued before it.
+    const listening = this.listening();
     this.waiters.sending(owner);
     let reply: [number, number?];
     try {
@@ -171,7 +170,8 @@ export class RedisBackend implements LockBackend {
     }
     if (reply[0] === 1) {
       this.waiters.forget(owner);
-      return this.granted(key, owner);
+      // Granted before we listened: firstGrant() waits for the subscriber, then checks the key is ours.
+      return listening ? this.firstGrant(key, owner) : this.granted(key, owner);
     }
     if (reply[0] === -1) {
       this.waiters.forget(owner);
@@ -179,7 +179,33 @@ export class RedisBackend implements LockBackend {
     }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
+    if (listening) await this.heardOnce(listening, key, owner, (k, o) => this.release(k, o));
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
+  }
+
+  /** undefined once the wake channel is subscribed, else the wait for it (its failure handled by whoever awaits it). */
+  private listening(): Promise<void> | undefined {
+    if (this.subscribed) return undefined;
+    const listening = this.subscribe();
+    listening.catch(() => undefined);
+    return listening;
+  }
+
+  /**
+   * A queue place taken before the wake channel was subscribed: a hand-off published meanwhile was
+   * heard by nobody, so once we listen the owner looks again at once (the engine's next acquire
+   * claims a reservation made to it). No channel: the place is given back now — not left to block
+   * the line for its entry's life — and the wait fails.
+   */
+  private async heardOnce(listening: Promise<void>, key: string, owner: string, giveBack: (key: string, owner: string) => Promise<unknown>): Promise<void> {
+    try {
+      await listening;
+    } catch (error) {
+      this.waiters.forget(owner);
+      await giveBack(key, owner).catch(() => undefined);
+      throw error instanceof LockBackendUnavailableError ? error : new LockBackendUnavailableError(this.name, 'subscribe', `could not subscribe to wake-ups: ${(error as Error)?.message ?? String(error)}`, { key });
+    }
+    this.waiters.wake(owner);
   }
 
   /**
