@@ -3,7 +3,7 @@ import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { ResolvedZooKeeperOptions } from './zookeeper-backend.options.js';
 import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
-import { closeClient } from './zookeeper-connection.js';
+import { closeClient, containParseErrors } from './zookeeper-connection.js';
 
 const CLIENT_PACKAGE: string = 'node-zookeeper-client';
 
@@ -46,6 +46,7 @@ export function connected(client: ZooKeeperClientLike, timeoutMs: number, name: 
       reject(new LockBackendUnavailableError(name, 'connect', `not connected within ${timeoutMs} ms (connectTimeoutMs)`));
     }, timeoutMs);
     client.once('connected', done);
+    containParseErrors(client);
     client.connect();
   });
 }

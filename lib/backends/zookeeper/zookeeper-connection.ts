@@ -8,6 +8,48 @@ interface ConnectionManagerLike {
   connectTimeout?: number;
 }
 
+/** The part of the ConnectionManager that parses what the server sends (internal, so optional). */
+interface ParserLike {
+  onSocketData?: (buffer: Buffer) => void;
+  pendingBuffer?: Buffer | null;
+  socket?: { destroy(): void; listeners(event: 'data'): Array<(...args: unknown[]) => void>; removeListener(event: 'data', listener: (...args: unknown[]) => void): unknown; on(event: 'data', listener: (buffer: Buffer) => void): unknown };
+  __ndlContained?: boolean;
+}
+
+/**
+ * node-zookeeper-client parses the server's replies in its socket's `data` handler, and a reply it
+ * cannot make sense of (an error code it does not know: seen in the simulation right after a
+ * ZooKeeper server was killed and restarted, `Unknown code: -950599680`) throws there — an
+ * uncaught exception that ends the application's process. Contained: such a reply resets the
+ * connection instead, as the client itself does for a reply it does not expect (`socket.destroy()`:
+ * its requests in flight fail with CONNECTION_LOSS, and it reconnects with its session). Applies to
+ * the sockets the client opens from now on and to the one it has (whose handler was bound at its
+ * connect()). Idempotent.
+ */
+export function containParseErrors(client: ZooKeeperClientLike): void {
+  const manager = (client as { connectionManager?: ParserLike }).connectionManager;
+  const parse = manager?.onSocketData;
+  if (!manager || typeof parse !== 'function' || manager.__ndlContained) return;
+  manager.__ndlContained = true;
+  const guarded = function (this: ParserLike, buffer: Buffer): void {
+    try {
+      parse.call(this, buffer);
+    } catch {
+      this.pendingBuffer = null;
+      this.socket?.destroy();
+    }
+  };
+  manager.onSocketData = guarded;
+  const socket = manager.socket;
+  if (!socket || typeof socket.listeners !== 'function') return;
+  // Its own handler is the socket's only bound one (`onSocketData.bind(manager)`, anonymous: "bound ").
+  for (const listener of socket.listeners('data')) {
+    if (!listener.name.startsWith('bound')) continue;
+    socket.removeListener('data', listener);
+    socket.on('data', guarded.bind(manager));
+  }
+}
+
 /** ConnectionManager states: CONNECTING, CONNECTED, CONNECTED_READ_ONLY. */
 const CONNECTING = 1;
 const CONNECTED = 2;
@@ -25,9 +67,10 @@ const CONNECTED_READ_ONLY = 3;
  *   has received nothing for two thirds of the session timeout is reset, and the client moves on to
  *   the next server of the ensemble with its session.
  * A reset is `socket.destroy()`: the client's own reconnect logic does the rest. Returns a function
- * that stops the watchdog.
+ * that stops the watchdog. A reply the client cannot parse resets the connection too (containParseErrors).
  */
 export function watchConnection(client: ZooKeeperClientLike): () => void {
+  containParseErrors(client);
   const manager = (client as { connectionManager?: ConnectionManagerLike }).connectionManager;
   if (!manager) return () => undefined;
   const sessionMs = (): number => manager.sessionTimeout ?? client.getSessionTimeout();
