@@ -200,6 +200,13 @@ describe('simulation checker', () => {
       ];
       expect(kinds(check(input(clean, { workers })).violations)).toEqual(['4:hung']);
     });
+
+    it('reports a worker that exited by itself before it drained (an uncaught exception) as died, not hung', () => {
+      const workers = [{ w: 0, inc: 0, how: 'exit' as const, drained: false, exitCode: 1, signal: null }];
+      const r = check(input(clean, { workers }));
+      expect(kinds(r.violations)).toEqual(['4:died']);
+      expect(r.violations[0].detail).toMatch(/w0\.0 exited by itself \(code 1\)/);
+    });
   });
 
   describe('invariant 5: nothing grows without bound', () => {

@@ -783,7 +783,9 @@ export function check(input: CheckInput): CheckResult {
   }
   for (const w of input.workers) {
     if (w.how === 'crashed') continue;
-    if (!w.drained) violations.push({ invariant: 4, kind: 'hung', detail: `worker w${w.w}.${w.inc} did not finish its calls and settle within the drain deadline` });
+    if (!w.drained && w.signal === 'SIGKILL') violations.push({ invariant: 4, kind: 'hung', detail: `worker w${w.w}.${w.inc} did not finish its calls and settle within the drain deadline` });
+    // Gone on its own before it drained: an uncaught exception (its stack is in the run's output).
+    else if (!w.drained) violations.push({ invariant: 4, kind: 'died', detail: `worker w${w.w}.${w.inc} exited by itself (${w.exitCode !== null ? `code ${w.exitCode}` : w.signal}) before it finished its calls — its stderr above says why` });
     else if (w.exitCode === 3) violations.push({ invariant: 5, kind: 'kept-alive', detail: `worker w${w.w}.${w.inc}: something kept the event loop alive 5 s after app.close()` });
     else if (w.exitCode !== 0) violations.push({ invariant: 5, kind: 'bad-exit', detail: `worker w${w.w}.${w.inc} exited with ${w.exitCode ?? w.signal}` });
   }
