@@ -36,6 +36,16 @@ if (process.env.SAMPLE_BACKEND && !['postgres', 'redis-etcd'].includes(process.e
 const names = onPostgres
   ? { efficiency: 'PostgreSQL', correctness: 'PostgreSQL', expiry: 'past its 1.5 s lease (its row expires on the database clock)', expired: "A's lease row expired" }
   : { efficiency: 'Redis', correctness: 'etcd', expiry: 'past its 1.5 s lease and its 2 s etcd session', expired: "A's session lease expired" };
+/** `read()` until `ok(value)`, every 100 ms, for at most `withinMs`: the last value, whether it held, and when. */
+async function waitFor(read, ok, withinMs) {
+  const started = Date.now();
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return { value, ok: true, ms: Date.now() - started };
+    if (Date.now() - started >= withinMs) return { value, ok: false, ms: Date.now() - started };
+    await sleep(100);
+  }
+}
 const check = (ok, what) => {
   if (!ok) failures.push(what);
   return ok;
@@ -151,10 +161,12 @@ try {
 
   // 5. leader election ---------------------------------------------------------------------
   log(`5. Leader election (${names.correctness}): both replicas campaign for "sample:leader"; a @Cron sweep runs every second on the leader only.`);
-  const board = (await call(b, 'GET', '/status/locks')).body;
-  const leader = board['sample:leader'];
-  log(`   GET /status/locks → sample:leader ${leader ? `held on ${leader.backend}, token ${leader.token}, ${leader.remainingMs} ms left, ${leader.waiters} waiting` : 'not held'}`);
-  check(leader !== null && leader.waiters === 1, 'the leader lock was not held with the other replica waiting');
+  // A replica whose term ended (the paused one) campaigns again after its back-off: wait for it to
+  // be in line (bounded: 10 s, five times the back-off and its campaign), not one look and hope.
+  const campaigning = await waitFor(async () => (await call(b, 'GET', '/status/locks')).body['sample:leader'], (l) => l !== null && l !== undefined && l.waiters === 1, 10_000);
+  const leader = campaigning.value;
+  log(`   GET /status/locks → sample:leader ${leader ? `held on ${leader.backend}, token ${leader.token}, ${leader.remainingMs} ms left, ${leader.waiters} waiting` : 'not held'}${campaigning.ok ? ` (seen after ${campaigning.ms} ms)` : ''}`);
+  check(campaigning.ok, 'the leader lock was not held with the other replica waiting (within 10 s)');
   const sweeps = (await Promise.all(instances.map((i) => call(i, 'GET', '/status'))))
     .flatMap((s) => s.body.sweepRuns.map((run) => ({ ...run, by: s.body.instance })))
     .sort((x, y) => x.at - y.at);
@@ -180,7 +192,13 @@ try {
   const refused = await call(b, 'GET', '/locks/api/locks');
   log(`   without the password: ${refused.status}`);
   check(refused.status === 401, 'the lock board answered without its password');
-  const view = (await call(b, 'GET', '/locks/api/locks', boardAuth)).body;
+  // The same state through the board (a moment later: a term may have changed hands meanwhile, so bounded again).
+  const shownOnBoard = await waitFor(
+    async () => (await call(b, 'GET', '/locks/api/locks', boardAuth)).body,
+    (v) => v.backends.flatMap((backend) => backend.locks).some((l) => l.key === 'sample:leader' && l.waiters === 1),
+    10_000,
+  );
+  const view = shownOnBoard.value;
   for (const backend of view.backends) {
     const shown = backend.locks.map((l) => `${l.key}${l.token ? ` (token ${l.token})` : ''}${l.waiters ? `, ${l.waiters} waiting` : ''}`);
     log(`   ${backend.name} (${backend.purposes.join(', ')}): ${shown.length ? shown.join('; ') : 'nothing held'}`);
