@@ -80,11 +80,16 @@ export class LockAdmin {
   async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {
     const backend = this.backends.get(backendName)!;
     if (!backend.forceRelease) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot force a release (it has no forceRelease())`, where);
+    // A semaphore's forced release ends every holder, and the backend answers with one of them:
+    // the others held here are known now — those granted before the call (a later grant is not ended by it).
+    const permitHolders = this.registry.all().filter((core) => core.backendName === backendName && core.key === key && core.permits > 1 && core.state === 'held');
     const owner = await backend.forceRelease(key);
     this.events.emit('force-released', { key, backend: backendName, released: owner !== undefined });
     if (owner === undefined) return false;
     // Held here: told now, whatever the backend's own way of telling its holders.
-    this.registry.lose(owner, 'force-released', `forceRelease(${JSON.stringify(key)}) ended it`);
+    const detail = `forceRelease(${JSON.stringify(key)}) ended it`;
+    this.registry.lose(owner, 'force-released', detail);
+    for (const core of permitHolders) if (core.owner !== owner) this.registry.lose(core.owner, 'force-released', detail);
     return true;
   }
 }

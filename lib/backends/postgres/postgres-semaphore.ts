@@ -2,7 +2,7 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lo
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import type { PgQueryConfigLike } from './postgres-client.interface.js';
-import { refuseNul } from './postgres-sql.util.js';
+import { refuseUnstorable } from './postgres-sql.util.js';
 import type { BackendStatements } from './postgres-statements.js';
 
 /** What a PostgreSQL backend shares with its semaphore views: its pool (through `call`), its wake-ups. */
@@ -55,7 +55,7 @@ export class PostgresSemaphore implements LockBackend {
   }
 
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
-    refuseNul(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
+    refuseUnstorable(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
     // Tracked before the request: its wake-up may arrive before its answer.
     if (queue) this.store.turns.track(owner);
     let row: Record<string, any>;
@@ -105,7 +105,7 @@ export class PostgresSemaphore implements LockBackend {
   }
 
   async inspect(key: string): Promise<HeldLock | null> {
-    refuseNul(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
+    refuseUnstorable(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
     return semaphoreHeld(await this.store.call('inspect', key, this.store.sql.semInspect, [key]));
   }
 

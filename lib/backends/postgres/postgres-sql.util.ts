@@ -79,6 +79,24 @@ export const issuedSoFar = (n: ReturnType<typeof objectNames>): string => `(${ti
  * PostgreSQL text cannot hold U+0000: such a key is bad input, refused before anything is sent
  * (the server's "invalid byte sequence" would otherwise read as an outage).
  */
-export function refuseNul(key: string, where: string): void {
-  if (key.includes('\0')) throw new InvalidLockOptionsError('key', 'must not contain U+0000 (NUL) on PostgreSQL, whose text type cannot hold it', where);
+export function refuseNul(key: string, where: string, field = 'key'): void {
+  if (key.includes('\0')) throw new InvalidLockOptionsError(field, 'must not contain U+0000 (NUL) on PostgreSQL, whose text type cannot hold it', where);
+}
+
+/**
+ * Most UTF-8 bytes of a key on PostgreSQL: the key is (part of) a btree index's entry, and an entry
+ * may not pass ~2,700 bytes (a third of a page) — a longer key failed at the server with "index row
+ * size … exceeds btree version 4 maximum 2704", as an outage to retry. Left: room for the owner id
+ * beside it in the queue's (key, owner) index. 1024 characters fit unless most of them take three
+ * bytes (CJK and other text above U+07FF): from 834 such characters on, a key is refused here.
+ */
+export const PG_KEY_MAX_BYTES = 2_500;
+
+/** A key PostgreSQL can hold: no NUL, at most PG_KEY_MAX_BYTES of UTF-8. */
+export function refuseUnstorable(key: string, where: string): void {
+  refuseNul(key, where);
+  // Cheap first: fewer UTF-16 units than a third of the bound can never exceed it.
+  if (key.length * 3 > PG_KEY_MAX_BYTES && Buffer.byteLength(key, 'utf8') > PG_KEY_MAX_BYTES) {
+    throw new InvalidLockOptionsError('key', `must be at most ${PG_KEY_MAX_BYTES} bytes of UTF-8 on PostgreSQL (its index entries are bounded), got ${Buffer.byteLength(key, 'utf8')}`, where);
+  }
 }

@@ -13,7 +13,7 @@ import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
 import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
-import { objectNames, refuseNul, SEMAPHORE_MARK } from './postgres-sql.util.js';
+import { objectNames, refuseNul, refuseUnstorable, SEMAPHORE_MARK } from './postgres-sql.util.js';
 import { PostgresSemaphore, semaphoreHeld } from './postgres-semaphore.js';
 import { backendStatements, createSchema, type BackendStatements } from './postgres-statements.js';
 import { setupStatements } from './postgres.sql.js';
@@ -124,7 +124,7 @@ export class PostgresBackend implements LockBackend {
   }
 
   async inspect(key: string): Promise<HeldLock | null> {
-    refuseNul(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
+    refuseUnstorable(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
     const row = await this.call('inspect', key, this.sql.inspect, [key]);
     if (row.token === undefined) return null;
     if (row.owner === SEMAPHORE_MARK) return semaphoreHeld(await this.call('inspect', key, this.sql.semInspect, [key]));
@@ -132,20 +132,20 @@ export class PostgresBackend implements LockBackend {
   }
 
   async listKeys(prefix: string, max: number): Promise<string[]> {
-    refuseNul(prefix, `${this.name} backend, listKeys(${JSON.stringify(prefix)})`);
+    refuseNul(prefix, `${this.name} backend, listKeys(${JSON.stringify(prefix)})`, 'prefix');
     const rows = await this.rows('listKeys', prefix, this.sql.listKeys, [prefix, max]);
     return rows.map((row) => row.key as string);
   }
 
   /** Every process of this backend LISTENs from its start: the holder's hears the NOTIFY at once. */
   async forceRelease(key: string): Promise<string | undefined> {
-    refuseNul(key, `${this.name} backend, forceRelease(${JSON.stringify(key)})`);
+    refuseUnstorable(key, `${this.name} backend, forceRelease(${JSON.stringify(key)})`);
     const row = await this.call('forceRelease', key, this.sql.forceRelease, [key, this.heartbeatMs * 3]);
     return typeof row?.owner === 'string' ? row.owner : undefined;
   }
 
   checkKey(key: string): void {
-    refuseNul(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
+    refuseUnstorable(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
