@@ -41,8 +41,9 @@ describe('inspect() and forceRelease()', () => {
     expect(await operator.inspect('job', { purpose: 'correctness' })).toBeNull();
     const lease = await a.acquire('job', { purpose: 'correctness', ttl: 5_000 });
     const waiting = b.acquire('job', { purpose: 'correctness', ttl: 5_000, wait: 5_000 });
-    // The waiter is queued before the look.
+    // The waiter is queued before the look, and the key held a while (heldForMs below).
     await until(async () => ((await operator.inspect('job', { backend: 'shared' }))?.waiters ?? 0) >= 1, 5_000, 'the waiter queued');
+    await new Promise((resolve) => setTimeout(resolve, 20));
     const info = await operator.inspect('job', { backend: 'shared' });
     // The memory backend keeps the grant's time: how long it has been held, though held elsewhere.
     expect(info).toEqual({ key: 'job', backend: 'shared', remainingMs: expect.any(Number), waiters: 1, token: lease.token, heldForMs: expect.any(Number) });
