@@ -14,6 +14,15 @@ import { TestingLockBackend } from './testing/testing-lock-backend.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Poll `check` until it holds, bounded: wait for the state a step needs, never sleep and hope. */
+async function until(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
+    await sleep(5);
+  }
+}
+
 type ServiceWithEngine = DistributedLockService & { lockEngine: LockEngine };
 
 function serviceOn(backend: LockBackend): ServiceWithEngine {
@@ -31,6 +40,7 @@ const heldCount = (service: ServiceWithEngine): number => service.lockEngine['re
  */
 class LateFirstAnswer extends MemoryBackend {
   attempts: string[] = [];
+  delayedDeleteLanded = false;
   private late = true;
   constructor(private readonly lateByMs: number) {
     super('late');
@@ -47,7 +57,7 @@ class LateFirstAnswer extends MemoryBackend {
   override async release(key: string, owner: string): Promise<boolean> {
     if (owner === this.attempts[0] && this.attempts.length === 1) {
       // The release's answer is lost; the delete itself lands 300 ms later (a clean-up retry).
-      setTimeout(() => void super.release(key, owner), 300);
+      setTimeout(() => void super.release(key, owner).then(() => (this.delayedDeleteLanded = true)), 300);
       throw new LockBackendUnavailableError('late', 'release', 'no answer within 10 ms');
     }
     return super.release(key, owner);
@@ -62,7 +72,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const lease = await a.acquire('late-key', { purpose: 'efficiency', ttl: 1_000, wait: 5_000 });
     expect(backend.attempts.length).toBeGreaterThanOrEqual(2);
     expect(new Set(backend.attempts).size).toBe(backend.attempts.length);
-    await sleep(400); // the first attempt's delayed delete has landed
+    await until(() => backend.delayedDeleteLanded, 5_000, "the first attempt's delayed delete");
     const intruder = await b.tryAcquire('late-key', { purpose: 'efficiency', ttl: 1_000 });
     // Never two unaborted leases with time left on one key.
     expect(intruder === null || lease.signal.aborted).toBe(true);
@@ -107,7 +117,8 @@ describe('DistributedLockService engine under composition (in-process backend)',
     expect(inner.signal.aborted).toBe(false);
     expect(inner.remainingMs()).toBeGreaterThan(0);
     await inner.release();
-    await sleep(5);
+    // The key is free on the backend before another instance asks.
+    await until(async () => (await backend.inspect('re-key')) === null, 5_000, 'the key freed');
     const next = await b.tryAcquire('re-key', { purpose: 'efficiency' });
     expect(next).not.toBeNull();
     await next!.release();
@@ -235,7 +246,8 @@ describe('DistributedLockService engine under composition (in-process backend)',
       () => 'ran',
       (e: unknown) => e,
     );
-    await sleep(20);
+    // The waiter is queued behind the holder before shutdown begins.
+    await until(async () => ((await service.inspect('shutdown-key', { purpose: 'efficiency' }))?.waiters ?? 0) >= 1, 5_000, 'the waiter queued');
     shutdownBegan = true;
     await service.lockEngine.beforeApplicationShutdown();
     const outcome = await waited;
@@ -251,7 +263,8 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const b = serviceOn(backend);
     let release!: () => void;
     const running = a.using('tick', { purpose: 'efficiency', ttl: 10_000, lockAtLeastFor: 3_000 }, () => new Promise<void>((r) => (release = r)));
-    await sleep(20);
+    // The tick is running (holds the key) before shutdown begins.
+    await until(() => release !== undefined, 5_000, 'the tick running');
     await a.lockEngine.beforeApplicationShutdown();
     release();
     await running.catch(() => undefined);

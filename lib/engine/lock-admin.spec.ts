@@ -16,6 +16,15 @@ function serviceOn(backend: MemoryBackend): DistributedLockService {
   return new DistributedLockService(engine, options);
 }
 
+/** Poll `check` until it holds, bounded: wait for the state a step needs, never sleep and hope. */
+async function until(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 const invalid = async (call: Promise<unknown>): Promise<InvalidLockOptionsError> => {
   const error = await call.then(
     () => undefined,
@@ -32,6 +41,8 @@ describe('inspect() and forceRelease()', () => {
     expect(await operator.inspect('job', { purpose: 'correctness' })).toBeNull();
     const lease = await a.acquire('job', { purpose: 'correctness', ttl: 5_000 });
     const waiting = b.acquire('job', { purpose: 'correctness', ttl: 5_000, wait: 5_000 });
+    // The waiter is queued before the look, and the key held a while (heldForMs below).
+    await until(async () => ((await operator.inspect('job', { backend: 'shared' }))?.waiters ?? 0) >= 1, 5_000, 'the waiter queued');
     await new Promise((resolve) => setTimeout(resolve, 20));
     const info = await operator.inspect('job', { backend: 'shared' });
     // The memory backend keeps the grant's time: how long it has been held, though held elsewhere.
@@ -51,7 +62,8 @@ describe('inspect() and forceRelease()', () => {
     const [a, b, operator] = [serviceOn(backend), serviceOn(backend), serviceOn(backend)];
     const stuck = await a.acquire('report', { purpose: 'correctness', ttl: 60_000 });
     const waiting = b.acquire('report', { purpose: 'correctness', ttl: 60_000, wait: 5_000 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The waiter is queued (next in line) before the operator steps in.
+    await until(async () => ((await operator.inspect('report', { backend: 'shared' }))?.waiters ?? 0) >= 1, 5_000, 'the waiter queued');
     expect(await operator.forceRelease('report', { purpose: 'correctness' })).toBe(true);
     expect(stuck.signal.aborted).toBe(true);
     expect(stuck.signal.reason).toBeInstanceOf(LeaseLostError);
@@ -74,7 +86,8 @@ describe('inspect() and forceRelease()', () => {
       signal = lease.signal;
       await new Promise((resolve) => setTimeout(resolve, 5_000));
     });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The body runs (holds the key) before the operator steps in.
+    await until(() => signal !== undefined, 5_000, 'the body running');
     expect(await locks.forceRelease('batch', { purpose: 'efficiency' })).toBe(true);
     await expect(running).rejects.toMatchObject({ name: 'LeaseLostError', reason: 'force-released' });
     expect(signal!.aborted).toBe(true);

@@ -88,7 +88,8 @@ describe('DistributedLockTestingModule (nest-distributed-lock/testing): busy, lo
 
   it('expire() ends the lease mid-run: the signal aborts and the method rejects with LeaseLostError', async () => {
     const running = billing.settle('42', locks);
-    await sleep(20);
+    // The method runs under its lease (its body has read the signal) before the test expires it.
+    for (let i = 0; i < 1_000 && billing.seenSignal === undefined; i++) await sleep(5);
     expect(backend.isHeld('account:42')).toBe(true);
     expect(backend.expire('account:42')).toBe(true);
     const error = await running.catch((e: unknown) => e);

@@ -11,7 +11,7 @@ import {
   LockBusyError,
   type DistributedLockOptions,
 } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, uniqueKey } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, uniqueKey, until } from '../harness/lock-app.js';
 
 async function boot(options: DistributedLockOptions, lockModule: DynamicModule): Promise<unknown> {
   @Injectable()
@@ -113,7 +113,8 @@ describe('@DistributedLock on a plain provider method', () => {
   it('rejects a concurrent call with LockBusyError by default (not a silent undefined)', async () => {
     const id = uniqueKey('busy');
     const first = accounts.debit(id, 300);
-    await sleep(100);
+    // The first call holds the key (its body runs 300 ms) when the second comes.
+    await until(async () => (await accounts.locks.inspect(`account:${id}`, { purpose: 'correctness' })) !== null, 10_000, 'the first call holding the key');
     await expect(accounts.debit(id)).rejects.toBeInstanceOf(LockBusyError);
     expect(await first).toBeDefined();
   });

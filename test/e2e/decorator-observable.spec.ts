@@ -2,7 +2,7 @@ import { Injectable, Module, type INestApplicationContext, type Type } from '@ne
 import { NestFactory } from '@nestjs/core';
 import { defer, lastValueFrom, Observable, repeat, toArray, type Subscription } from 'rxjs';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../../lib/index.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 
 // Observables returned by decorated methods, against a real Redis: what an unsubscription or a
 // subscription that never comes does to the lock.
@@ -41,7 +41,8 @@ describe('@DistributedLock and Observables: unsubscribed and never-subscribed ca
     app.get(DistributedLockService).events.on('acquired', (e) => acquired.push(e.key));
     try {
       const subscription: Subscription = app.get(Feed).watch().subscribe({ error: () => undefined });
-      await sleep(200); // queued behind the holder
+      // Queued behind the holder before it unsubscribes.
+      await untilQueued(other.locks, key, { purpose: 'efficiency' }, 1);
       subscription.unsubscribe();
       await holder.release();
       // Had it kept waiting, it would be handed the lock now (FIFO) and hold it for a moment.
@@ -99,7 +100,8 @@ describe('@DistributedLock and Observables: unsubscribed and never-subscribed ca
       const holder = await other.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       app.get(DistributedLockService).events.on('acquired', (e) => acquired.push(e.key));
       const subscription = source.subscribe({ error: () => undefined });
-      await sleep(200);
+      // Queued behind the holder before it unsubscribes.
+      await untilQueued(other.locks, key, { purpose: 'efficiency' }, 1);
       subscription.unsubscribe();
       await holder.release();
       await sleep(500);
@@ -136,7 +138,8 @@ describe('@DistributedLock and Observables: unsubscribed and never-subscribed ca
       expect(await lastValueFrom(app.get(Feed).tick().pipe(repeat(3), toArray()))).toEqual([1, 2, 3]);
       // Each subscription held a lease of its own (the previous one had ended): none re-entered.
       expect(seen.map((s) => s.reentrant)).toEqual([false, false, false]);
-      await sleep(100);
+      // Each lease's release has answered (its 'released' event).
+      await until(() => released.length >= 3, 10_000, 'three releases');
       expect(released).toEqual([true, true, true]);
       const next = await other.locks.tryAcquire(key, { purpose: 'efficiency' });
       expect(next).not.toBeNull();

@@ -4,7 +4,7 @@ import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { interval, map, take, toArray, type Observable } from 'rxjs';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, uniqueKey } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, uniqueKey, until } from '../harness/lock-app.js';
 
 /** Shared by both application instances (one process): who is inside a critical section. */
 const probe = { inside: 0, max: 0, enter(): void { this.inside += 1; this.max = Math.max(this.max, this.inside); }, leave(): void { this.inside -= 1; } };
@@ -135,7 +135,8 @@ describe.each([
     const id = uniqueKey('stream');
     const locks = apps[1].get(DistributedLockService);
     const pending = fetch(`${urls[0]}/orders/${id}/stream`);
-    await sleep(150);
+    // The request has reached the handler and its Observable runs under the lock (~400 ms).
+    await until(async () => (await locks.inspect(`stream:${id}`, { purpose: 'efficiency' })) !== null, 10_000, 'the stream holding its key');
     expect(await locks.tryAcquire(`stream:${id}`, { purpose: 'efficiency' })).toBeNull();
     const response = await pending;
     expect(await response.json()).toEqual([0, 1, 2, 3]);

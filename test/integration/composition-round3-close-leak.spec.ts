@@ -64,7 +64,8 @@ describe.each(CASES)('round 3: close() while a multi-key acquisition waits for i
       // A holds every key but the last, and waits for the last (B holds it).
       await eventually(async () => (await c.locks.inspect(taken[taken.length - 1], { backend })) !== null, 15_000, 'A holding every key but the last');
       expect(await c.locks.inspect(keys[0], { backend })).not.toBeNull();
-      await sleep(100);
+      // ...and is queued for the last one when its app closes.
+      await eventually(async () => ((await c.locks.inspect(keys[count - 1], { backend }))?.waiters ?? 0) >= 1, 15_000, 'A queued for the last key');
       const closedAt = Date.now();
       await a.close();
       const closeMs = Date.now() - closedAt;

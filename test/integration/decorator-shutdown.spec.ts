@@ -14,7 +14,7 @@ import {
   type Lease,
   type LockPurpose,
 } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, uniqueKey } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, uniqueKey, until, untilQueued } from '../harness/lock-app.js';
 
 // Review finding 5 of issue 13's second pass: on a rolling deploy the old replica's job body is
 // still running when app.close() begins. Its key must stay held until that body has settled (or
@@ -139,10 +139,11 @@ describe.each<[string, LockPurpose]>([
     const elsewhere = uniqueKey('elsewhere');
     const held = await b.locks.acquire(elsewhere, { purpose, ttl: 8_000 });
     const waiter = a.locks.acquire(elsewhere, { purpose, wait: 8_000 }).catch((e: unknown) => e);
-    await sleep(100);
+    // It is waiting (queued behind B) when the shutdown begins.
+    await untilQueued(b.locks, elsewhere, { purpose }, 1);
 
     const closing = a.close();
-    await sleep(300);
+    await until(() => job.lease?.signal.aborted === true, 10_000, 'the body told of the shutdown');
     // The body is told (its signal aborts with 'shutdown')...
     expect(job.lease?.signal.aborted).toBe(true);
     expect((job.lease?.signal.reason as LeaseLostError).reason).toBe('shutdown');
@@ -171,7 +172,7 @@ describe.each<[string, LockPurpose]>([
     const call = a.locks.using(key, { purpose, ttl: 8_000 }, (lease) => job.run(lease));
     await job.started;
     const closing = a.close();
-    await sleep(300);
+    await until(() => job.lease?.signal.aborted === true, 10_000, 'the body told of the shutdown');
     expect(job.lease?.signal.aborted).toBe(true);
     expect(await b.locks.tryAcquire(key, { purpose })).toBeNull();
     job.finish();

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { LeaseLostError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // The engine's promises on real servers when calls compose: shutdown while callers wait,
@@ -29,7 +29,7 @@ describe.each(['efficiency', 'correctness'] as const)('engine under composition 
         () => 'ran',
         (e: unknown) => e,
       );
-    await sleep(200); // the waiter is queued behind the holder
+    await untilQueued(other.locks, key, { purpose }, 1); // the waiter is queued behind the holder
     await app.close();
     expect(await waiter).toBeInstanceOf(LockBackendUnavailableError);
     expect(started).toBe(false);

@@ -1,7 +1,7 @@
 import { Etcd3 } from 'etcd3';
 import { EtcdBackend } from '../../lib/backends/etcd/etcd.backend.js';
 import { InvalidLockOptionsError, LeaseLostError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
-import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { ResettingProxy } from './etcd-defects-proxy.js';
 
@@ -141,7 +141,9 @@ describe('etcd defects (issue 12)', () => {
       (lease) => lease,
       (error: unknown) => String(error),
     );
-    await sleep(500);
+    // The enqueue's answer was lost to the reset, and its place is in the queue, before the release.
+    await until(() => network.resets >= 1, 10_000, 'the reset');
+    await untilQueued(other.locks, key, { purpose: 'correctness' }, 1);
     expect(network.resets).toBe(1);
     await holder.release();
     const releasedAt = performance.now();

@@ -1,7 +1,7 @@
 import { backendsOf } from '../harness/backends-of.js';
 import { Etcd3 } from 'etcd3';
 import { LeaseLostError, LockBusyError, type Lease } from '../../lib/index.js';
-import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 
 describe('etcd backend: fencing tokens and FIFO queueing', () => {
   let a: LockApp;
@@ -58,7 +58,8 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
     expect(await b.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
     await expect(b.locks.acquire(key, { purpose: 'correctness', wait: 200 })).rejects.toBeInstanceOf(LockBusyError);
     const waiting = b.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
-    await sleep(100);
+    // It waits in the queue when the holder lets go.
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
     const releasedAt = performance.now();
     await holder.release();
     const next = await waiting;
@@ -81,7 +82,8 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
           tokens.push(lease.token!);
         }),
       );
-      await sleep(40);
+      // Arrival order: each is in the queue before the next asks (inspect() reads, writes nothing).
+      await untilQueued(a.locks, key, { purpose: 'correctness' }, i + 1);
     }
     // One put per waiter; nothing else while they wait (watch, not polling writes): the lock's keys
     // (read under its own prefix: other specs write to this etcd meanwhile) stay exactly as they were.
@@ -109,11 +111,18 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
     const controller = new AbortController();
     const aborted = b.locks.acquire(key, { purpose: 'correctness', wait: 20_000, signal: controller.signal });
-    await sleep(50);
+    // Each in the queue before the next asks; the one with 300 ms may time out meanwhile.
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
+    let timedOutSettled = false;
     const timedOut = a.locks.acquire(key, { purpose: 'correctness', wait: 300 });
-    await sleep(50);
+    timedOut.then(
+      () => (timedOutSettled = true),
+      () => (timedOutSettled = true),
+    );
+    const queued = async (): Promise<number> => (await a.locks.inspect(key, { purpose: 'correctness' }))?.waiters ?? 0;
+    await until(async () => timedOutSettled || (await queued()) >= 2, 10_000, 'the second waiter queued');
     const patient = b.locks.acquire(key, { purpose: 'correctness', wait: 20_000 });
-    await sleep(50);
+    await until(async () => (await queued()) >= (timedOutSettled ? 2 : 3), 10_000, 'the patient waiter queued');
     controller.abort(new Error('caller gave up'));
     await expect(aborted).rejects.toThrow('caller gave up');
     await expect(timedOut).rejects.toBeInstanceOf(LockBusyError);

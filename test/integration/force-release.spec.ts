@@ -193,7 +193,8 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     expect(await operator.locks.forceRelease(key, { backend })).toBe(true);
     // C's hand-off and then the '!lost' of B are published by the one forced release, in that order.
     await eventually(() => waitersOf(c).hasHandOff(ownerC), 2_000);
-    await sleep(100);
+    // B has heard its '!lost': the hand-off it had not started on is revoked.
+    await eventually(() => !waitersOf(b).hasHandOff(ownerB), 10_000);
     expect((await backendB.acquire({ key, owner: ownerB, ttlMs: 20_000, queue: true })).acquired).toBe(false);
     expect((await backendC.acquire({ key, owner: ownerC, ttlMs: 20_000, queue: true })).acquired).toBe(true);
     await backendB.release(key, ownerB);

@@ -1,6 +1,7 @@
 import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type Lease, type LockPurpose } from '../../lib/index.js';
 import { freshPostgres, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { backendsOf } from '../harness/backends-of.js';
 
 // campaign() against real servers, one case per backend: candidates in separate applications
 // (separate engines and clients) share the server and nothing else.
@@ -40,6 +41,19 @@ describe.each(CASES)('campaign() on $backend', ({ backend, purpose, fencing, fif
     return app;
   };
   const opts = (more: object = {}) => ({ purpose, backend, ...more });
+  /**
+   * Wait until `n` candidates wait for `name` behind its leader: the server's queue (inspect()), or
+   * for Redlock, which has no queue, the candidate app's in-process line (joined before its first try).
+   */
+  const candidatesWaiting = (candidate: LockApp, name: string, n: number): Promise<void> =>
+    eventually(
+      async () =>
+        (fifo
+          ? ((await candidate.locks.inspect(name, { backend }))?.waiters ?? 0)
+          : ((backendsOf(candidate.app).get(backend) as unknown as { waiting: Map<string, string[]> }).waiting.get(name)?.length ?? 0)) >= n,
+      10_000,
+      `${n} candidate(s) waiting`,
+    );
   beforeAll(async () => {
     running = await server();
   }, 60_000);
@@ -87,11 +101,13 @@ describe.each(CASES)('campaign() on $backend', ({ backend, purpose, fencing, fif
     const leader = await a.locks.campaign(name, opts({ ttl: 3_000, signal: stepDown.signal }));
     const giveUp = new AbortController();
     const quitter = b.locks.campaign(name, opts({ ttl: 3_000, signal: giveUp.signal }));
-    await sleep(200);
+    // It is a waiting candidate when it gives up.
+    await candidatesWaiting(b, name, 1);
     giveUp.abort(new Error('no longer a candidate'));
     await expect(quitter).rejects.toThrow('no longer a candidate');
     const next = b.locks.campaign(name, opts({ ttl: 3_000 }));
-    await sleep(200);
+    // The next one waits behind the leader when it steps down.
+    await candidatesWaiting(b, name, 1);
     stepDown.abort();
     const lease = await next;
     expect(leader.held).toBe(false);
@@ -104,7 +120,8 @@ describe.each(CASES)('campaign() on $backend', ({ backend, purpose, fencing, fif
     const name = uniqueKey(`leader-force-${backend}`);
     const leader = await a.locks.campaign(name, opts({ ttl: 3_000 }));
     const next = b.locks.campaign(name, opts({ ttl: 3_000 }));
-    await sleep(200);
+    // The candidate waits behind the leader when the operator steps in.
+    await candidatesWaiting(b, name, 1);
     expect(await b.locks.forceRelease(name, { backend })).toBe(true);
     const lease = await next;
     // Redlock's holder learns at its next renewal (ttl/3).
@@ -154,7 +171,8 @@ describe('campaign(): bad input fails closed', () => {
     const b = await startLockApp({ backends: { shared } });
     const leader = await a.locks.campaign('l', { purpose: 'efficiency' });
     const waiting = b.locks.campaign('l', { purpose: 'efficiency' });
-    await sleep(50);
+    // It waits (queued behind the leader) when its app shuts down.
+    await eventually(async () => ((await a.locks.inspect('l', { purpose: 'efficiency' }))?.waiters ?? 0) >= 1, 10_000, 'the candidate queued');
     await b.close();
     await expect(waiting).rejects.toThrow(/shutting down/);
     expect((await a.locks.inspect('l', { purpose: 'efficiency' }))?.waiters).toBe(0);

@@ -2,7 +2,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import { DistributedLock, DistributedLockModule, LeaseLostError, type Lease } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 
 const aborted = (lease: Lease): Promise<{ at: number; reason: unknown }> =>
@@ -158,7 +158,8 @@ describe('watchdog and Redis outages', () => {
         return line ? Number(/calls=(\d+)/.exec(line)![1]) : 0;
       };
       const lease = await app.locks.acquire(uniqueKey('no-renew-after-release'), { purpose: 'efficiency', ttl: 300, watchdog: true, maxHold: 60_000 });
-      await sleep(700);
+      // Renewals are running (a ttl of 300 ms: one every ~100 ms) before the release.
+      await until(async () => (await pexpireCalls()) >= 3, 10_000, 'three renewals');
       const renewedBefore = await pexpireCalls();
       expect(renewedBefore).toBeGreaterThanOrEqual(3);
       await lease.release();
@@ -174,8 +175,14 @@ describe('watchdog and Redis outages', () => {
   it('Redis stopped during a watchdog-held lock: the signal aborts no later than the validity end', async () => {
     const failures: unknown[] = [];
     app.locks.events.on('renewal-failed', (e) => failures.push(e.error));
-    const lease = await app.locks.acquire(uniqueKey('outage'), { purpose: 'efficiency', ttl: 900, watchdog: true, maxHold: 60_000 });
-    await sleep(400); // a renewal or two have happened
+    const key = uniqueKey('outage');
+    let renewed = 0;
+    const onRenewed = (e: { key: string }): void => void (e.key === key && (renewed += 1));
+    app.locks.events.on('renewed', onRenewed);
+    const lease = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 900, watchdog: true, maxHold: 60_000 });
+    // The watchdog has renewed it (the loss below is of a renewed lease).
+    await until(() => renewed >= 1, 10_000, 'a renewal');
+    app.locks.events.off('renewed', onRenewed);
     await server.kill9();
     const validityEnd = performance.now() + lease.remainingMs();
     const { at, reason } = await aborted(lease);

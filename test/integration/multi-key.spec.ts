@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { DistributedLockTestingModule, TestingLockBackend } from '../../lib/testing/index.js';
 import { NestFactory } from '@nestjs/core';
 import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
 
@@ -165,7 +165,8 @@ describe('multi-key leases composed with shutdown and late answers', () => {
     try {
       const blocker = await a.locks.acquire('y', { purpose: 'efficiency' });
       const waiting = b.locks.acquire(['x', 'y'], { purpose: 'efficiency', wait: 10_000 });
-      await sleep(50);
+      // It has taken x and waits (queued) for y.
+      await until(async () => ((await a.locks.inspect('y', { purpose: 'efficiency' }))?.waiters ?? 0) >= 1, 10_000, 'waiting for y');
       expect(await a.locks.inspect('x', { purpose: 'efficiency' })).not.toBeNull(); // held while it waits for y
       await b.close();
       await expect(waiting).rejects.toThrow(/shutting down/);

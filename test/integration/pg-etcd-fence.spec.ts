@@ -1,7 +1,7 @@
 import { Etcd3 } from 'etcd3';
 import pg from 'pg';
 import { EtcdFence, PgFence, StaleFencingTokenError } from '../../lib/index.js';
-import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { closablePool } from '../harness/pg-pool.js';
 import { PostgresServer, type PgSettings } from '../harness/postgres.mjs';
 
@@ -109,7 +109,8 @@ describe('EtcdFence: the txn guard on a real etcd', () => {
     const key = uniqueKey('takeover');
     const first = await app.locks.acquire(key, { purpose: 'correctness', ttl: 300 });
     await new Promise((resolve) => first.signal.addEventListener('abort', resolve));
-    await sleep(50);
+    // The expired holder's key is gone from etcd before the next one asks (without waiting).
+    await until(async () => (await app.locks.inspect(key, { purpose: 'correctness' })) === null, 10_000, 'the expired key deleted');
     const token = await app.locks.using(key, { purpose: 'correctness' }, async (lease) => {
       await fence.write(key, 'second');
       return lease.token!;

@@ -2,7 +2,7 @@ import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBusyError,
 import { closablePool } from '../harness/pg-pool.js';
 import { PgBouncer } from '../harness/pgbouncer.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { LockWorker } from '../harness/worker.js';
 import { backendsOf } from '../harness/backends-of.js';
 
@@ -56,7 +56,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
       const held = await worker.next('acquired');
       expect(await a.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
       const waiting = a.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
-      await sleep(200);
+      // This one is in line behind the worker's hold before the worker lets go.
+      await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
       worker.send({ op: 'release' });
       await worker.next('released');
       const mine = await waiting;
@@ -78,7 +79,7 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     const order: string[] = [];
     const served: Array<Promise<number>> = [];
     let released = 0;
-    for (const [name, app] of [['first', b], ['second', a], ['third', b]] as const) {
+    for (const [i, [name, app]] of ([['first', b], ['second', a], ['third', b]] as const).entries()) {
       served.push(
         app.locks.using(key, { purpose: 'correctness', ttl: 5_000, wait: 10_000 }, async () => {
           order.push(name);
@@ -87,7 +88,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
           return at;
         }),
       );
-      await sleep(50); // arrival order
+      // Arrival order: each is queued before the next asks.
+      await untilQueued(a.locks, key, { purpose: 'correctness' }, i + 1);
     }
     released = performance.now();
     await holder.release();
@@ -102,7 +104,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     const key = uniqueKey('pg-handoff-ttl');
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
     const waiting = b.locks.acquire(key, { purpose: 'correctness', ttl: 8_000, wait: 10_000 });
-    await sleep(700); // queued, and past one re-check
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
+    await sleep(700); // past one re-check (every 500 ms) while queued
     await holder.release();
     const lease = await waiting;
     const { pool, end } = closablePool(server);
@@ -148,7 +151,10 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     try {
       const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
       const waiting = waiter.locks.acquire(key, { purpose: 'correctness', ttl: 1_000, wait: 10_000 });
-      await sleep(400); // queued; its last answer (re-checks every 500 ms) is 400 ms old at the hand-off
+      // Queued; then its last answer (re-checks every 500 ms) is ≥ 250 ms old at the hand-off —
+      // more than a tenth of its 1 s ttl, so the full ttl is claimed in the background.
+      await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
+      await sleep(250);
       await holder.release();
       const lease = await waiting;
       await lease.extend(10_000);
@@ -198,7 +204,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     const key = uniqueKey('pg-handoff-old');
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
     const waiting = b.locks.acquire(key, { purpose: 'correctness', ttl: 4_000, wait: 10_000 });
-    await sleep(200);
+    // Its queue row exists before the UPDATE below rewrites it.
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
     const { pool, end } = closablePool(server);
     try {
       // What a queue row written by the previous version looks like; the waiter's re-checks would
@@ -247,7 +254,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
       expect((await client.query('SELECT public.nest_lock_extend_v1($1, $2, 5000) AS held', [key, owner])).rows[0].held).toBe(true);
       await sleep(600); // the old expiry has passed on the database's clock; the extend is not committed
       const other = b.locks.tryAcquire(key, { purpose: 'correctness' });
-      await sleep(300);
+      // The acquire has read the old expiry and waits on the extend's row lock before the commit.
+      await until(async () => (await pool.query('SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted')).rows[0].n > 0, 10_000, 'the acquire waiting on the extend');
       await client.query('COMMIT');
       const stolen = await other;
       await stolen?.release();
@@ -299,7 +307,8 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     // later than a fixed second.
     const listening = (app: LockApp): boolean => (backendsOf(app.app).get('postgres') as unknown as { listener: { client?: unknown } }).listener.client !== undefined;
     for (let i = 0; i < 100 && !(listening(a) && listening(b)); i++) await sleep(50);
-    await sleep(200);
+    // The waiter is queued before the release (its wake-up is what is timed).
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
     const released = performance.now();
     await holder.release();
     const next = await waiting;
@@ -314,7 +323,7 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
       (lease) => lease.release().then(() => 'granted'),
       (e: Error) => e.name,
     );
-    await sleep(300); // queued
+    await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
     // A restart with the server down for 700 ms: more than a heartbeat, so the waiter's re-check
     // meets the outage (a plain fast restart can be over between two re-checks); less than its
     // queue entry's 1.5 s life, so the entry outlives the outage unless the release retry removes it.
@@ -412,7 +421,7 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
         const key = uniqueKey('pg-bouncer');
         const holder = await app.locks.acquire(key, { purpose: 'correctness', ttl: 5_000 });
         const waiting = a.locks.acquire(key, { purpose: 'correctness', ttl: 5_000, wait: 5_000 });
-        await sleep(300);
+        await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
         await holder.release();
         await (await waiting).release();
       } finally {

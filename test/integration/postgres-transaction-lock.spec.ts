@@ -3,7 +3,7 @@ import { InvalidLockOptionsError, LockBusyError, PgFence, PgTransactionLock, Sta
 import { closablePool } from '../harness/pg-pool.js';
 import { PgBouncer } from '../harness/pgbouncer.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
-import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 
 // PgTransactionLock against a real PostgreSQL this spec starts, beside the PostgreSQL backend's
 // leases on the same keys (the module created the functions at bootstrap).
@@ -38,6 +38,13 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
         return error as LockBusyError;
       },
     );
+
+  /** Transactions waiting in PostgreSQL's lock queue for a key's transaction (advisory) lock. */
+  const txWaiting = async (): Promise<number> =>
+    (await pool.query("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0].n;
+  /** Lease waiters queued for `key` (read from the table: a transaction holding the key has no lease row for inspect()). */
+  const leaseQueue = async (key: string): Promise<number> =>
+    (await pool.query('SELECT count(*)::int AS n FROM nest_lock_queue WHERE key = $1', [key])).rows[0].n;
 
   beforeAll(async () => {
     server = await PostgresServer.start();
@@ -75,7 +82,8 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     expect(timedOut.waitedMs).toBeGreaterThanOrEqual(290);
     // Waiting: served at the commit, not at a re-check.
     const waiting = txLock.acquire(second, key, { wait: 10_000 });
-    await sleep(400);
+    // It waits in the lock queue before the commit.
+    await until(async () => (await txWaiting()) >= 1, 10_000, 'the second transaction in the lock queue');
     started = performance.now();
     await end(first, 'COMMIT');
     const t2 = await waiting;
@@ -126,13 +134,14 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
     const holder = await begin();
     await txLock.acquire(holder, key);
     const leaseWaiter = app.locks.acquire(key, { purpose: 'correctness', ttl: 5_000, wait: 10_000 });
-    await sleep(200); // the waiter is in the queue
+    await until(async () => (await leaseQueue(key)) >= 1, 10_000, 'the lease waiter in the queue');
     const next = await begin();
     const nextTx = txLock.acquire(next, key, { wait: 10_000 }).then(
       (token) => ({ token }),
       (error: unknown) => ({ error }),
     );
-    await sleep(200);
+    // The next transaction waits for the holder's lock before the holder ends.
+    await until(async () => (await txWaiting()) >= 1, 10_000, 'the next transaction in the lock queue');
     const committed = performance.now();
     await end(holder);
     const answer = await nextTx;
@@ -160,7 +169,8 @@ describe('PgTransactionLock: a lock held by the caller\'s transaction, beside th
       granted = performance.now();
       return lease;
     });
-    await sleep(100);
+    // The first waiter is queued before the second one comes (and gives up).
+    await until(async () => (await leaseQueue(key)) >= 1, 10_000, 'the first waiter in the queue');
     await busy(app.locks.acquire(key, { purpose: 'correctness', ttl: 10_000, wait: 300 }));
     await sleep(1_200); // past two re-checks of the first waiter
     expect(granted).toBe(0);

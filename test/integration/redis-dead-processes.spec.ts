@@ -42,7 +42,9 @@ describe('Redis backend with separate processes that die (kill -9)', () => {
     for (let i = 0; i < 100 && (await raw.zcard(`lock:{${key}}:q`)) === 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await raw.zcard(`lock:{${key}}:q`)).toBe(1);
     const live = app.locks.acquire(key, { purpose: 'efficiency', ttl: 30_000, wait: 20_000 });
-    await new Promise((r) => setTimeout(r, 100)); // the live waiter queues behind the doomed one
+    // The live waiter queues behind the doomed one.
+    for (let i = 0; i < 500 && (await raw.zcard(`lock:{${key}}:q`)) < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(2);
     await worker.kill9();
     const started = performance.now();
     await holder.release(); // hands the key to the dead process first

@@ -1,7 +1,12 @@
 import { Redis } from 'ioredis';
 import { LockBackendUnavailableError } from '../../lib/index.js';
-import { startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
+import { backendsOf } from '../harness/backends-of.js';
+
+/** Commands the app's Redis client has written and awaits an answer to (ioredis's commandQueue: test-only read). */
+const unanswered = (app: LockApp): number =>
+  (backendsOf(app.app).get('redis') as unknown as { client: { commandQueue: { length: number } } }).client.commandQueue.length;
 
 describe('Redis backend: server outages', () => {
   let server: RedisServer;
@@ -78,7 +83,8 @@ describe('Redis backend: server outages', () => {
     // only after the cleanup's own wait for a connection (500 ms) has run out.
     server.pause();
     const attempt = app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 100));
+    // The SET is on the wire (written, unanswered) before the server dies.
+    await until(() => unanswered(app) >= 1, 10_000, 'the SET sent');
     // SIGKILL while stopped (the harness's kill9 would let it run first, and answer).
     const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
     process.kill(server.pid!, 'SIGKILL');
@@ -111,7 +117,8 @@ describe('Redis backend: server outages', () => {
     await closing.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
     server.pause();
     const attempt = closing.locks.acquire(key, { purpose: 'efficiency', ttl: 20_000 }).catch((e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 10));
+    // The acquire is sent (unanswered: the server is paused) before the app closes.
+    await until(() => unanswered(closing) >= 1, 10_000, 'the acquire sent');
     const closed = closing.close();
     await new Promise((r) => setTimeout(r, 150));
     server.resume();

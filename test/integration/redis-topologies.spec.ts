@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import { startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { startLockApp, uniqueKey, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 
 /** A one-node Redis Cluster owning all 16384 slots: real cluster protocol (MOVED, hash slots, routing). */
@@ -34,7 +34,7 @@ describe('Redis backend on an ioredis Cluster client', () => {
     const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
     expect(await b.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
     const waiter = b.locks.acquire(key, { purpose: 'efficiency', wait: 5_000 });
-    await new Promise((r) => setTimeout(r, 50));
+    await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1); // queued before the release hands over
     await holder.release();
     const next = await waiter;
     expect(next.key).toBe(key);
@@ -66,7 +66,7 @@ describe('Redis backend through Sentinel', () => {
       const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       expect(await raw.exists(`lock:{${key}}`)).toBe(1); // written to the real master
       const waiter = b.locks.acquire(key, { purpose: 'efficiency', wait: 5_000 });
-      await new Promise((r) => setTimeout(r, 50));
+      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1); // queued before the release hands over
       await holder.release();
       await (await waiter).release();
       expect(await raw.exists(`lock:{${key}}`)).toBe(0);

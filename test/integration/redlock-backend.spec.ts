@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { backendsOf } from '../harness/backends-of.js';
 import { LockWorker } from '../harness/worker.js';
@@ -36,6 +36,12 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     return holding(key);
   };
   /** Acquire once the app's clients are back after a restart (ioredis reconnects with a backoff). */
+  /**
+   * How many of this app's callers are in the backend's in-process line for `key` (Redlock has no
+   * queue on the masters: a waiter joins this line before its first try, then retries or is woken).
+   */
+  const inLine = (app: LockApp, key: string): number =>
+    (backendsOf(app.app).get('redlock') as unknown as { waiting: Map<string, string[]> }).waiting.get(key)?.length ?? 0;
   const acquireWhenBack = async (app: LockApp, key: string, options: { ttl: number; wait: number }): Promise<Lease> => {
     const deadline = Date.now() + 5_000;
     for (;;) {
@@ -87,7 +93,8 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
       // Nothing of the failed try is left behind: every master still has the worker's owner.
       expect(new Set(await owners(key)).size).toBe(1);
       const waiting = app.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000, wait: 10_000 });
-      await sleep(300);
+      // It is waiting (in line, its first try under way or lost) before the worker lets go.
+      await until(() => inLine(app, key) >= 1, 10_000, 'the waiter in line');
       const releasedAt = Date.now();
       worker.send({ op: 'release' });
       const lease = await waiting;
@@ -127,9 +134,10 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     const first = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
     const order: string[] = [];
     const a = app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 10_000 }).then((l) => (order.push('a'), l));
-    await sleep(50);
+    // Arrival order: a is in this process's line before b asks, and b before the release.
+    await until(() => inLine(app, key) >= 1, 10_000, 'a in line');
     const b = app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 10_000 }).then((l) => (order.push('b'), l));
-    await sleep(100);
+    await until(() => inLine(app, key) >= 2, 10_000, 'b in line');
     const releasedAt = Date.now();
     await first.release();
     const la = await a;

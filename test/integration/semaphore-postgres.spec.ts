@@ -111,7 +111,15 @@ describe('PostgreSQL semaphores: races, dead holders, late answers', () => {
     const deadline = Date.now() + 5_000;
     const clean = async (): Promise<boolean> =>
       JSON.stringify(await rows(key)) === JSON.stringify({ held: 0, queued: 0, lease: 0 }) && (await app.locks.inspect(key, { backend: 'postgres' })) === null;
-    await sleep(300);
+    // The late acquire has run (no session waits for the advisory lock, none is still in
+    // sem_acquire): before that the rows are empty too, and the look below would prove nothing.
+    const lateAcquireDone = async (): Promise<boolean> =>
+      (
+        await db.pool.query(
+          `SELECT ((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted) + (SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%sem_acquire_v1%' AND state <> 'idle' AND pid <> pg_backend_pid()))::int AS n`,
+        )
+      ).rows[0].n === 0;
+    while (!(await lateAcquireDone()) && Date.now() < deadline) await sleep(20);
     while (!(await clean()) && Date.now() < deadline) await sleep(50);
     expect(await rows(key)).toEqual({ held: 0, queued: 0, lease: 0 });
     expect(await app.locks.inspect(key, { backend: 'postgres' })).toBeNull();

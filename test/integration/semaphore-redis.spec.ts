@@ -3,7 +3,7 @@ import { LockBusyError, RedisBackend, type Lease } from '../../lib/index.js';
 import { redisHashTag } from '../../lib/backends/redis/redis-keys.util.js';
 import { freshRedisCluster } from '../harness/backend-servers.js';
 import { describeSemaphore } from '../harness/semaphore-contract.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 
 // The semaphore contract on Redis (three applications, three clients, one redis-server), then
 // what only Redis can get wrong: its Lua scripts' atomicity, holders and waiters that die (no
@@ -103,7 +103,8 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     try {
       expect((await dead.semaphore(2).acquire({ key, owner: 'dead-waiter', ttlMs: 30_000, queue: true })).acquired).toBe(false);
       const live = apps[1].locks.acquire(key, opts(2, { ttl: 30_000, wait: 20_000 }));
-      await sleep(100);
+      // The live waiter is in line behind the dead one before the dead one goes.
+      await until(async () => ((await apps[1].locks.inspect(key, { purpose: 'efficiency' }))?.waiters ?? 0) >= 2, 10_000, 'the live waiter queued');
       await dead.close();
       await holders[0].release(); // the dead waiter is first in line, and never comes
       const started = performance.now();

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { LockBackendUnavailableError, type Lease } from '../../lib/index.js';
-import { redisUrl, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 
 describe('DistributedLockService semantics on Redis', () => {
@@ -65,7 +65,8 @@ describe('DistributedLockService semantics on Redis', () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const holding = app.locks.using(key, { purpose: 'efficiency' }, () => gate);
-    await new Promise((r) => setTimeout(r, 20));
+    // The first caller holds the key (its body waits on the gate) before the concurrent one asks.
+    await until(async () => (await app.locks.inspect(key, { purpose: 'efficiency' })) !== null, 10_000, 'the first caller holding the key');
     expect(await app.locks.tryAcquire(key, { purpose: 'efficiency' })).toBeNull();
     release();
     await holding;

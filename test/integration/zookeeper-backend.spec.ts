@@ -5,7 +5,7 @@ import zookeeper from 'node-zookeeper-client';
 import { DistributedLockHealthIndicator, InvalidLockOptionsError, LeaseLostError, LockBusyError, RedisFence, StaleFencingTokenError } from '../../lib/index.js';
 import { watchConnection } from '../../lib/backends/zookeeper/zookeeper-connection.js';
 import { backendsOf } from '../harness/backends-of.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { LockWorker } from '../harness/worker.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
@@ -132,7 +132,7 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     const tokens: bigint[] = [holder.token!];
     const gone = new AbortController();
     const waiters: Array<Promise<unknown>> = [];
-    for (const [name, app] of [['first', b], ['aborted', a], ['second', a], ['third', b]] as const) {
+    for (const [i, [name, app]] of ([['first', b], ['aborted', a], ['second', a], ['third', b]] as const).entries()) {
       const signal = name === 'aborted' ? gone.signal : undefined;
       waiters.push(
         app.locks
@@ -143,11 +143,13 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
           })
           .catch((e: unknown) => (name === 'aborted' ? e : Promise.reject(e))),
       );
-      await sleep(100); // arrival order
+      // Arrival order: each one's znode is in the line (behind the holder's) before the next asks.
+      await until(async () => (await line(key)).length >= i + 2, 10_000, `${name} in line`);
     }
     expect(await line(key)).toHaveLength(5);
     gone.abort(new Error('the caller gave up'));
-    await sleep(200);
+    // The aborted waiter deletes its znode.
+    await until(async () => (await line(key)).length === 4, 10_000, 'the aborted waiter\'s znode deleted');
     expect(await line(key)).toHaveLength(4);
     await holder.release();
     const results = await Promise.all(waiters);
@@ -166,7 +168,8 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
       const held = await worker.next('acquired');
       expect(await a.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
       const waiting = a.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
-      await sleep(200);
+      // This one waits: its znode is in line behind the worker's before the worker lets go.
+      await until(async () => (await line(key)).length >= 2, 10_000, 'the waiter in line');
       worker.send({ op: 'release' });
       await worker.next('released');
       const mine = await waiting;
@@ -326,7 +329,8 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     const key = uniqueKey('zk-close');
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 10_000 });
     const waiting = app.locks.acquire(key, { purpose: 'correctness', wait: 10_000 }).catch((e: unknown) => e);
-    await sleep(200);
+    // The waiter's znode is in line before the app closes.
+    await until(async () => (await line(key)).length >= 2, 10_000, 'the waiter in line');
     expect(await line(key)).toHaveLength(2);
     await app.close();
     expect(await waiting).toBeInstanceOf(Error);
@@ -453,10 +457,12 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     const app = await startLockApp({ zookeeper: { client: slowed(own, { create: 400 }) } });
     const key = uniqueKey('zk-close-in-flight');
     const first = app.locks.acquire(key, { purpose: 'correctness' }).catch((e: unknown) => e);
-    await sleep(50);
+    // The create is in flight: it reached ZooKeeper (its znode is there), its answer is held 400 ms.
+    await until(async () => (await line(key)).length >= 1, 10_000, 'the create reached ZooKeeper');
     await app.close();
     expect(await first).toBeInstanceOf(Error);
-    await sleep(600);
+    // Its answer comes ~400 ms after it was sent; the znode it made is then deleted.
+    await until(async () => (await line(key)).length === 0, 10_000, 'the late create undone');
     expect(await line(key)).toEqual([]);
     expect(own.getState().code).toBe(3); // the application's client stays connected
     own.close();

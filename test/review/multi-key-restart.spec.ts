@@ -1,5 +1,5 @@
 import { MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, redisUrl, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review: a multi-key acquisition that restarts from nothing (an earlier key was lost
 // while it waited for a later one: here an operator's forceRelease) gives back the keys it held —
@@ -44,7 +44,8 @@ describe.each(CASES)('review: multi-key restart on $backend', ({ backend, purpos
       (lease) => ({ lease, at: Date.now() }),
       (error: unknown) => ({ error, at: Date.now() }),
     );
-    await sleep(300);
+    const waitersOf = async (key: string): Promise<number> => (await c.locks.inspect(key, { backend }))?.waiters ?? 0;
+    await until(async () => (await waitersOf(y)) >= 1, 10_000, 'A queued for y');
     expect((await c.locks.inspect(x, { backend }))?.waiters).toBe(0);
     // An operator frees x; C takes it and queues for y behind A.
     expect(await c.locks.forceRelease(x, { backend })).toBe(true);
@@ -53,7 +54,8 @@ describe.each(CASES)('review: multi-key restart on $backend', ({ backend, purpos
       (error: unknown) => ({ error, at: Date.now() }),
     );
     // A's keep-alive (every ttl/3) finds x lost and restarts: it now queues for x (held by C).
-    await sleep(900);
+    // Both in line before y is released: C for y, and A — its restart — for x behind C.
+    await until(async () => (await waitersOf(x)) >= 1 && (await waitersOf(y)) >= 1, 10_000, 'A queued for x, C for y');
     const released = Date.now();
     await blocker.release();
     const first = await Promise.race([aLease, cLease]);

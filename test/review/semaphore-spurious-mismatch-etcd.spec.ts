@@ -1,5 +1,6 @@
+import { Etcd3 } from 'etcd3';
 import { InvalidLockOptionsError } from '../../lib/index.js';
-import { etcdHosts, sleep, startLockApp, uniqueKey } from '../harness/lock-app.js';
+import { etcdHosts, startLockApp, uniqueKey, until } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // Adversarial review: on etcd a mismatched queued caller (here permits 3 on a key held with
@@ -18,6 +19,7 @@ describe('review: etcd semaphore — a doomed mismatched entry refuses correct c
     const near = await startLockApp({ etcd: { hosts: etcdHosts() } });
     const key = uniqueKey('rv-sem-doomed');
     const opts = (permits: number, more: object = {}) => ({ purpose: 'correctness' as const, permits, ...more });
+    const raw = new Etcd3({ hosts: etcdHosts() });
     try {
       // The far app's session first (so its acquire is one txn), then it hears etcd 400 ms late.
       await (await far.locks.acquire(uniqueKey('rv-warm'), opts(3, { ttl: 5_000 }))).release();
@@ -27,7 +29,9 @@ describe('review: etcd semaphore — a doomed mismatched entry refuses correct c
         () => 'admitted',
         (error: unknown) => (error instanceof InvalidLockOptionsError ? 'refused (permits)' : String(error)),
       );
-      await sleep(600); // its entry is on the server now; its refusal's delete is still to come
+      // Its entry is on the server now (beside the holder's, read directly); its refusal's delete,
+      // another round trip through the 400 ms delay, is still to come.
+      await until(async () => (await raw.getAll().prefix(`lock/${encodeURIComponent(key)}/`).keys()).length >= 2, 10_000, 'the mismatched entry on the server');
       const outcome = await near.locks.acquire(key, opts(2, { ttl: 30_000, wait: 3_000 })).then(
         async (lease) => {
           await lease.release();
@@ -38,6 +42,7 @@ describe('review: etcd semaphore — a doomed mismatched entry refuses correct c
       expect({ mismatched: await mismatched, correct: outcome }).toEqual({ mismatched: 'refused (permits)', correct: 'admitted' });
       await holder.release();
     } finally {
+      raw.close();
       proxy.heal();
       await far.close();
       await near.close();
