@@ -415,7 +415,15 @@ export class ZooKeeperBackend implements LockBackend {
     node.session.hold(owner);
     // Told of a forced release by the znode's deletion (in the background: not on the grant's path).
     const gone = (): void => {
-      if (this.nodes.get(owner) === node && !node.session.lost) this.forced(owner);
+      if (this.nodes.get(owner) !== node || node.session.lost) return;
+      // Past the time our session is known to live (a pause, a cut link): the server may have
+      // expired it and deleted its znodes — that is a lost session, not somebody's forceRelease().
+      // (A process stopped past its session hears this watch before its expiry timer fires.)
+      if (node.session.validUntilMs <= monotonicNow()) {
+        this.sessionLost(node.session, `our znode is gone and the ZooKeeper session could have expired (no answer within its ${node.session.grantedTimeoutMs} ms timeout)`);
+        return;
+      }
+      this.forced(owner);
     };
     // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts), sent before
     // the watch below so that the watch never sees it.
