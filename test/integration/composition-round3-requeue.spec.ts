@@ -2,7 +2,7 @@ import type { LockBackend } from '../../lib/backends/lock-backend.interface.js';
 import type { Lease, LockPurpose } from '../../lib/index.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { freshPostgres, freshZooKeeper, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
-import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 
 // Round 3, the simulation's seed 1 on CI (2026-12-03, `forced-key-granted` on zookeeper:0): the
 // watcher saw a multi-key attempt's id `X.0-0` at the head of key 0's line, force-released the key
@@ -38,13 +38,6 @@ const CASES: Case[] = [
 const RUNS = 3;
 const LATE_MS = 400;
 
-async function eventually(check: () => Promise<boolean>, withinMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
-    await sleep(2);
-  }
-}
 
 describe.each(CASES)('round 3: a multi-key attempt\'s queue place force-released at the head of the line before it heard it was first ($backend)', ({ backend, purpose, server }) => {
   let running: BackendServer;
@@ -91,11 +84,11 @@ describe.each(CASES)('round 3: a multi-key attempt\'s queue place force-released
           (error: unknown) => ({ error }),
         );
         // A queues behind B (its place on keys[0] is on the server once the backend counts a waiter, or shows nothing more to wait for).
-        await eventually(async () => ((await c.locks.inspect(keys[0], { backend }))?.waiters ?? 0) > 0, 10_000, `run ${run}: A queued on keys[0]`);
+        await until(async () => ((await c.locks.inspect(keys[0], { backend }))?.waiters ?? 0) > 0, 10_000, `run ${run}: A queued on keys[0]`);
         await blocker.release();
         // The head of the line is A's place now; A hears it LATE_MS late. The operator forces it first.
         let shown: string | undefined;
-        await eventually(
+        await until(
           async () => {
             shown = (await backendsOf(c.app).get(backend)!.inspect!(keys[0]))?.owner;
             return shown?.includes('.') === true;

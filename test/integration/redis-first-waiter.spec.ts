@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { LockBackendUnavailableError, RedisBackend, type Lease } from '../../lib/index.js';
-import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 
 // Issue 33: a process's first waiter lost its place in line. The Redis backend sent a process's
@@ -36,13 +36,6 @@ function stepped(client: Client): { client: Client; open(): void; refuse(): void
   return { client, open: () => release(true), refuse: () => release(false), asked: () => asked };
 }
 
-async function eventually(check: () => Promise<boolean> | boolean, withinMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
-    await sleep(5);
-  }
-}
 
 /** A promise's outcome, readable at any moment. */
 function watch<T>(promise: Promise<T>): { settled: () => boolean; result: Promise<T> } {
@@ -128,10 +121,10 @@ describe.each(TOPOLOGIES)('a process\'s first waiter keeps its place in line ($n
     const holder = await warm.locks.acquire(key, opts);
     const first = watch(cold.locks.acquire(key, { ...opts, wait: 15_000 }));
     // Queued on the server while its SUBSCRIBE is still held (before: nothing was sent until it went through).
-    await eventually(async () => (await waiters(warm, key)) === 1, 3_000, 'the cold waiter queued');
+    await until(async () => (await waiters(warm, key)) === 1, 3_000, 'the cold waiter queued');
     expect(gate.asked()).toBe(true);
     const second = watch(warm.locks.acquire(key, { ...opts, wait: 15_000 }));
-    await eventually(async () => (await waiters(warm, key)) === 2, 3_000, 'the warm waiter queued behind it');
+    await until(async () => (await waiters(warm, key)) === 2, 3_000, 'the warm waiter queued behind it');
     // The hand-off to the cold waiter is published while it does not listen yet.
     await holder.release();
     await sleep(100);
@@ -154,13 +147,13 @@ describe.each(TOPOLOGIES)('a process\'s first waiter keeps its place in line ($n
     const key = uniqueKey('first-waiter-refused');
     const holder = await warm.locks.acquire(key, opts);
     const first = watch(cold.locks.acquire(key, { ...opts, wait: 15_000 }));
-    await eventually(() => gate.asked(), 3_000, 'the cold waiter asking to subscribe');
+    await until(() => gate.asked(), 3_000, 'the cold waiter asking to subscribe');
     gate.refuse();
     await expect(first.result).rejects.toBeInstanceOf(LockBackendUnavailableError);
     // Not left in the queue ahead of the next waiter (its entry would otherwise hold the key for its whole life).
     expect(await waiters(warm, key)).toBe(0);
     const second = watch(warm.locks.acquire(key, { ...opts, wait: 15_000 }));
-    await eventually(async () => (await waiters(warm, key)) === 1, 3_000, 'the warm waiter queued');
+    await until(async () => (await waiters(warm, key)) === 1, 3_000, 'the warm waiter queued');
     await holder.release();
     await (await second.result).release();
   }, 30_000);
@@ -171,9 +164,9 @@ describe.each(TOPOLOGIES)('a process\'s first waiter keeps its place in line ($n
     const sem = { ...opts, permits: 2 };
     const holders = [await warm.locks.acquire(key, sem), await warm.locks.acquire(key, sem)];
     const first = watch(cold.locks.acquire(key, { ...sem, wait: 15_000 }));
-    await eventually(async () => (await waiters(warm, key)) === 1, 3_000, 'the cold waiter queued');
+    await until(async () => (await waiters(warm, key)) === 1, 3_000, 'the cold waiter queued');
     const second = watch(warm.locks.acquire(key, { ...sem, wait: 15_000 }));
-    await eventually(async () => (await waiters(warm, key)) === 2, 3_000, 'the warm waiter queued behind it');
+    await until(async () => (await waiters(warm, key)) === 2, 3_000, 'the warm waiter queued behind it');
     await holders[0].release();
     await sleep(100);
     expect(first.settled()).toBe(false);
