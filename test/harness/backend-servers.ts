@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import { MemoryBackend, type DistributedLockModuleOptions } from '../../lib/index.js';
+import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep } from './lock-app.js';
 import { PostgresServer } from './postgres.mjs';
 import { RedisServer } from './servers.mjs';
@@ -56,3 +56,19 @@ export async function freshRedisCluster(): Promise<BackendServer> {
     },
   };
 }
+
+/** One backend a spec runs against: its name, the purpose it serves, and how to start its server. */
+export interface BackendCase {
+  backend: string;
+  purpose: LockPurpose;
+  server: () => Promise<BackendServer>;
+}
+
+/** Every backend that queues, with the purpose it serves (for `describe.each`). */
+export const EVERY_BACKEND: readonly BackendCase[] = [
+  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
+  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
+  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
+  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
+  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
+];

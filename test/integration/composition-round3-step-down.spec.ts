@@ -1,5 +1,5 @@
-import { LeaseLostError, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { LeaseLostError } from '../../lib/index.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Round 3, defect 3 (MAJOR, adversarial report): a leader that steps down keeps working. The
@@ -9,19 +9,7 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 // the term's signal must abort promptly, with a LeaseLostError whose reason says why
 // ('stepped-down', the reason the fix adds).
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+const CASES = EVERY_BACKEND;
 
 describe.each(CASES)('round 3: campaign() stepped down by its signal on $backend', ({ backend, purpose, server }) => {
   let running: BackendServer;

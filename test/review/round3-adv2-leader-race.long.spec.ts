@@ -1,5 +1,5 @@
-import type { Lease, LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import type { Lease } from '../../lib/index.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 5: leader hand-off races. Three applications run the
@@ -12,19 +12,7 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 // apart and only reported when longer than 150 ms; a forced leader in the calling app must be told
 // before forceRelease() returns, and a stepped-down one before its key is free — those are strict.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+const CASES = EVERY_BACKEND;
 
 const DURATION_MS = 6_000;
 

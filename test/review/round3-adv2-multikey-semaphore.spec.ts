@@ -1,5 +1,5 @@
-import { InvalidLockOptionsError, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { InvalidLockOptionsError } from '../../lib/index.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2): a multi-key lease whose LATER key is a semaphore another app
@@ -7,19 +7,7 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 // admitted beside the semaphore's holder (two groups on one key), and the keys it took before are
 // given back whatever it is told (InvalidLockOptionsError on permits, or busy).
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+const CASES = EVERY_BACKEND;
 
 describe.each(CASES)('adv2: multi-key over a semaphore key ($backend)', ({ backend, purpose, server }) => {
   let running: BackendServer;

@@ -1,5 +1,5 @@
-import type { Lease, LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import type { Lease } from '../../lib/index.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 4b: forceRelease() of a semaphore while waiters queue.
@@ -14,19 +14,7 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 //      spec counted it as over-admission; the README promises (1), and (1) is what broke.)
 //      All apps live in this one jest process, so grant and call times are on one clock.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+const CASES = EVERY_BACKEND;
 
 const ROUNDS = 4;
 /** The over-admission window is a race with the notice (NOTIFY / pub-sub): more tries. */

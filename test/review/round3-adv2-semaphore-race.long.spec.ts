@@ -1,5 +1,5 @@
-import { InvalidLockOptionsError, LockBusyError, type Lease, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { InvalidLockOptionsError, LockBusyError, type Lease } from '../../lib/index.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 4: semaphore races. Several applications (each its own
@@ -9,19 +9,7 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 // A holder leaves the "trusted" set before its release() is sent, so a release in flight cannot
 // make a false alarm; the ttl (20 s) never runs out during the test.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+const CASES = EVERY_BACKEND;
 
 const APPS = 4;
 const CALLERS_PER_APP = 3;
