@@ -1,4 +1,9 @@
+/** A TCP port on 127.0.0.1 below the ephemeral range, reserved for this process across every test process on the machine. */
 export declare function freePort(): Promise<number>;
+/** Whether the socket listening on `port` belongs to process `pid` (undefined where /proc cannot tell). */
+export declare function listensOn(pid: number, port: number): boolean | undefined;
+/** Throw unless the server listening on `port` is `child` itself. */
+export declare function assertOwnListener(child: import('node:child_process').ChildProcess, port: number, what: string): void;
 export declare function ensureBinary(binary: string): string;
 /** apt-get install (root with apt-get only); true when installed. */
 export declare function aptInstall(packages: string[]): boolean;
@@ -9,6 +14,7 @@ export declare class RedisServer {
   readonly port: number;
   readonly url: string;
   readonly pid: number | undefined;
+  readonly running: boolean;
   kill9(): Promise<void>;
   restart(): Promise<void>;
   pause(): void;

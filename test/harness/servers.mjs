@@ -2,7 +2,7 @@
 // the TypeScript specs can use it. Every process started here is recorded by PID and killed by
 // PID only — never by name.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,17 +18,127 @@ process.on('exit', () => {
   }
 });
 
-/** A free TCP port on 127.0.0.1 (the OS picks it). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
+/*
+ * Ports for the servers the tests start. Not the OS's pick (listen on port 0): that comes from the
+ * kernel's ephemeral range, where every listen(0) and every outgoing connection also take theirs,
+ * and a port handed out once is free again while its server is killed and kept down. Another jest
+ * worker's server (or a Nest app's listen(0)) could take it then, and the restart "started" while
+ * the answers came from someone else's server; our own had exited on the taken port (seen: a
+ * pingCheck "up" while "our" ZooKeeper was SIGSTOPped — the stop went nowhere).
+ *
+ * So a port is taken below the ephemeral range and reserved for the life of the process that took
+ * it, across every process of every test run on this machine: a file per port in the temp folder,
+ * created exclusively, holding the owner's PID. A reservation whose owner is gone is taken over.
+ */
+const RESERVED_DIR = path.join(os.tmpdir(), 'ndl-test-ports');
+const PORT_LOW = 10_000;
+const reservedHere = new Set();
+process.on('exit', () => {
+  for (const file of reservedHere) rmSync(file, { force: true });
+});
+
+function ephemeralLow() {
+  try {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low > PORT_LOW + 2_000) return low;
+  } catch {
+    /* not Linux: the usual default */
+  }
+  return 32_768;
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === 'EPERM';
+  }
+}
+
+/** Reserve `port` for this process: false if a live process holds it. */
+function reserve(port) {
+  const file = path.join(RESERVED_DIR, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      reservedHere.add(file);
+      return true;
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw error;
+    }
+    const owner = Number(readFileSync(file, { encoding: 'utf8', flag: 'r' }).trim() || NaN);
+    if (owner === process.pid || !Number.isFinite(owner) || alive(owner)) return false;
+    // A dead owner's: rename it away first (only one taker's rename succeeds), then create ours.
+    try {
+      renameSync(file, `${file}.stale.${process.pid}`);
+      rmSync(`${file}.stale.${process.pid}`, { force: true });
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
+function bindable(port) {
+  return new Promise((resolve) => {
     const server = net.createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on, reserved for this process (see above). */
+export async function freePort() {
+  mkdirSync(RESERVED_DIR, { recursive: true });
+  const high = ephemeralLow();
+  for (let tries = 0; tries < 2_000; tries++) {
+    const port = PORT_LOW + Math.floor(Math.random() * (high - PORT_LOW));
+    if (!reserve(port)) continue;
+    if (await bindable(port)) return port;
+    // Someone outside the tests listens there: keep it reserved (not ours to hand out) and go on.
+  }
+  throw new Error(`no free port between ${PORT_LOW} and ${high} after 2,000 tries`);
+}
+
+/**
+ * Whether the TCP socket listening on `port` belongs to process `pid` (Linux: /proc). Undefined
+ * where that cannot be read. A server that "answers" on its port may be another process's: one
+ * started on a port already taken exits, but its readiness probe may have been answered first.
+ */
+export function listensOn(pid, port) {
+  let inodes;
+  try {
+    const hex = port.toString(16).toUpperCase().padStart(4, '0');
+    inodes = ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((table) =>
+      existsSync(table)
+        ? readFileSync(table, 'utf8')
+            .split('\n')
+            .slice(1)
+            .map((line) => line.trim().split(/\s+/))
+            .filter((f) => f.length > 9 && f[1].endsWith(`:${hex}`) && f[3] === '0A')
+            .map((f) => f[9])
+        : [],
+    );
+    if (!existsSync(`/proc/${pid}/fd`)) return undefined;
+    const fds = readdirSync(`/proc/${pid}/fd`);
+    return fds.some((fd) => {
+      try {
+        return inodes.includes(/^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1] ?? '');
+      } catch {
+        return false;
+      }
+    });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Throw unless the server on `port` is `child` itself (where the OS lets us tell). */
+export function assertOwnListener(child, port, what) {
+  if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} on port ${port} exited (${child.exitCode ?? child.signalCode}) after its port answered: another process holds the port`);
+  if (listensOn(child.pid, port) === false) throw new Error(`${what} on port ${port}: the port answered, but not from our process (pid ${child.pid}): another process holds it`);
 }
 
 const PACKAGES = {
@@ -158,8 +268,13 @@ export class RedisServer {
     this.child = child;
     try {
       await waitForRedis(this.port, 10_000, child);
+      assertOwnListener(child, this.port, 'redis-server');
     } catch (error) {
-      child.kill('SIGKILL');
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+      }
       throw new Error(`${error.message}${stderr ? `: ${stderr.trim()}` : ''}`);
     }
   }
@@ -200,8 +315,14 @@ export class RedisServer {
   }
 
   /** Pause / resume the server process (it stops answering but keeps its sockets open). */
+  get running() {
+    return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGSTOP. A server that is not running cannot be paused: a pause that stops nothing would pass for one. */
   pause() {
-    this.child?.kill('SIGSTOP');
+    if (!this.running) throw new Error(`pause(): redis-server on port ${this.port} is not running`);
+    this.child.kill('SIGSTOP');
   }
 
   resume() {
@@ -314,7 +435,8 @@ export class EtcdMember {
   }
 
   pause() {
-    this.child?.kill('SIGSTOP');
+    if (!this.running) throw new Error(`pause(): etcd member ${this.name} is not running`);
+    this.child.kill('SIGSTOP');
   }
 
   resume() {
@@ -364,7 +486,10 @@ export class EtcdCluster {
         }
       }
       const statuses = await Promise.all(this.members.filter((m) => m.running).map((m) => m.status()));
-      if (statuses.every((s) => s && s.leader && s.leader !== '0')) return;
+      if (statuses.every((s) => s && s.leader && s.leader !== '0')) {
+        for (const member of this.members.filter((m) => m.running)) assertOwnListener(member.child, member.clientPort, `etcd member ${member.name}`);
+        return;
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`etcd cluster not healthy within ${timeoutMs} ms`);

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { aptInstall, freePort } from './servers.mjs';
+import { aptInstall, assertOwnListener, freePort } from './servers.mjs';
 
 const JAR = '/usr/share/java/zookeeper.jar';
 const started = new Set();
@@ -148,7 +148,14 @@ export class ZooKeeperServer {
     // `ruok` answers before the server serves: wait for `srvr` to report a mode.
     while (Date.now() < deadline) {
       if (child.exitCode !== null) throw new Error(`ZooKeeper on port ${this.port} exited with code ${child.exitCode}: ${stderr.trim()}`);
-      if (/Mode: standalone/.test(await fourLetter(this.port, 'srvr'))) return;
+      if (/Mode: standalone/.test(await fourLetter(this.port, 'srvr'))) {
+        try {
+          return assertOwnListener(child, this.port, 'ZooKeeper');
+        } catch (error) {
+          await this.signal('SIGKILL');
+          throw error;
+        }
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
     await this.signal('SIGKILL');
@@ -166,8 +173,10 @@ export class ZooKeeperServer {
     await this.launch();
   }
 
+  /** SIGSTOP. A server that is not running cannot be paused: a pause that stops nothing would pass for one. */
   pause() {
-    if (this.running) process.kill(this.child.pid, 'SIGSTOP');
+    if (!this.running) throw new Error(`pause(): ZooKeeper on port ${this.port} is not running`);
+    process.kill(this.child.pid, 'SIGSTOP');
   }
 
   resume() {
