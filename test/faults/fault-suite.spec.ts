@@ -72,7 +72,13 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
           for (const fault of run.faults) {
             const grantsDuring = run.history.filter((e) => e.e === 'acquired' && e.t > fault.t && e.t < fault.end!);
             // 3 of 5 masters are a majority: locks are still taken while 2 are dead or paused…
-            if (/2 of 5/.test(fault.kind)) expect(grantsDuring.length).toBeGreaterThan(0);
+            // (Measured under 6 extra CPU-bound processes, 10 windows: the first grant 63–306 ms
+            // after the fault, the longest gap between grants 380 ms, in a window of 1.5 s.)
+            if (/2 of 5/.test(fault.kind) && grantsDuring.length === 0) {
+              // Say what the workers did instead, so that a failure can be read.
+              const seen = run.history.filter((e) => e.t > fault.t - 200 && e.t < fault.end! + 200).map((e) => `${e.t.toFixed(0)} w${e.worker} ${e.e}${e.reason ? ` ${e.reason}` : ''}`);
+              throw new Error(`no grant while ${fault.kind} (${fault.t.toFixed(0)}–${fault.end!.toFixed(0)} ms): a majority was up. Events:\n${seen.join('\n')}`);
+            }
             // …and never while only 2 are up (the masters are restarted 1.5 s after the kill).
             if (fault.kind === 'kill -9 3 of 5 masters') expect(grantsDuring.filter((e) => e.t > fault.t + 300 && e.t < fault.t + 1_500)).toEqual([]);
             // Grants resume after each fault: a dead holder's key waits out its ttl (1 s), and the
