@@ -84,7 +84,12 @@ describe('inspect() and forceRelease()', () => {
     let signal: AbortSignal | undefined;
     const running = locks.using('batch', { purpose: 'efficiency', ttl: 10_000, rejectOnLoss: true }, async (lease) => {
       signal = lease.signal;
-      await new Promise((resolve) => setTimeout(resolve, 5_000));
+      // Work that stops when its signal says the lock is gone (a 5 s timer left running kept the
+      // jest worker alive after the file: "a worker process has failed to exit gracefully").
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5_000);
+        lease.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      });
     });
     // The body runs (holds the key) before the operator steps in.
     await until(() => signal !== undefined, 5_000, 'the body running');
