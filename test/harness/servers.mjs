@@ -67,7 +67,14 @@ function reserve(port) {
     } catch (error) {
       if (error.code !== 'EEXIST') throw error;
     }
-    const owner = Number(readFileSync(file, { encoding: 'utf8', flag: 'r' }).trim() || NaN);
+    let owner;
+    try {
+      owner = Number(readFileSync(file, 'utf8').trim() || NaN);
+    } catch (error) {
+      // Its owner removed it between our create and our read (it exited): try again.
+      if (error.code === 'ENOENT') continue;
+      throw error;
+    }
     if (owner === process.pid || !Number.isFinite(owner) || alive(owner)) return false;
     // A dead owner's: rename it away first (only one taker's rename succeeds), then create ours.
     try {
@@ -310,16 +317,18 @@ export class RedisServer {
 
   /** Start again on the same port and data dir. */
   async restart() {
-    if (this.child && this.child.exitCode === null && this.child.signalCode === null) await this.kill9();
+    if (this.running) await this.kill9();
     await this.launch();
   }
 
-  /** Pause / resume the server process (it stops answering but keeps its sockets open). */
   get running() {
     return !!this.child && this.child.exitCode === null && this.child.signalCode === null;
   }
 
-  /** SIGSTOP. A server that is not running cannot be paused: a pause that stops nothing would pass for one. */
+  /**
+   * Pause / resume the server process (it stops answering but keeps its sockets open). A server
+   * that is not running cannot be paused: a pause that stops nothing would pass for one.
+   */
   pause() {
     if (!this.running) throw new Error(`pause(): redis-server on port ${this.port} is not running`);
     this.child.kill('SIGSTOP');
