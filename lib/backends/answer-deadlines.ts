@@ -1,3 +1,5 @@
+import { afterPendingIo } from './backend-call.util.js';
+
 interface Pending {
   readonly due: number;
   settled: boolean;
@@ -79,7 +81,12 @@ export class AnswerDeadlines {
     if (this.unsettled === 0) this.timer.unref();
   }
 
+  /** The oldest deadline is due: expire what is still unanswered once pending answers are read (afterPendingIo). */
   private fire(): void {
+    afterPendingIo(() => this.expireDue());
+  }
+
+  private expireDue(): void {
     this.timer = undefined;
     const now = performance.now();
     this.dropSettled();
