@@ -1,4 +1,13 @@
-import { afterPendingIo } from './backend-call.util.js';
+/**
+ * Run `expire` once what has already reached this process's sockets has been read. A timer that
+ * comes due while the event loop was blocked (a long garbage collection, a synchronous parse) runs
+ * before the loop polls its sockets, so an answer that arrived in time, and waits in a socket
+ * buffer, would be timed out unread. `setImmediate` runs after the loop's next poll: that answer
+ * settles first, and a time-out that really happened is late by one turn of the loop.
+ */
+export function afterPendingIo(expire: () => void): void {
+  setImmediate(expire);
+}
 
 interface Pending {
   readonly due: number;
