@@ -14,13 +14,16 @@ describe('EtcdFence: every call is bounded by timeoutMs', () => {
       await fence.write(key, 'v1', 5n); // connected, healthy
       proxy.blackhole();
       const started = performance.now();
+      // The 8 s "still pending" timer is cleared once the race is decided: left running, it kept
+      // the jest worker alive after the last file ("a worker process has failed to exit gracefully").
+      let pending: NodeJS.Timeout | undefined;
       const outcome = await Promise.race([
         fence.write(key, 'v2', 6n).then(
           () => 'written',
           (error: Error) => `failed: ${error.name}`,
         ),
-        new Promise<string>((resolve) => setTimeout(() => resolve('still pending'), 8_000)),
-      ]);
+        new Promise<string>((resolve) => (pending = setTimeout(() => resolve('still pending'), 8_000))),
+      ]).finally(() => clearTimeout(pending));
       expect(outcome).toMatch(/^failed/);
       // Measured ≈ 0.5 s; generous bound for etcd3's own retry of an expired call.
       expect(performance.now() - started).toBeLessThan(5_000);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
@@ -9,6 +10,7 @@ import { redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '.
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { LockWorker } from '../harness/worker.js';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { listensOn } from '../harness/servers.mjs';
 
 // The ZooKeeper backend against a real ZooKeeper 3.8 this spec starts (its own zoo.cfg, tick
 // 500 ms: sessions of 1–10 s), so it can kill and restart it.
@@ -16,6 +18,15 @@ import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 type RawClient = ReturnType<typeof zookeeper.createClient>;
 const raw = <T>(fn: (cb: (error: Error | null, value: T) => void) => void): Promise<T> =>
   new Promise((resolve, reject) => fn((error, value) => (error ? reject(error) : resolve(value))));
+
+/** R running, S sleeping, T stopped… (the third field of /proc/<pid>/stat), or why it cannot be read. */
+function processState(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[0];
+  } catch (error) {
+    return `unreadable (${(error as Error).message})`;
+  }
+}
 
 /** A connected raw client (watched like the module's own, so a restart cannot wedge it). */
 async function rawClient(connectionString: string, sessionTimeout: number): Promise<RawClient> {
@@ -281,7 +292,13 @@ describe('ZooKeeper backend: ephemeral sequential znodes, zxid fencing tokens, s
     expect(await health.pingCheck('zookeeper')).toMatchObject({ zookeeper: { status: 'up', backend: 'zookeeper', purposes: ['correctness'] } });
     server.pause();
     try {
-      expect(await health.pingCheck('zookeeper', { timeout: 500 })).toMatchObject({ zookeeper: { status: 'down' } });
+      // (Seen "up" once in a run of the second phase after the harness's port fix, never alone:
+      // the failure says what state the server's process was in, and who listened on its port.)
+      const before = processState(server.pid!);
+      const paused = await health.pingCheck('zookeeper', { timeout: 500 });
+      const port = Number(server.connectionString.split(':')[1]);
+      const seen = `${JSON.stringify(paused)}; JVM ${server.pid} state ${before} → ${processState(server.pid!)}, listens on ${port}: ${listensOn(server.pid!, port)}`;
+      expect({ ...paused, seen }).toMatchObject({ zookeeper: { status: 'down' }, seen });
     } finally {
       server.resume();
     }
