@@ -4,3 +4,9 @@
  */
 export { DistributedLockTestingModule, type DistributedLockTestingOptions } from './distributed-lock-testing.module.js';
 export { TestingLockBackend } from './testing-lock-backend.js';
+export {
+  verifyLockBackend,
+  CONFORMANCE_CHECKS,
+  type VerifyLockBackendOptions,
+  type BackendConformanceReport,
+} from './conformance/verify-lock-backend.js';

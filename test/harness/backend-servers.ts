@@ -8,6 +8,8 @@ import { ZooKeeperServer } from './zookeeper.mjs';
 /** A backend's server for a spec: the module options that reach it, and how to stop what the spec started. */
 export interface BackendServer {
   options: DistributedLockModuleOptions;
+  /** Where a client of one's own connects (set where a spec may need a second client). */
+  nodes?: Array<{ host: string; port: number }>;
   stop(): Promise<void>;
 }
 
@@ -50,6 +52,7 @@ export async function freshRedisCluster(): Promise<BackendServer> {
   const cluster = new Cluster([{ host: '127.0.0.1', port: server.port }]);
   return {
     options: { redis: { client: cluster } },
+    nodes: [{ host: '127.0.0.1', port: server.port }],
     stop: async () => {
       cluster.disconnect();
       await server.stop();

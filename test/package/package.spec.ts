@@ -49,6 +49,7 @@ interface Outcome {
   maxRunsInOneSecond: number;
   instances: string[];
   testingEntry: string;
+  conformance: { checks: number; passed: number; failed: string[] };
   board: string[];
 }
 
@@ -175,6 +176,9 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
       expect(outcome.runs).toBeGreaterThanOrEqual(2); // the job ran on its ticks …
       expect(outcome.maxRunsInOneSecond).toBe(1); // … on one replica per tick
       expect(outcome.testingEntry).toBe('sent'); // busy under occupy(), runs once released
+    // verifyLockBackend ships in the testing entry: on MemoryBackend every check it claims passes.
+    expect(outcome.conformance.failed).toEqual([]);
+    expect(outcome.conformance.passed).toBeGreaterThan(outcome.conformance.checks / 2);
       expect(outcome.board).toEqual([expect.stringMatching(/^redis:pkg-\d+-work$/)]); // the board entry lists the held lock
     },
     300_000,

@@ -14,7 +14,7 @@ interface Holder {
   lease: string;
 }
 
-/** etcd's inspect(): the holder's owner id too, so the engine can add its token when it is local. */
+/** etcd's inspect(): the holder's owner id too, so the engine can add a semaphore holder's token when it is local. */
 export interface EtcdHeldLock extends HeldLock {
   readonly owner: string;
 }
@@ -27,8 +27,9 @@ export interface EtcdHeldLock extends HeldLock {
  * short lease. Every process that holds a lock watches the markers (one watch per backend,
  * events only on forced releases) and ends that owner's lease at once.
  *
- * The token is not on the server: it is the revision of the read that made the holder first, known
- * to its process only (the engine adds it when the holder is local). What is left of the hold is
+ * A plain lock's token is its holder key's create revision, so any process reports it (a
+ * semaphore holder's is the revision of the read that admitted it, known to its process only: the
+ * engine adds it when the holder is local). What is left of the hold is
  * its session lease's time to live: the engine deletes the key at the lease's own ttl, and the
  * session takes it with it if its process stops.
  */
@@ -70,7 +71,7 @@ export class EtcdAdmin {
     const first = await this.first(lockPrefix);
     if (!first) return null;
     if (first.permits === 1) {
-      return { owner: first.owner, remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
+      return { owner: first.owner, token: BigInt(first.createRevision), remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
     }
     const holders = await this.holders(lockPrefix, first.permits);
     if (holders.length === 0) return null;

@@ -27,10 +27,13 @@ const MAX_TXN_KEYS = 64;
  * `<prefix><key>/<owner>` on a shared session lease; the lowest create revision holds the lock;
  * each waiter watches only its predecessor's deletion (FIFO, no herd).
  *
- * The fencing token is the cluster revision at which the lock became ours: the revision of our
- * put when the key was free, else the revision of the read that found no predecessor left. It is
- * strictly greater than the previous holder's token (that holder's delete came between), and,
- * being etcd's raft-replicated revision, it never goes backwards across leader failover.
+ * The fencing token is our key's create revision (etcd's own recipe): the holder is always the
+ * key of the lock with the lowest create revision left, and every key created later has a greater
+ * one, so holders' tokens strictly increase per lock; being etcd's raft-replicated revision, it
+ * never goes backwards across leader failover. It is on the server, so `inspect()` from any
+ * process reports the holder's token. (In 0.1.0 a waiter's token was the revision of the read
+ * that found no predecessor left: a process of that version holding beside one of this version
+ * can make the next holder's token smaller than its own, which a fence refuses — it fails safe.)
  *
  * A lock's own ttl: the session lease is shared, so the engine deletes the key itself when the
  * ttl runs out (and aborts the signal). If the process cannot (paused, crashed, partitioned), the
@@ -331,7 +334,7 @@ export class EtcdBackend implements LockBackend {
 
   /**
    * A queued owner's next attempt: read-only (no raft write, no fsync). If no key older than ours
-   * is left, the lock is ours at this read's revision. undefined: our key is gone, start over.
+   * is left, the lock is ours, its token our key's create revision. undefined: our key is gone, start over.
    */
   private async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
     const response = await this.call('acquire', key, () =>
@@ -343,8 +346,10 @@ export class EtcdBackend implements LockBackend {
     }
     const predecessor: string | undefined = response.responses[0].response_range.kvs[0]?.key.toString();
     if (predecessor === undefined) {
-      // Holder first, then out of the queue: the session is never seen unused in between.
-      const result = this.granted(owner, entry.session, BigInt(response.header.revision));
+      // Holder first, then out of the queue: the session is never seen unused in between. The
+      // forced-release watch starts at this read (a watch from our older create revision may
+      // find it compacted).
+      const result = this.granted(owner, entry.session, entry.rev, BigInt(response.header.revision));
       this.queued.drop(owner);
       return result;
     }
@@ -352,11 +357,11 @@ export class EtcdBackend implements LockBackend {
     return { acquired: false };
   }
 
-  private granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
+  private granted(owner: string, session: EtcdSession, token: bigint, watchFrom = token): AcquireResult {
     session.holders.add(owner);
     this.holding.set(owner, session);
     // Not before bootstrap (nor during shutdown): the watch's stream would keep the process alive.
-    if (this.holdsProcess) this.admin.watch(token);
+    if (this.holdsProcess) this.admin.watch(watchFrom);
     return { acquired: true, token };
   }
 

@@ -40,6 +40,8 @@ const EMPTY = Buffer.alloc(0);
 export interface Line {
   readonly children: string[];
   readonly pzxid: bigint;
+  /** A plain lock's first attempt only: our new znode's create zxid (its token, should it hold). */
+  readonly czxid?: bigint;
   /** A semaphore's first attempt only: the zxid of its write of the parent's data right after the read. */
   readonly stamp?: bigint;
 }
@@ -92,10 +94,15 @@ export class ZooKeeperRequests {
       }
       throw error;
     }
+    // A plain lock's token is its znode's czxid: asked for as soon as the create names the znode,
+    // beside the line's read already on its way.
+    const own = stamp ? undefined : promised<ZooKeeperStatLike | null>((cb) => client.exists(path, undefined, cb)).then(([stat]) => stat);
+    own?.catch(() => undefined);
     try {
       const [children, stat] = await this.call('acquire', key, () => read);
       const token = stamped && (await this.call('acquire', key, () => stamped));
-      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token }];
+      const mine = own && (await this.call('acquire', key, () => own));
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token, czxid: mine ? zxid(mine.czxid) : undefined }];
     } catch (error) {
       this.removeLater(session, path, 0);
       throw error;

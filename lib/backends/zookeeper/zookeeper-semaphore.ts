@@ -15,6 +15,8 @@ export interface ZooKeeperNode {
   readonly name: string;
   readonly session: ZooKeeperSession;
   holding: boolean;
+  /** A plain lock's znode: its create zxid, the token it holds with (undefined: gone before it was read). */
+  readonly czxid?: bigint;
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
 }

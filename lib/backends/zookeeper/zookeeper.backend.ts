@@ -12,7 +12,7 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
-import { ancestry, inLineOrder, keyOfSegment, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders } from './zookeeper-paths.util.js';
+import { ancestry, inLineOrder, keyOfSegment, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders, zxid } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests, type Line } from './zookeeper-requests.js';
 import { HELD, ZooKeeperSemaphore, type Placement, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
@@ -31,13 +31,15 @@ const LIST_BATCH = 200;
  * herd, no clock); an aborted waiter deletes its znode; a crashed or paused holder's znode goes
  * with its session.
  *
- * The fencing token is the parent's `pzxid` in the read that found our znode first in line: the
- * zxid of the latest change to the line, which came after the previous holder's znode was deleted
- * (it was ahead of ours) and before any later holder's read (our own deletion comes between). So
- * it strictly increases per key across holders, and — zxids being ZooKeeper's replicated,
- * persisted transaction ids, with the leader's epoch in the high bits — across restarts and
- * leader changes. (A znode's own `czxid` would need one more read; the line's order is already
- * the `pzxid`'s.)
+ * The fencing token is our znode's `czxid`, the zxid of its creation: the holder is the lowest
+ * sequence of the line, sequences follow creation order, and a line's parent recreated after a
+ * reap has children created later still — so holders' tokens strictly increase per key, and
+ * (zxids being ZooKeeper's replicated, persisted transaction ids, with the leader's epoch in the
+ * high bits) across restarts and leader changes. Being on the server, `inspect()` from any process
+ * reports it. It costs one read (`exists`), sent as soon as the create names the znode. (In
+ * 0.1.0 the token was the line's `pzxid` at the read that found us first: a process of that version
+ * holding beside one of this version can make the next holder's token smaller than its own, which
+ * a fence refuses — it fails safe.)
  *
  * A lock's own ttl: znodes have none, so the engine deletes ours when the ttl runs out (and aborts
  * the signal). If the process cannot (paused, crashed, cut off), the session's expiry takes the
@@ -183,17 +185,22 @@ export class ZooKeeperBackend implements LockBackend {
   /**
    * The first znode of the key's line holds it. What is left is the session timeout (how long the
    * server keeps the znode once its process stops; the engine deletes it at the lease's own ttl);
-   * the token, the pzxid of the holder's read, is known to the holder only (the engine adds it
-   * when the holder is in this process). A semaphore's line: its first `permits` znodes hold, the
-   * owner reported is the youngest holder's.
+   * the token, the first znode's czxid (one more read). A semaphore's line: its first `permits`
+   * znodes hold, the owner reported is the youngest holder's (its token, written after the read
+   * that admitted it, is known to its process only: the engine adds it when the holder is local).
    */
-  async inspect(key: string): Promise<HeldLock | null> {
+  async inspect(key: string, tries = 3): Promise<HeldLock | null> {
     const session = await this.sessions.get(key);
     const line = await this.requests.readLine(session.client, key, this.parentOf(key));
     const ordered = line ? inLineOrder(line.children) : [];
     if (ordered.length === 0) return null;
     const permits = permitsOfNode(ordered[0]);
-    if (permits === 1) return { owner: ownerOfNode(ordered[0]), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+    if (permits === 1) {
+      const first = await this.requests.exists(session.client, key, `${this.parentOf(key)}/${ordered[0]}`, 'inspect');
+      // Released between the two reads: read the line again (a busy key, a few times at most).
+      if (!first) return tries > 1 ? this.inspect(key, tries - 1) : null;
+      return { owner: ownerOfNode(ordered[0]), token: zxid(first.czxid), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+    }
     const holders = semaphoreHolders(ordered);
     const last = holders[holders.length - 1];
     return { owner: ownerOfNode(last), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - holders.length, permits, holders: holders.length };
@@ -323,8 +330,8 @@ export class ZooKeeperBackend implements LockBackend {
     const name = path.slice(parent.length + 1);
     const order = inLineOrder(line.children);
     const place = order.indexOf(name);
-    const node: Node = { key, parent, path, name, session, holding: false, watcher: () => this.turns.wake(owner) };
-    if (session.lost || place < 0) {
+    const node: Node = { key, parent, path, name, session, holding: false, czxid: line.czxid, watcher: () => this.turns.wake(owner) };
+    if (session.lost || place < 0 || (!placement.stamp && line.czxid === undefined)) {
       // The session ended under us (or our znode is gone already): start again on a new one.
       this.requests.removeLater(session, path);
       if (retried) throw new LockBackendUnavailableError(this.name, 'acquire', 'the ZooKeeper session was lost while acquiring', { key });
@@ -335,12 +342,12 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   /**
-   * The plain lock's first read: first in line, ours, with the line's pzxid as the token. Else a
+   * The plain lock's first read: first in line, ours, with our znode's czxid as the token. Else a
    * semaphore's znode ahead refuses us (permits 1 against its), a single try deletes its znode
    * again, and a waiter watches the one ahead.
    */
   private decide({ key, owner, queue }: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
-    if (place === 0) return this.granted(owner, node, line.pzxid);
+    if (place === 0) return this.granted(owner, node, node.czxid!);
     // The contended path only: a znode ahead is never added after this read.
     for (let i = 0; i < place; i++) {
       const permits = permitsOfNode(order[i]);
@@ -368,7 +375,7 @@ export class ZooKeeperBackend implements LockBackend {
   private async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
     const read = await this.readLine(request.owner, node);
     if (!read) return undefined;
-    if (read.place === 0) return this.granted(request.owner, node, read.line.pzxid);
+    if (read.place === 0) return this.granted(request.owner, node, node.czxid!);
     this.watch(node, read.order[read.place - 1]);
     return { acquired: false };
   }

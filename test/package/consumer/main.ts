@@ -6,8 +6,8 @@ import { join } from 'node:path';
 import { Controller, Injectable, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
-import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError } from 'nest-distributed-lock';
-import { DistributedLockTestingModule, TestingLockBackend } from 'nest-distributed-lock/testing';
+import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError, MemoryBackend } from 'nest-distributed-lock';
+import { CONFORMANCE_CHECKS, DistributedLockTestingModule, TestingLockBackend, verifyLockBackend } from 'nest-distributed-lock/testing';
 import { DistributedLockBoardModule, type BoardView } from 'nest-distributed-lock/board';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -68,6 +68,13 @@ async function testingEntry(): Promise<string> {
   }
 }
 
+/** The conformance suite from the packed testing entry, on the in-memory backend: how many checks, how many failed. */
+async function conformance(): Promise<{ checks: number; passed: number; failed: string[] }> {
+  const store = new MemoryBackend('pkg');
+  const report = await verifyLockBackend({ create: () => store, ttlMs: 5_000, wakeWithinMs: 1_000 });
+  return { checks: CONFORMANCE_CHECKS.length, passed: report.passed.length, failed: report.failed.map((f) => `${f.check}: ${f.reason}`) };
+}
+
 async function main(): Promise<void> {
   const redisUrl = process.env.REDIS_URL!;
   const apps = await Promise.all(['a', 'b'].map(() => NestFactory.create(appModule(redisUrl), { logger: false })));
@@ -95,6 +102,7 @@ async function main(): Promise<void> {
       maxRunsInOneSecond: Math.max(0, ...perSecond.values()),
       instances: [...new Set(runs.map((r) => r.instance))].sort(),
       testingEntry: await testingEntry(),
+      conformance: await conformance(),
       board,
     }),
   );
