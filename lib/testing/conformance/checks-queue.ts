@@ -23,6 +23,15 @@ async function waitUntilGranted(c: CheckContext, backend: LockBackend, key: stri
   }
 }
 
+/** `key` held on instance 0 and a waiter queued for it on instance 1 (its attempt answered busy). */
+async function heldWithWaiter(c: CheckContext, key: string): Promise<{ holder: string; waiter: string }> {
+  const holder = c.owner();
+  const waiter = c.owner();
+  expect((await c.acquire(c.at(0), key, holder)).acquired, 'a free key was not granted');
+  expect(!(await c.acquire(c.at(1), key, waiter, { queue: true })).acquired, 'a held key was granted to a waiter');
+  return { holder, waiter };
+}
+
 const fair = (backend: LockBackend): string | undefined => (backend.capabilities.fairQueue ? undefined : 'capabilities.fairQueue is false');
 
 export const QUEUE_CHECKS: readonly ConformanceCheck[] = [
@@ -31,10 +40,7 @@ export const QUEUE_CHECKS: readonly ConformanceCheck[] = [
     about: 'a queued waiter on another instance gets the key once its holder releases it (without polling, within wakeWithinMs, where fairQueue says so)',
     async run(c) {
       const key = c.key();
-      const holder = c.owner();
-      const waiter = c.owner();
-      expect((await c.acquire(c.at(0), key, holder)).acquired, 'a free key was not granted');
-      expect(!(await c.acquire(c.at(1), key, waiter, { queue: true })).acquired, 'a held key was granted to a waiter');
+      const { holder, waiter } = await heldWithWaiter(c, key);
       const fairQueue = c.at(1).capabilities.fairQueue;
       // A fair backend is told to wait far longer than the bound: only a wake-up can meet it.
       const turnMs = fairQueue ? c.ttlMs * 10 : 500;
@@ -75,10 +81,7 @@ export const QUEUE_CHECKS: readonly ConformanceCheck[] = [
     about: 'a waiter that leaves the queue (release() without holding) does not stand between the key and the next caller',
     async run(c) {
       const key = c.key();
-      const holder = c.owner();
-      const leaver = c.owner();
-      expect((await c.acquire(c.at(0), key, holder)).acquired, 'a free key was not granted');
-      expect(!(await c.acquire(c.at(1), key, leaver, { queue: true })).acquired, 'a held key was granted to a waiter');
+      const { holder, waiter: leaver } = await heldWithWaiter(c, key);
       expect((await c.at(1).release(key, leaver)) === false, 'release() by a waiter that never held the key answered true');
       expect(await c.at(0).release(key, holder), 'release() by the holder answered false');
       const started = performance.now();
@@ -95,10 +98,7 @@ export const QUEUE_CHECKS: readonly ConformanceCheck[] = [
     about: "waitForTurn() rejects with the signal's reason soon after the signal aborts",
     async run(c) {
       const key = c.key();
-      const holder = c.owner();
-      const waiter = c.owner();
-      expect((await c.acquire(c.at(0), key, holder)).acquired, 'a free key was not granted');
-      expect(!(await c.acquire(c.at(1), key, waiter, { queue: true })).acquired, 'a held key was granted to a waiter');
+      const { holder, waiter } = await heldWithWaiter(c, key);
       const reason = new Error('conformance: stop waiting');
       // A wait may end early on a wake-up that is not a turn (a backend re-checks once its watch is
       // set up, say): the contract allows that, so wait again, a few times at most.

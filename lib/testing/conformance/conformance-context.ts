@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { withTimeout } from '../../backends/backend-call.util.js';
 import type { AcquireResult, LockBackend } from '../../backends/lock-backend.interface.js';
 
 /** What one check works with: the instances (as separate processes over one store) and its own keys. */
@@ -47,17 +48,9 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** `promise`, or a CheckFailure saying `what` took longer than `ms`. */
-export async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new CheckFailure(`${what} did not settle within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** `promise`, or a CheckFailure saying `what` took longer than `ms` (an answer already received when the bound comes due still counts). */
+export function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  return withTimeout(promise, ms, () => new CheckFailure(`${what} did not settle within ${ms} ms`));
 }
 
 /** The outcome of `promise` as a value: `{ error }` when it rejected. */
