@@ -68,7 +68,7 @@ describe('etcd backend: fencing tokens and FIFO queueing', () => {
     await next.release();
   });
 
-  it('serves 8 waiters in arrival order, and waiting writes nothing beyond one enqueue each', async () => {
+  it('serves 8 waiters in arrival order, and waiting writes nothing beyond one enqueue each (the grant is recorded when it comes)', async () => {
     const key = uniqueKey('fifo');
     const holder = await a.locks.acquire(key, { purpose: 'correctness', ttl: 30_000 });
     const order: number[] = [];

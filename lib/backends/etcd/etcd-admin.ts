@@ -11,6 +11,8 @@ interface Holder {
   key: Buffer;
   owner: string;
   createRevision: string;
+  /** A plain lock's holder: its token (see EtcdBackend); its create revision while a waiter's grant is being recorded. */
+  modRevision: string;
   lease: string;
 }
 
@@ -27,7 +29,7 @@ export interface EtcdHeldLock extends HeldLock {
  * short lease. Every process that holds a lock watches the markers (one watch per backend,
  * events only on forced releases) and ends that owner's lease at once.
  *
- * A plain lock's token is its holder key's create revision, so any process reports it (a
+ * A plain lock's token is its holder key's mod revision, so any process reports it (a
  * semaphore holder's is the revision of the read that admitted it, known to its process only: the
  * engine adds it when the holder is local). What is left of the hold is
  * its session lease's time to live: the engine deletes the key at the lease's own ttl, and the
@@ -71,7 +73,7 @@ export class EtcdAdmin {
     const first = await this.first(lockPrefix);
     if (!first) return null;
     if (first.permits === 1) {
-      return { owner: first.owner, token: BigInt(first.createRevision), remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
+      return { owner: first.owner, token: BigInt(first.modRevision), remainingMs: await this.leaseRemainingMs(first.lease, sessionTtlMs), waiters: first.count - 1 };
     }
     const holders = await this.holders(lockPrefix, first.permits);
     if (holders.length === 0) return null;
@@ -177,10 +179,11 @@ export class EtcdAdmin {
   /** A semaphore's holders: its first `permits` entries by create revision. */
   private async holders(lockPrefix: string, permits: number): Promise<Holder[]> {
     const response = await this.client.kv.range(semaphoreWindowRange(lockPrefix, permits), this.deadline());
-    return (response.kvs as Array<{ key: Buffer; create_revision: string; lease: string }>).map((kv) => ({
+    return (response.kvs as Array<{ key: Buffer; create_revision: string; mod_revision: string; lease: string }>).map((kv) => ({
       key: kv.key,
       owner: kv.key.toString().slice(lockPrefix.length),
       createRevision: kv.create_revision,
+      modRevision: kv.mod_revision,
       lease: String(kv.lease),
     }));
   }
@@ -212,12 +215,13 @@ export class EtcdAdmin {
   private async first(lockPrefix: string): Promise<(Holder & { permits: number; count: number }) | undefined> {
     const start = Buffer.from(lockPrefix);
     const response = await this.client.kv.range({ key: start, range_end: prefixEnd(start), sort_order: 'Ascend', sort_target: 'Create', limit: 1 }, this.deadline());
-    const kv = response.kvs[0] as { key: Buffer; value?: Buffer; create_revision: string; lease: string } | undefined;
+    const kv = response.kvs[0] as { key: Buffer; value?: Buffer; create_revision: string; mod_revision: string; lease: string } | undefined;
     if (!kv) return undefined;
     return {
       key: kv.key,
       owner: kv.key.toString().slice(lockPrefix.length),
       createRevision: kv.create_revision,
+      modRevision: kv.mod_revision,
       lease: String(kv.lease),
       permits: permitsOf(kv.value),
       count: Number(response.count),

@@ -177,3 +177,28 @@ export class EtcdCleanup {
     });
   }
 }
+
+/**
+ * A waiter's grant, recorded: a put that keeps the key's value and lease (only its mod revision
+ * moves), if it is still the key of create revision `rev`. Its revision is the holder's token,
+ * and stays on the server as the key's mod revision (what `inspect()` reports).
+ *
+ * Why not the key's create revision: a plain lock's waiter made its place in line before other
+ * keys were granted meanwhile, and a multi-key lease's token is the largest of its keys' tokens
+ * — the next holder of one of its keys must outgrow all of them. A semaphore's waiters learn of
+ * their grants in any order: two permits freed, the later entry may read first and be granted
+ * with the larger create revision, then the earlier one with a smaller token after it. Nor the
+ * revision of the read that saw the grant: two waiters reading at one revision would get the same
+ * token, and no other process could tell it. A write's revision is unique and later than every
+ * write before it, and every token granted before (a free key's put, or another waiter's recorded
+ * grant) is such a write that had been applied before this one was sent: so it is strictly
+ * larger than any token granted before, on any key.
+ */
+export function recordGrantTxn(myKey: string, rev: bigint): unknown {
+  const mine = Buffer.from(myKey);
+  return {
+    compare: [{ key: mine, target: 'Create', result: 'Equal', create_revision: rev.toString() }],
+    success: [{ request_put: { key: mine, ignore_value: true, ignore_lease: true } }],
+    failure: [],
+  };
+}

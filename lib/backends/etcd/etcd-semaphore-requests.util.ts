@@ -47,25 +47,3 @@ export function semaphoreRecheckTxn(prefix: string, myKey: string, rev: bigint, 
     failure: [],
   };
 }
-
-/**
- * A waiter's grant, recorded: a put that keeps the entry's value and lease (only its mod revision
- * moves), if it is still the entry of create revision `rev`. Its revision is the holder's token.
- *
- * Why not the entry's create revision: grants happen on the server in create-revision order, but
- * the waiters learn of them in any order — two permits freed, the later entry may read first and
- * be granted with the larger create revision, then the earlier one with a smaller token after it.
- * Nor the revision of the read that saw the grant: two waiters reading at one revision would get
- * the same token. A write's revision is unique and later than every write before it, and every
- * token granted before (an entry's put, or another waiter's recorded grant) is such a write that
- * had been applied before this one was sent: so it is strictly larger than any token granted
- * before on the key (and than a plain holder's, whose token is a revision its grant had seen).
- */
-export function semaphoreRecordTxn(myKey: string, rev: bigint): unknown {
-  const mine = Buffer.from(myKey);
-  return {
-    compare: [{ key: mine, target: 'Create', result: 'Equal', create_revision: rev.toString() }],
-    success: [{ request_put: { key: mine, ignore_value: true, ignore_lease: true } }],
-    failure: [],
-  };
-}

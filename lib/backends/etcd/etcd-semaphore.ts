@@ -3,9 +3,9 @@ import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend
 import { permitsMismatch } from '../semaphore.util.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { EtcdQueue, Queued } from './etcd-queue.js';
-import { isLeaseNotFound, permitsOf, type EtcdCleanup } from './etcd-requests.util.js';
+import { isLeaseNotFound, permitsOf, recordGrantTxn, type EtcdCleanup } from './etcd-requests.util.js';
 import type { EtcdSession } from './etcd-session.js';
-import { semaphoreEnterTxn, semaphoreRecheckTxn, semaphoreRecordTxn, semaphoreWindowRange } from './etcd-semaphore-requests.util.js';
+import { semaphoreEnterTxn, semaphoreRecheckTxn, semaphoreWindowRange } from './etcd-semaphore-requests.util.js';
 
 /** What an etcd backend shares with its semaphore views: one client, one set of sessions and queues. */
 export interface EtcdSemaphoreHost {
@@ -38,7 +38,7 @@ interface Kv {
  * until it goes (entries created later sort after it), so at any revision every holder is among
  * the first `permits`: never more. A waiter watches the deletes of the entries ahead of it and
  * recounts with one read; its grant is recorded by a write whose revision is its token (see
- * semaphoreRecordTxn). Every read sees the permits of the entries it returns: one that differs
+ * recordGrantTxn). Every read sees the permits of the entries it returns: one that differs
  * (a plain lock's empty value counts as 1) refuses the caller, whose own entry is deleted first.
  *
  * Holding, extending and releasing are the plain lock's (same keys, same session bookkeeping):
@@ -157,7 +157,7 @@ export class EtcdSemaphore implements LockBackend {
     // Thrown while queued: the engine's release takes our entry.
     this.refuseMismatch(key, window, entry.key);
     if (!window.some((kv) => kv.key.toString() === entry.key)) return { acquired: false };
-    const recorded = await this.host.call('acquire', key, () => this.host.client.kv.txn(semaphoreRecordTxn(entry.key, entry.rev), this.host.deadline()));
+    const recorded = await this.host.call('acquire', key, () => this.host.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.host.deadline()));
     if (!recorded.succeeded || entry.session.lost) {
       this.host.queued.drop(owner);
       return undefined;

@@ -9,7 +9,7 @@ import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
-import { acquireAllTxn, acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn } from './etcd-requests.util.js';
+import { acquireAllTxn, acquireTxn, EtcdCleanup, etcdLockPrefix, grpcDeadline, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn, recordGrantTxn } from './etcd-requests.util.js';
 import { EtcdQueue, type Queued } from './etcd-queue.js';
 import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
@@ -27,13 +27,17 @@ const MAX_TXN_KEYS = 64;
  * `<prefix><key>/<owner>` on a shared session lease; the lowest create revision holds the lock;
  * each waiter watches only its predecessor's deletion (FIFO, no herd).
  *
- * The fencing token is our key's create revision (etcd's own recipe): the holder is always the
- * key of the lock with the lowest create revision left, and every key created later has a greater
- * one, so holders' tokens strictly increase per lock; being etcd's raft-replicated revision, it
- * never goes backwards across leader failover. It is on the server, so `inspect()` from any
- * process reports the holder's token. (In 0.1.0 a waiter's token was the revision of the read
- * that found no predecessor left: a process of that version holding beside one of this version
- * can make the next holder's token smaller than its own, which a fence refuses — it fails safe.)
+ * The fencing token is a revision, etcd's raft-replicated counter of every write (it never goes
+ * backwards across leader failover), kept on the holder's key as its mod revision, so `inspect()`
+ * from any process reports it. A free key's token is its put's revision: nothing was there, so
+ * every earlier holder's key was deleted before it. A waiter's grant is recorded by one more put
+ * on its key after the read that found nobody ahead (recordGrantTxn), its token that write's
+ * revision — not its key's create revision, which dates from when it made its place in line: a
+ * key granted elsewhere meanwhile has a larger one, and a multi-key lease's token is the largest
+ * of its keys'. So every token is larger than every token granted before it on any key. (In
+ * 0.1.0 a waiter's token was the revision of the read that found no predecessor left: a process
+ * of that version beside one of this version can make the next holder's token smaller than its
+ * own, which a fence refuses — it fails safe.)
  *
  * A lock's own ttl: the session lease is shared, so the engine deletes the key itself when the
  * ttl runs out (and aborts the signal). If the process cannot (paused, crashed, partitioned), the
@@ -333,8 +337,9 @@ export class EtcdBackend implements LockBackend {
   }
 
   /**
-   * A queued owner's next attempt: read-only (no raft write, no fsync). If no key older than ours
-   * is left, the lock is ours, its token our key's create revision. undefined: our key is gone, start over.
+   * A queued owner's next attempt: read-only (no raft write, no fsync) while a key older than ours
+   * is left. None left: the lock is ours once one more write records the grant (its revision is
+   * the token: see recordGrantTxn). undefined: our key is gone, start over.
    */
   private async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
     const response = await this.call('acquire', key, () =>
@@ -345,23 +350,30 @@ export class EtcdBackend implements LockBackend {
       return undefined;
     }
     const predecessor: string | undefined = response.responses[0].response_range.kvs[0]?.key.toString();
-    if (predecessor === undefined) {
-      // Holder first, then out of the queue: the session is never seen unused in between. The
-      // forced-release watch starts at this read (a watch from our older create revision may
-      // find it compacted).
-      const result = this.granted(owner, entry.session, entry.rev, BigInt(response.header.revision));
-      this.queued.drop(owner);
-      return result;
+    if (predecessor !== undefined) {
+      if (predecessor !== entry.predecessor) this.queued.watchPredecessor(owner, entry, predecessor);
+      return { acquired: false };
     }
-    if (predecessor !== entry.predecessor) this.queued.watchPredecessor(owner, entry, predecessor);
-    return { acquired: false };
+    // A put on our own key, only if it is still ours (a late copy of it after our key is gone
+    // writes nothing): an unknown outcome needs no clean-up.
+    const recorded = await this.call('acquire', key, () => this.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.deadline()));
+    if (!recorded.succeeded || entry.session.lost) {
+      this.queued.drop(owner);
+      return undefined;
+    }
+    // Holder first, then out of the queue: the session is never seen unused in between. The
+    // forced-release watch starts at the grant (a watch from our older create revision may find
+    // it compacted).
+    const result = this.granted(owner, entry.session, BigInt(recorded.header.revision));
+    this.queued.drop(owner);
+    return result;
   }
 
-  private granted(owner: string, session: EtcdSession, token: bigint, watchFrom = token): AcquireResult {
+  private granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
     session.holders.add(owner);
     this.holding.set(owner, session);
     // Not before bootstrap (nor during shutdown): the watch's stream would keep the process alive.
-    if (this.holdsProcess) this.admin.watch(watchFrom);
+    if (this.holdsProcess) this.admin.watch(token);
     return { acquired: true, token };
   }
 

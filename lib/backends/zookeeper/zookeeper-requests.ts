@@ -143,6 +143,21 @@ export class ZooKeeperRequests {
     }
   }
 
+  /**
+   * Record a grant on our znode (`data`: a plain lock keeps it empty, a semaphore writes its held
+   * mark): the zxid of that write — unique, and larger than every zxid committed before it, on any
+   * line — or undefined when the znode is gone. It stays on the server as the znode's mzxid.
+   */
+  async recordGrant(client: ZooKeeperClientLike, key: string, path: string, data: Buffer = EMPTY): Promise<bigint | undefined> {
+    try {
+      const [stat] = await this.call('acquire', key, () => promised<ZooKeeperStatLike>((cb) => client.setData(path, data, -1, cb)));
+      return zxid(stat.mzxid);
+    } catch (error) {
+      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return undefined;
+      throw error;
+    }
+  }
+
   /** Delete our znode: true if it was there. */
   async remove(client: ZooKeeperClientLike, key: string, path: string): Promise<boolean> {
     try {

@@ -2,8 +2,8 @@ import { monotonicNow } from '../../common/validity.util.js';
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
-import { ZK_ERRORS, zkErrorCode, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
-import { inLineOrder, permitsOfNode, semaphoreNamePrefix, zxid } from './zookeeper-paths.util.js';
+import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
+import { inLineOrder, permitsOfNode, semaphoreNamePrefix } from './zookeeper-paths.util.js';
 import { promised, type BoundedSend, type Line, type ZooKeeperRequests } from './zookeeper-requests.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 
@@ -15,7 +15,7 @@ export interface ZooKeeperNode {
   readonly name: string;
   readonly session: ZooKeeperSession;
   holding: boolean;
-  /** A plain lock's znode: its create zxid, the token it holds with (undefined: gone before it was read). */
+  /** A plain lock's znode: its create zxid (undefined: gone before it was read); its token when nothing changed in the line between its create and its first read. */
   readonly czxid?: bigint;
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
@@ -183,14 +183,8 @@ export class ZooKeeperSemaphore implements LockBackend {
   }
 
   /** Write HELD to our znode: the zxid of that write, or undefined when the znode is gone. */
-  private async mark(node: ZooKeeperNode): Promise<bigint | undefined> {
-    try {
-      const [stat] = await this.host.call('acquire', node.key, () => promised<ZooKeeperStatLike>((cb) => node.session.client.setData(node.path, HELD, -1, cb)));
-      return zxid(stat.mzxid);
-    } catch (error) {
-      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return undefined;
-      throw error;
-    }
+  private mark(node: ZooKeeperNode): Promise<bigint | undefined> {
+    return this.host.requests.recordGrant(node.session.client, node.key, node.path, HELD);
   }
 
   /**

@@ -31,15 +31,19 @@ const LIST_BATCH = 200;
  * herd, no clock); an aborted waiter deletes its znode; a crashed or paused holder's znode goes
  * with its session.
  *
- * The fencing token is our znode's `czxid`, the zxid of its creation: the holder is the lowest
- * sequence of the line, sequences follow creation order, and a line's parent recreated after a
- * reap has children created later still — so holders' tokens strictly increase per key, and
- * (zxids being ZooKeeper's replicated, persisted transaction ids, with the leader's epoch in the
- * high bits) across restarts and leader changes. Being on the server, `inspect()` from any process
- * reports it. It costs one read (`exists`), sent as soon as the create names the znode. (In
- * 0.1.0 the token was the line's `pzxid` at the read that found us first: a process of that version
- * holding beside one of this version can make the next holder's token smaller than its own, which
- * a fence refuses — it fails safe.)
+ * The fencing token is a zxid, ZooKeeper's replicated, persisted transaction id (with the leader's
+ * epoch in the high bits: it grows across restarts and leader changes), kept on the holder's znode
+ * as its mzxid, so `inspect()` from any process reports it. A znode found first in line by the read
+ * right after its create, with nothing changed in the line in between (the parent's pzxid is our
+ * czxid), holds with its czxid: nobody was ahead at the create, so every earlier holder's znode,
+ * and its token, came before. Any other grant — a waiter's, or a first read that saw the line
+ * change — is recorded by one write to our znode (its token that write's zxid, larger than every
+ * zxid before it): a czxid dating from when we joined the line can be smaller than a token granted
+ * on another key meanwhile, and a multi-key lease's token is the largest of its keys'. So every
+ * token is larger than every token granted before it on any key. (In 0.1.0 the token was the
+ * line's `pzxid` at the read that found us first: a process of that version holding beside one of
+ * this version can make the next holder's token smaller than its own, which a fence refuses — it
+ * fails safe.)
  *
  * A lock's own ttl: znodes have none, so the engine deletes ours when the ttl runs out (and aborts
  * the signal). If the process cannot (paused, crashed, cut off), the session's expiry takes the
@@ -185,7 +189,8 @@ export class ZooKeeperBackend implements LockBackend {
   /**
    * The first znode of the key's line holds it. What is left is the session timeout (how long the
    * server keeps the znode once its process stops; the engine deletes it at the lease's own ttl);
-   * the token, the first znode's czxid (one more read). A semaphore's line: its first `permits`
+   * the token, the first znode's mzxid (one more read; while a waiter's grant is being recorded,
+   * its czxid). A semaphore's line: its first `permits`
    * znodes hold, the owner reported is the youngest holder's (its token, written after the read
    * that admitted it, is known to its process only: the engine adds it when the holder is local).
    */
@@ -199,7 +204,7 @@ export class ZooKeeperBackend implements LockBackend {
       const first = await this.requests.exists(session.client, key, `${this.parentOf(key)}/${ordered[0]}`, 'inspect');
       // Released between the two reads: read the line again (a busy key, a few times at most).
       if (!first) return tries > 1 ? this.inspect(key, tries - 1) : null;
-      return { owner: ownerOfNode(ordered[0]), token: zxid(first.czxid), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
+      return { owner: ownerOfNode(ordered[0]), token: zxid(first.mzxid), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
     }
     const holders = semaphoreHolders(ordered);
     const last = holders[holders.length - 1];
@@ -347,7 +352,8 @@ export class ZooKeeperBackend implements LockBackend {
    * again, and a waiter watches the one ahead.
    */
   private decide({ key, owner, queue }: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
-    if (place === 0) return this.granted(owner, node, node.czxid!);
+    if (place === 0 && line.pzxid === node.czxid) return this.granted(owner, node, node.czxid);
+    if (place === 0) return this.firstRecorded(owner, node);
     // The contended path only: a znode ahead is never added after this read.
     for (let i = 0; i < place; i++) {
       const permits = permitsOfNode(order[i]);
@@ -359,6 +365,23 @@ export class ZooKeeperBackend implements LockBackend {
     this.turns.track(owner);
     this.watch(node, order[place - 1]);
     return { acquired: false };
+  }
+
+  /**
+   * First at the first read, but the line changed since our create: the grant is recorded. Not
+   * queued yet, our znode is known to nobody else here: gone, or the write unanswered, it goes
+   * (in the background) with the error.
+   */
+  private async firstRecorded(owner: string, node: Node): Promise<AcquireResult> {
+    let result: AcquireResult | undefined;
+    try {
+      result = await this.recordedGrant(owner, node);
+    } catch (error) {
+      this.requests.removeLater(node.session, node.path);
+      throw error;
+    }
+    if (result) return result;
+    throw new LockBackendUnavailableError(this.name, 'acquire', 'our znode was gone (its session lost, or force-released) before its grant was recorded', { key: node.key });
   }
 
   /** Delete a znode that is not to stay; unanswered, in the background (and the error thrown). */
@@ -375,9 +398,26 @@ export class ZooKeeperBackend implements LockBackend {
   private async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
     const read = await this.readLine(request.owner, node);
     if (!read) return undefined;
-    if (read.place === 0) return this.granted(request.owner, node, node.czxid!);
+    if (read.place === 0) return this.recordedGrant(request.owner, node);
     this.watch(node, read.order[read.place - 1]);
     return { acquired: false };
+  }
+
+  /**
+   * First in line at a read that cannot vouch for our czxid as the token: the grant is recorded
+   * by one write to our znode, its zxid the token (see the class comment) — written before the
+   * holder's own watch of its znode is set up, so that watch never sees it. undefined: our znode
+   * (or its session) is gone, start over.
+   */
+  private async recordedGrant(owner: string, node: Node): Promise<AcquireResult | undefined> {
+    const sentAt = monotonicNow();
+    const token = await this.requests.recordGrant(node.session.client, node.key, node.path);
+    if (token === undefined || node.session.lost) {
+      if (this.nodes.get(owner) === node) this.drop(owner);
+      return undefined;
+    }
+    node.session.heard(sentAt);
+    return this.granted(owner, node, token);
   }
 
   /** Read the line a queued owner is in; undefined: its znode (or its session) is gone. */

@@ -40,7 +40,10 @@ export const TOKEN_CHECKS: readonly ConformanceCheck[] = [
       const held = await c.acquire(c.at(0), key, holder);
       expect(held.acquired && held.token! > last, `a free key was not granted a token larger than ${last}`);
       expect(!(await c.acquire(c.at(1), key, waiter, { queue: true })).acquired, 'a held key was granted to a waiter');
-      await c.acquire(c.at(2), c.key('other'), c.owner());
+      // Taken after the waiter's place in line was made: a multi-key lease's token is the largest
+      // of its keys' tokens, so the next holder of one key must outgrow every key's token before.
+      const meanwhile = await c.acquire(c.at(2), c.key('other'), c.owner());
+      expect(meanwhile.acquired && typeof meanwhile.token === 'bigint', 'a free key was not granted with a token');
       expect(await c.at(0).release(key, holder), 'release() by the holder answered false');
       let granted: bigint | undefined;
       for (let attempt = 0; attempt < 50 && granted === undefined; attempt++) {
@@ -50,6 +53,7 @@ export const TOKEN_CHECKS: readonly ConformanceCheck[] = [
       }
       expect(typeof granted === 'bigint', 'the queued waiter was not granted the released key, or carried no token');
       expect(granted > held.token!, `the waiter's token ${granted} is not larger than the holder's ${held.token} before it`);
+      expect(granted > meanwhile.token!, `the waiter's token ${granted} is not larger than ${meanwhile.token}, granted on another key while it waited (a multi-key lease holding both would fence it out)`);
     },
   },
   {
