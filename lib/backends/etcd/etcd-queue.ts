@@ -10,10 +10,21 @@ export interface Queued {
   rev: bigint;
   predecessor?: string;
   watcher?: EtcdWatcherLike;
+  /** `watcher` is established on the server (its 'connected' came, no 'disconnected' since). */
+  watching?: boolean;
 }
 
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
+
+/**
+ * ... and this often while its watch is not established yet: until then no deletion can reach it.
+ * etcd3 sets up one watch at a time per client — behind every other waiter's of this process, and
+ * the forced-release watch that a first grant opens — so under load a new watch can take seconds;
+ * the key ahead may be gone long before (measured: a 500 ms delay per watch create left a hot
+ * key's next holder waiting for its watch, 4 hand-offs in 1.5 s instead of 14).
+ */
+const UNWATCHED_RECHECK_MS = 100;
 
 /**
  * This process's queued owners on one etcd backend. Each watches only the key just ahead of its
@@ -61,15 +72,14 @@ export class EtcdQueue {
     watcher.on('delete', (_kv: unknown, previous?: { create_revision?: string }) => {
       if (previous?.create_revision === undefined || BigInt(previous.create_revision) <= entry.rev) this.turns.wake(owner);
     });
-    watcher.on('connected', () => this.turns.wake(owner));
-    watcher.on('error', () => undefined);
-    entry.watcher = watcher;
+    this.track(owner, entry, watcher);
   }
 
   /** Watch only the key just ahead of ours; its deletion is our cue (no thundering herd). */
   watchPredecessor(owner: string, entry: Queued, predecessor: string | undefined): void {
     void entry.watcher?.cancel().catch(() => undefined);
     entry.watcher = undefined;
+    entry.watching = false;
     entry.predecessor = predecessor;
     if (predecessor === undefined) {
       this.turns.wake(owner);
@@ -82,9 +92,25 @@ export class EtcdQueue {
     // established, and again after any reconnect.
     const watcher = this.client.watch().key(predecessor).only('delete').watcher();
     watcher.on('delete', () => this.turns.wake(owner));
-    watcher.on('connected', () => this.turns.wake(owner));
-    watcher.on('error', () => undefined);
+    this.track(owner, entry, watcher);
+  }
+
+  /**
+   * `watcher` becomes the entry's: until it is established, the waiter re-reads its place often
+   * (see wait()); once it is, a re-read covers what went before; a reconnect starts over.
+   */
+  private track(owner: string, entry: Queued, watcher: EtcdWatcherLike): void {
     entry.watcher = watcher;
+    entry.watching = false;
+    watcher.on('connected', () => {
+      if (entry.watcher !== watcher) return;
+      entry.watching = true;
+      this.turns.wake(owner);
+    });
+    watcher.on('disconnected', () => {
+      if (entry.watcher === watcher) entry.watching = false;
+    });
+    watcher.on('error', () => undefined);
   }
 
   wake(owner: string): void {
@@ -92,7 +118,9 @@ export class EtcdQueue {
   }
 
   wait(owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
+    const entry = this.entries.get(owner);
+    const recheckMs = entry?.watcher && !entry.watching ? UNWATCHED_RECHECK_MS : RECHECK_MS;
+    return this.turns.wait(owner, Math.min(timeoutMs, recheckMs), signal);
   }
 
   drop(owner: string): void {
