@@ -8,6 +8,7 @@ import { LockBackendUnavailableError } from './errors/lock-backend-unavailable.e
 import type { AcquireRequest, AcquireResult, LockBackend } from './backends/lock-backend.interface.js';
 import { resolveModuleOptions } from './options/module-options.util.js';
 import { TestingLockBackend } from './testing/testing-lock-backend.js';
+import { LEASE_INTERNALS } from './engine/lease.js';
 
 // Engine logic against the in-process backend (shared by two services = two "instances"). The
 // backends themselves are tested on real servers; here a thin wrapper plays a slow network.
@@ -131,7 +132,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const outer = await service.acquire('re-lost', { purpose: 'efficiency', ttl: 10_000 });
     await service.lockEngine.context.run(outer, async () => {
       inner = await service.acquire('re-lost', { purpose: 'efficiency', wait: 0 });
-      await backend.release('re-lost', outer.leaseCore.owner); // someone deleted the key
+      await backend.release('re-lost', LEASE_INTERNALS.core(outer).owner); // someone deleted the key
       await expect(outer.extend()).rejects.toBeInstanceOf(LeaseLostError);
     });
     await outer.release().catch(() => undefined);
@@ -227,7 +228,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const backend = new MemoryBackend('m');
     const service = serviceOn(backend);
     const lease = await service.acquire('not-owner-key', { purpose: 'efficiency', ttl: 5_000 });
-    await backend.release('not-owner-key', lease.leaseCore.owner); // someone deleted the key
+    await backend.release('not-owner-key', LEASE_INTERNALS.core(lease).owner); // someone deleted the key
     await expect(lease.extend()).rejects.toBeInstanceOf(LeaseLostError);
     expect(lease.signal.aborted).toBe(true);
     expect(heldCount(service)).toBe(0);
@@ -329,7 +330,7 @@ describe('DistributedLockService engine under composition (in-process backend)',
     const service = serviceOn(new MemoryBackend('m'));
     await service.using('many-handles', { purpose: 'efficiency', ttl: 10_000 }, async (outer) => {
       for (let i = 0; i < 1_000; i++) await service.tryAcquire('many-handles', { purpose: 'efficiency' });
-      const core = outer.leaseCore as unknown as Record<string, unknown>;
+      const core = LEASE_INTERNALS.core(outer) as unknown as Record<string, unknown>;
       const sizes = Object.values(core).filter((v): v is Set<unknown> => v instanceof Set).map((set) => set.size);
       expect(Math.max(0, ...sizes)).toBeLessThanOrEqual(1);
     });

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { RESOLVED_LOCK_OPTIONS } from './distributed-lock.constants.js';
-import type { Lease } from './engine/lease.js';
+import { LEASE_INTERNALS, type Lease } from './engine/lease.js';
 import { LockEngine } from './engine/lock-engine.js';
 import type { LockEvents } from './engine/lock-events.js';
 import { SKIPPED } from './engine/lock-request.js';
@@ -122,7 +122,7 @@ export class DistributedLockService {
         signal.addEventListener('abort', stepDown, { once: true });
         const forget = (): void => signal.removeEventListener('abort', stepDown);
         lease.signal.addEventListener('abort', forget, { once: true });
-        void lease.whenReleased().then(forget, forget);
+        void LEASE_INTERNALS.whenReleased(lease).then(forget, forget);
       }
     }
     return lease;

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Lease } from './lease.js';
+import { LEASE_INTERNALS, type Lease } from './lease.js';
 
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
@@ -28,17 +28,17 @@ export class LeaseContext {
 
   /** The innermost lease still held on `key` (one of its keys) at `backend`: a nested acquisition re-enters it. */
   reentrant(key: string, backend: string): Lease | undefined {
-    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && lease.held && (lease.key === key || lease.keys.includes(key)));
+    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && LEASE_INTERNALS.held(lease) && (lease.key === key || lease.keys.includes(key)));
   }
 
   /** The innermost lease still held at `backend` that covers every one of `keys`. */
   covering(keys: readonly string[], backend: string): Lease | undefined {
-    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && lease.held && keys.every((key) => lease.keys.includes(key)));
+    return this.storage.getStore()?.findLast((lease) => lease.backend === backend && LEASE_INTERNALS.held(lease) && keys.every((key) => lease.keys.includes(key)));
   }
 
   /** Throw the loss of `lease`, or of any lease this context is nested in, if one is known lost. */
   assertHeldAround(lease: Lease): void {
-    const lost = lease.lostWith ?? this.leases().find((outer) => outer.lostWith)?.lostWith;
+    const lost = LEASE_INTERNALS.lostWith(lease) ?? this.leases().map((outer) => LEASE_INTERNALS.lostWith(outer)).find((lost) => lost !== undefined);
     if (lost) throw lost;
   }
 
@@ -49,7 +49,7 @@ export class LeaseContext {
    */
   run<T>(lease: Lease, fn: () => T): T {
     const result = this.storage.run([...this.leases(), lease], fn);
-    lease.leaseCore.trackWork(isPromiseLike(result) ? Promise.resolve(result) : lease.whenReleased());
+    LEASE_INTERNALS.core(lease).trackWork(isPromiseLike(result) ? Promise.resolve(result) : LEASE_INTERNALS.whenReleased(lease));
     return result;
   }
 }

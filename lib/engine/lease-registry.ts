@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import type { LeaseLossReason, LeaseLostError } from '../errors/lease-lost.error.js';
 import { monotonicNow } from '../common/validity.util.js';
-import type { Lease } from './lease.js';
+import { LEASE_INTERNALS, type Lease } from './lease.js';
 import type { LeaseCore, LeaseObserver } from './lease-core.js';
 import type { LockEvents } from './lock-events.js';
 
@@ -90,7 +90,7 @@ export class LeaseRegistry implements LeaseObserver {
   /** A handle's release failed: reported, never thrown over the caller's own outcome. */
   releaseFailed(lease: Lease, error: unknown): void {
     this.logger.warn(`Release of "${lease.key}" (${lease.purpose}, ${lease.backend}) failed; it expires by itself: ${(error as Error)?.message ?? error}`);
-    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, kind: lease.leaseCore.kind, error });
+    this.events.emit('release-failed', { key: lease.key, purpose: lease.purpose, backend: lease.backend, kind: LEASE_INTERNALS.core(lease).kind, error });
   }
 
   lost(core: LeaseCore, error: LeaseLostError): void {

@@ -4,6 +4,30 @@ import { checkTtl } from '../common/checks.util.js';
 import type { LeaseCore } from './lease-core.js';
 
 /**
+ * What the engine reads and does on a lease handle, kept off the published class: the package's
+ * entry points do not export it.
+ */
+export interface LeaseInternals {
+  create(core: LeaseCore, owning: boolean, onDisposeError: (lease: Lease, error: unknown) => void): Lease;
+  core(lease: Lease): LeaseCore;
+  /** Still held by this handle: not released, not lost. */
+  held(lease: Lease): boolean;
+  /**
+   * The `LeaseLostError` the handle's signal has aborted (or would abort) with, without making
+   * the signal: an owning lease's loss, or a reentrant handle's end.
+   */
+  lostWith(lease: Lease): LeaseLostError | undefined;
+  /**
+   * Settles when the handle is released: the end of work a wrapper runs under it that has no
+   * Promise of its own (an Observable's subscription ends with the release).
+   */
+  whenReleased(lease: Lease): Promise<void>;
+}
+
+/** Filled in by `Lease`'s static block, the one place with access to its private parts. */
+export const LEASE_INTERNALS = {} as LeaseInternals;
+
+/**
  * A distributed lock is a lease: it holds only while it is valid. Hold work to `signal`, and with
  * `purpose: 'correctness'` hand `token` to the resource so it can refuse a stale holder.
  *
@@ -18,8 +42,8 @@ export class Lease implements AsyncDisposable {
   /** A reentrant handle's signal: it also aborts when the outer lease is released first. */
   private readonly handle?: { signal: AbortSignal };
 
-  /** @internal Leases come from `DistributedLockService`, never from `new`. */
-  constructor(
+  /** Leases come from `DistributedLockService`, never from `new` (the engine makes them through LEASE_INTERNALS). */
+  private constructor(
     private readonly core: LeaseCore,
     /** false for a reentrant handle: releasing it leaves the outer lease in place. */
     private readonly owning: boolean,
@@ -111,35 +135,22 @@ export class Lease implements AsyncDisposable {
     }
   }
 
-  /**
-   * @internal Settles when this handle is released: the end of work a wrapper runs under it that
-   * has no Promise of its own (an Observable's subscription ends with the release).
-   */
-  whenReleased(): Promise<void> {
-    if (!this.released) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => (resolve = r));
-      this.released = { promise, resolve };
-      if (this.ended) resolve();
-    }
-    return this.released.promise;
-  }
-
-  /**
-   * @internal The `LeaseLostError` this handle's signal has aborted (or would abort) with, without
-   * making the signal: an owning lease's loss, or a reentrant handle's end.
-   */
-  get lostWith(): LeaseLostError | undefined {
-    return this.handle ? (this.handle.signal.aborted ? (this.handle.signal.reason as LeaseLostError) : undefined) : this.core.lost;
-  }
-
-  /** @internal */
-  get held(): boolean {
-    return !this.ended && this.core.state === 'held' && !this.handle?.signal.aborted;
-  }
-
-  /** @internal */
-  get leaseCore(): LeaseCore {
-    return this.core;
+  static {
+    Object.assign(LEASE_INTERNALS, {
+      create: (core, owning, onDisposeError) => new Lease(core, owning, onDisposeError),
+      core: (lease) => lease.core,
+      held: (lease) => !lease.ended && lease.core.state === 'held' && !lease.handle?.signal.aborted,
+      lostWith: (lease) =>
+        lease.handle ? (lease.handle.signal.aborted ? (lease.handle.signal.reason as LeaseLostError) : undefined) : lease.core.lost,
+      whenReleased: (lease) => {
+        if (!lease.released) {
+          let resolve!: () => void;
+          const promise = new Promise<void>((r) => (resolve = r));
+          lease.released = { promise, resolve };
+          if (lease.ended) resolve();
+        }
+        return lease.released.promise;
+      },
+    } satisfies LeaseInternals);
   }
 }

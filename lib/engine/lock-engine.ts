@@ -12,7 +12,7 @@ import { MultiKeyBackend } from '../backends/multi-key.backend.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
-import { Lease } from './lease.js';
+import { LEASE_INTERNALS, type Lease } from './lease.js';
 import { LockAdmin } from './lock-admin.js';
 import { LeaseContext } from './lease-context.js';
 import { LeaseCore } from './lease-core.js';
@@ -220,7 +220,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
             : validUntil(sentAt, o.ttl, this.config.driftFactor);
           if (until > monotonicNow()) {
             const lease = this.grant(o, backend, owner, result.token, until, sentAt - started);
-            if (p?.confirmed) lease.leaseCore.confirmWith(p.confirmed);
+            if (p?.confirmed) LEASE_INTERNALS.core(lease).confirmWith(p.confirmed);
             return lease;
           }
           // The answer came after the lease would already have ended: it cannot be trusted. Give
@@ -311,7 +311,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     if (this.events.listenerCount('acquired') > 0) {
       this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, kind: core.kind, token, waitedMs, reentrant: false });
     }
-    return new Lease(core, true, this.reportReleaseFailure);
+    return LEASE_INTERNALS.create(core, true, this.reportReleaseFailure);
   }
 
   /**
@@ -345,18 +345,18 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
         o.where ?? `acquire(${JSON.stringify(o.key)})`,
       );
     }
-    if (outer.leaseCore.permits !== o.permits) {
+    if (LEASE_INTERNALS.core(outer).permits !== o.permits) {
       throw new InvalidLockOptionsError(
         'permits',
-        `this async context already holds "${o.key}" with permits ${outer.leaseCore.permits}; a nested acquisition asks for ${o.permits}`,
+        `this async context already holds "${o.key}" with permits ${LEASE_INTERNALS.core(outer).permits}; a nested acquisition asks for ${o.permits}`,
         o.where ?? `acquire(${JSON.stringify(o.key)})`,
       );
     }
     const handle = (): Lease => {
-      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, kind: outer.leaseCore.kind, token: outer.token, waitedMs: 0, reentrant: true });
-      return new Lease(outer.leaseCore, false, this.reportReleaseFailure);
+      this.events.emit('acquired', { key: o.key, purpose: o.purpose, backend: o.backend, kind: LEASE_INTERNALS.core(outer).kind, token: outer.token, waitedMs: 0, reentrant: true });
+      return LEASE_INTERNALS.create(LEASE_INTERNALS.core(outer), false, this.reportReleaseFailure);
     };
-    const raising = outer.leaseCore.raise(o.ttl, o.policy);
+    const raising = LEASE_INTERNALS.core(outer).raise(o.ttl, o.policy);
     return raising ? raising.then(handle) : handle();
   }
 

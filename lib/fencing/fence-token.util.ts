@@ -1,5 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { Lease } from '../engine/lease.js';
+import { LEASE_INTERNALS } from '../engine/lease.js';
 
 /** Where fencing helpers find the leases of the current async context (`DistributedLockService`). */
 export interface LeaseSource {
@@ -44,8 +45,8 @@ export function fenceToken(token: bigint | number | undefined, leases: LeaseSour
       where,
     );
   }
-  const lost = inContext.find((lease) => lease.token !== undefined && lease.lostWith);
-  if (lost) throw lost.lostWith;
+  const lost = inContext.find((lease) => lease.token !== undefined && LEASE_INTERNALS.lostWith(lease));
+  if (lost) throw LEASE_INTERNALS.lostWith(lost);
   const protecting = lockKey === undefined ? undefined : inContext.findLast((lease) => lease.keys.includes(lockKey));
   if (!protecting) {
     throw new InvalidLockOptionsError(

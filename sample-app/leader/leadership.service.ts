@@ -20,7 +20,7 @@ export class LeadershipService implements OnApplicationBootstrap, OnApplicationS
 
   /** This replica's current term, while it leads. */
   get leading(): Lease | undefined {
-    return this.term?.held ? this.term : undefined;
+    return this.term && this.term.remainingMs() > 0 ? this.term : undefined;
   }
 
   onApplicationBootstrap(): void {

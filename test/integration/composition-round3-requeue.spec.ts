@@ -3,6 +3,7 @@ import type { Lease, LockPurpose } from '../../lib/index.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { freshPostgres, freshZooKeeper, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
+import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 // Round 3, the simulation's seed 1 on CI (2026-12-03, `forced-key-granted` on zookeeper:0): the
 // watcher saw a multi-key attempt's id `X.0-0` at the head of key 0's line, force-released the key
@@ -105,7 +106,7 @@ describe.each(CASES)('round 3: a multi-key attempt\'s queue place force-released
         const trusted = lease !== undefined && !lease.signal.aborted && lease.remainingMs() > 0;
         seen.push(`run ${run}: shown ${shown}, forced ${forced}, A ${lease ? (trusted ? 'granted, trusted' : 'granted, not trusted') : `rejected (${(outcome as { error: Error }).error.name})`}, keys[0] then held by ${holder ?? 'nobody'}, C's try ${probe ? 'granted' : 'refused'}`);
         if (trusted && probe !== null) findings.push(`run ${run}: two holders of keys[0] — A's lease trusted (remainingMs ${Math.round(lease!.remainingMs())}) while C's tryAcquire(keys[0]) succeeded`);
-        if (trusted && !holder?.startsWith(`${lease!.leaseCore.owner}.`)) findings.push(`run ${run}: A's lease trusted, but keys[0] is shown held by ${holder ?? 'nobody'}, not by A's attempt`);
+        if (trusted && !holder?.startsWith(`${LEASE_INTERNALS.core(lease!).owner}.`)) findings.push(`run ${run}: A's lease trusted, but keys[0] is shown held by ${holder ?? 'nobody'}, not by A's attempt`);
         await probe?.release();
         await lease?.release().catch(() => undefined);
       } finally {

@@ -2,6 +2,7 @@ import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type Lease, typ
 import { freshPostgres, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
+import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 // campaign() against real servers, one case per backend: candidates in separate applications
 // (separate engines and clients) share the server and nothing else.
@@ -110,7 +111,7 @@ describe.each(CASES)('campaign() on $backend', ({ backend, purpose, fencing, fif
     await candidatesWaiting(b, name, 1);
     stepDown.abort();
     const lease = await next;
-    expect(leader.held).toBe(false);
+    expect(LEASE_INTERNALS.held(leader)).toBe(false);
     if (fencing) expect(lease.token! > leader.token!).toBe(true);
     await lease.release();
   }, 30_000);

@@ -4,6 +4,7 @@ import { InvalidLockOptionsError, RedisBackend, type Lease } from '../../lib/ind
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
+import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 /**
  * Regression tests for issue 12 (options validation and the Redis backend), on real servers:
@@ -432,7 +433,7 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
       await holder.release(); // reserves the key for B for 300 ms and wakes it
       await sleep(550); // the reservation is gone; B's claim reaches Redis only at ~+1 s
       const cLease = await c.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 10_000 });
-      const bHolds = bLease !== undefined && bLease.held && !bLease.signal.aborted;
+      const bHolds = bLease !== undefined && LEASE_INTERNALS.held(bLease) && !bLease.signal.aborted;
       // Before the fix: { c: true, b: true } — C holds the key and B, started on the
       // reservation, believes it holds too (for ~3 s from its queue request).
       expect({ c: cLease !== null, b: bHolds }).toEqual({ c: true, b: false });

@@ -3,6 +3,7 @@ import { monotonicNow } from '../../lib/common/validity.util.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { freshZooKeeper, type BackendServer } from '../harness/backend-servers.js';
 import { startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
+import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 // Issue 33's flake hunt, Node 24 (fresh clone, 2026-12-03): zookeeper-backend.spec's "holder
 // frozen (SIGSTOP) past its session" saw its lease lost as `force-released` — nobody had called
@@ -22,7 +23,7 @@ interface NodeLike {
 
 function nodeOf(app: LockApp, lease: Lease): NodeLike {
   const backend = backendsOf(app.app).get('zookeeper') as unknown as { nodes: Map<string, NodeLike> };
-  return backend.nodes.get(lease.leaseCore.owner)!;
+  return backend.nodes.get(LEASE_INTERNALS.core(lease).owner)!;
 }
 
 const remove = (node: NodeLike): Promise<void> =>

@@ -48,6 +48,7 @@ import {
   type WorkerConfig,
   type WriteResult,
 } from './protocol.js';
+import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 // SIM_DEBUG: remember where every socket was opened, to name a leaked one's creator.
 const socketOrigins = new WeakMap<object, string>();
@@ -442,16 +443,16 @@ function granted(id: string, op: LockOp, lease: AnyLease, svc: DistributedLockSe
   if (lease instanceof FakeLease) {
     // nothing shared
   } else if (lease.reentrant) {
-    root = coreRoot.get(lease.leaseCore) ?? `unknown-core:${id}`;
+    root = coreRoot.get(LEASE_INTERNALS.core(lease)) ?? `unknown-core:${id}`;
   } else {
-    coreRoot.set(lease.leaseCore, id);
+    coreRoot.set(LEASE_INTERNALS.core(lease), id);
   }
   // A multi-key lease: its owner id and the generation its keys were taken in (the MultiKeyBackend's,
   // read from the library's internals: each key's owner on the backend is `<owner>.<gen>-<index>`).
   const ownership: { owner?: string; gen?: number } = {};
   if (op.keys && !(lease instanceof FakeLease) && !lease.reentrant) {
-    ownership.owner = lease.leaseCore.owner;
-    const generations = (lease.leaseCore.backend as unknown as { generations?: Map<string, number> }).generations;
+    ownership.owner = LEASE_INTERNALS.core(lease).owner;
+    const generations = (LEASE_INTERNALS.core(lease).backend as unknown as { generations?: Map<string, number> }).generations;
     if (generations instanceof Map) ownership.gen = generations.get(ownership.owner) ?? 0;
   }
   emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: op.backend, token: lease.token?.toString(), V: validity(lease), reentrant: lease.reentrant, root, ...primitiveFields(op), ...ownership });
@@ -523,8 +524,8 @@ function enter(
   // (a reentrant handle on it) the last.
   const own = svc.currentLeases().slice(call.base).filter((l) => l.key === name && l.purpose === purpose);
   const lease = which === 'outer' ? own[0] : own.at(-1);
-  if (!lease || !lease.held) {
-    emit({ ev: 'unlocked', id, detail: `no held lease on ${name} (${purpose}) in the body's context: [${svc.currentLeases().map((l) => `${l.key}:${l.held}`).join(', ')}]` });
+  if (!lease || !LEASE_INTERNALS.held(lease)) {
+    emit({ ev: 'unlocked', id, detail: `no held lease on ${name} (${purpose}) in the body's context: [${svc.currentLeases().map((l) => `${l.key}:${LEASE_INTERNALS.held(l)}`).join(', ')}]` });
     return undefined;
   }
   return granted(id, { ...call.op, key, purpose, backend, steps: [] }, lease, svc);
