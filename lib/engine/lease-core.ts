@@ -1,7 +1,3 @@
-// Over 250 lines on purpose: one state machine (held → released | lost) whose transitions —
-// expiry, loss, extend, reentrant raises, the watchdog, release with lockAtLeastFor, shutdown
-// with work running — all read and write the same validity and settings. Its parts with state of
-// their own are apart: the work under it (lease-work.ts), the deadline (common/deadline-timer.ts).
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
@@ -9,9 +5,11 @@ import type { LeasePolicy } from './lease-policy.js';
 import type { LockKind } from './lock-events.js';
 import { DeadlineTimer } from '../common/deadline-timer.js';
 import { LeaseWork } from './lease-work.js';
+import { LeaseWatchdog } from './lease-watchdog.js';
+import { LockAtLeast } from './lease-at-least.js';
+import { OrderedCalls } from './ordered-calls.js';
+import { ReentrantHandles } from './reentrant-handles.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
-
-const noop = (): void => undefined;
 
 /** How a lease tells its engine what happened to it. */
 export interface LeaseObserver {
@@ -30,8 +28,12 @@ export interface LeaseObserver {
 export type LeaseState = 'held' | 'released' | 'lost';
 
 /**
- * The one real lease behind every `Lease` handle (reentrant handles share it). Owns the
- * validity deadline, the abort controller, the expiry timer and the watchdog.
+ * The one real lease behind every `Lease` handle (reentrant handles share it): one state machine
+ * (held → released | lost) whose transitions — expiry, loss, extend, reentrant raises, release
+ * with lockAtLeastFor, shutdown with work running — read and write the same validity and
+ * settings. Its parts with state of their own are apart: the watchdog (lease-watchdog.ts), the
+ * reentrant handles (reentrant-handles.ts), the work under it (lease-work.ts), the order of its
+ * calls (ordered-calls.ts), the deadline (common/deadline-timer.ts).
  *
  * Server-side, a key lives `ttl + lockDelay`; the holder trusts it for `ttl` minus drift. A
  * release deletes it at once (or after `lockAtLeastFor`); an involuntary loss leaves it for the
@@ -86,13 +88,8 @@ export class LeaseCore {
    */
   private ttl: number;
   private lockDelayMs: number;
-  /** The watchdog's maxHold, or undefined without a watchdog. */
-  private maxHold: number | undefined;
-  private lockAtLeastFor: number;
-  /** Monotonic time the watchdog renews up to (undefined: no watchdog). */
-  private renewUntil: number | undefined;
-  /** Monotonic time until which a release keeps the key (lockAtLeastFor). */
-  private keepUntil: number;
+  private readonly atLeast: LockAtLeast;
+  private readonly watchdog: LeaseWatchdog;
   /** The work running under this lease: a shutdown keeps the key while any of it runs. */
   private work?: LeaseWork;
   /** Shut down while work still ran: the key goes when it has settled (or the validity ended). */
@@ -101,23 +98,13 @@ export class LeaseCore {
   readonly driftFactor: number;
   private readonly observer: LeaseObserver;
   private readonly expiry = new DeadlineTimer(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
-  private renewTimer?: NodeJS.Timeout;
   private releasing?: Promise<void>;
-  /**
-   * This lease's claim or extend still unanswered: the next is sent once it has answered. Calls on
-   * pooled connections may land in any order: a claim (ttl) landing after an extend (10 × ttl)
-   * would shorten the row under a holder that trusts the extend — two holders.
-   */
-  private inFlight?: Promise<unknown>;
-  /**
-   * The signal of every reentrant handle on this lease (one, shared, made on first use): it aborts
-   * when the lease ends, however it ends — a released outer lease means the key may have a new holder.
-   */
-  private reentrant?: AbortController;
-  /** Reentrant handles taken and not yet released: the key stays held while any is open. */
-  private openHandles = 0;
-  /** The owner released while handles were open: give the key back when the last one closes. */
-  private releaseDeferred = false;
+  /** A claim, extends, renewals and the lockAtLeastFor extend: one at a time, in order. */
+  private readonly calls = new OrderedCalls();
+  private readonly handles = new ReentrantHandles(
+    () => (this.state === 'held' ? undefined : this.endReason()),
+    () => void this.release().catch(() => undefined),
+  );
 
   constructor(init: LeaseCoreInit) {
     this.key = init.key;
@@ -135,12 +122,28 @@ export class LeaseCore {
     this.policy = init.policy;
     this.observer = init.observer;
     this.lockDelayMs = init.policy.lockDelay;
-    this.maxHold = init.policy.watchdog?.maxHold;
-    this.lockAtLeastFor = init.policy.lockAtLeastFor;
-    this.renewUntil = this.maxHold === undefined ? undefined : this.acquiredAt + this.maxHold;
-    this.keepUntil = this.acquiredAt + this.lockAtLeastFor;
+    this.atLeast = new LockAtLeast(init.policy.lockAtLeastFor, this.acquiredAt);
     this.scheduleExpiry();
-    if (this.renewUntil !== undefined) this.scheduleRenewal();
+    const core = this;
+    this.watchdog = new LeaseWatchdog(
+      {
+        get held() {
+          return core.state === 'held';
+        },
+        get ttlMs() {
+          return core.ttl;
+        },
+        get trustedUntil() {
+          return core.validUntilMs;
+        },
+        driftFactor: init.driftFactor,
+        extend: (ttl) => this.extend(ttl),
+        renewed: () => this.observer.renewed(this),
+        renewalFailed: (error) => this.observer.renewalFailed(this, error),
+      },
+      init.policy.watchdog?.maxHold,
+      this.acquiredAt,
+    );
   }
 
   /** The ttl in force (the acquisition's, or a longer one a reentrant acquisition asked for). */
@@ -180,16 +183,8 @@ export class LeaseCore {
   /** The raises that need no round trip: the watchdog and lockAtLeastFor. */
   private raiseLocally(policy: LeasePolicy): void {
     const renewFor = policy.watchdog?.maxHold;
-    if (renewFor !== undefined && (this.maxHold === undefined || renewFor > this.maxHold)) {
-      const hadWatchdog = this.renewUntil !== undefined;
-      this.maxHold = renewFor;
-      this.renewUntil = Math.max(this.renewUntil ?? 0, monotonicNow() + renewFor);
-      if (!hadWatchdog) this.scheduleRenewal();
-    }
-    if (policy.lockAtLeastFor > this.lockAtLeastFor) {
-      this.lockAtLeastFor = policy.lockAtLeastFor;
-      this.keepUntil = Math.max(this.keepUntil, monotonicNow() + policy.lockAtLeastFor);
-    }
+    if (renewFor !== undefined) this.watchdog.raise(renewFor);
+    this.atLeast.raise(policy.lockAtLeastFor);
   }
 
   /**
@@ -237,7 +232,7 @@ export class LeaseCore {
    * the caller's may run on it and must stop before the next leader starts. Then the key goes back.
    */
   stepDown(): Promise<void> {
-    if (this.state === 'held' && this.openHandles === 0 && this.lossError === undefined) {
+    if (this.state === 'held' && !this.handles.anyOpen && this.lossError === undefined) {
       const error = new LeaseLostError(this.key, 'stepped-down', 'the leader stepped down');
       this.lossError = error;
       this.abortController?.abort(error);
@@ -247,29 +242,16 @@ export class LeaseCore {
 
   /** The signal of reentrant handles: aborts when the lease is lost or released. */
   reentrantSignal(): AbortSignal {
-    if (!this.reentrant) {
-      this.reentrant = new AbortController();
-      if (this.state !== 'held') this.reentrant.abort(this.endReason());
-    }
-    return this.reentrant.signal;
+    return this.handles.signal();
   }
 
-  /**
-   * A reentrant handle opened on this lease. While any is open the key stays held even if the
-   * owner releases first (a listener or detached task the owner started may still be running
-   * under it); the last one to close gives the key back then. Expiry still ends it all.
-   */
+  /** A reentrant handle opened on this lease (see ReentrantHandles): its signal. */
   openHandle(): AbortSignal {
-    this.openHandles += 1;
-    return this.reentrantSignal();
+    return this.handles.opened();
   }
 
   closeHandle(): void {
-    if (this.openHandles > 0) this.openHandles -= 1;
-    if (this.openHandles === 0 && this.releaseDeferred) {
-      this.releaseDeferred = false;
-      void this.release().catch(() => undefined);
-    }
+    this.handles.closed();
   }
 
   private endReason(): LeaseLostError {
@@ -277,7 +259,7 @@ export class LeaseCore {
   }
 
   private endHandles(): void {
-    if (this.reentrant && !this.reentrant.signal.aborted) this.reentrant.abort(this.endReason());
+    this.handles.end(this.endReason());
   }
 
   /** What is left of the lease: never more than the backend itself vouches for (a shared session). */
@@ -317,7 +299,7 @@ export class LeaseCore {
    * the send time `confirmed` resolves with; `undefined` means the key was not ours after all.
    */
   confirmWith(confirmed: Promise<number | undefined>): void {
-    this.inOrder(() => confirmed);
+    void this.calls.send(() => confirmed);
     confirmed.then(
       (sentAt) => {
         if (this.state !== 'held') return;
@@ -336,7 +318,7 @@ export class LeaseCore {
   async extend(ttlMs: number, lockDelay = this.lockDelayMs): Promise<void> {
     this.assertHeld();
     let sentAt = 0;
-    const owned = await this.inOrder(() => {
+    const owned = await this.calls.send(() => {
       // Lost while an earlier call was answered: nothing is sent.
       this.assertHeld();
       sentAt = monotonicNow();
@@ -368,9 +350,9 @@ export class LeaseCore {
    * this resolves at once then — the work itself may be what calls it.
    */
   release(): Promise<void> {
-    if (this.state === 'held' && this.openHandles > 0) {
+    if (this.state === 'held' && this.handles.anyOpen) {
       // Reentrant handles still open: the key stays theirs until the last one is released.
-      this.releaseDeferred = true;
+      this.handles.deferRelease();
       return Promise.resolve();
     }
     if (this.state === 'held') this.state = 'released';
@@ -411,49 +393,11 @@ export class LeaseCore {
     }
   }
 
-  /**
-   * Send after this lease's call in flight, if any, has answered (whatever the answer): the
-   * backend applies this lease's calls in the order they were made.
-   */
-  private inOrder<T>(send: () => Promise<T>): Promise<T> {
-    const previous = this.inFlight;
-    const call = previous ? previous.then(send) : send();
-    const settled: Promise<unknown> = call.then(noop, noop);
-    this.inFlight = settled;
-    void settled.then(() => {
-      if (this.inFlight === settled) this.inFlight = undefined;
-    });
-    return call;
-  }
-
   private async giveBackNow(): Promise<void> {
-    const keepFor = this.keepUntil - monotonicNow();
     // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
     // same tick); a lease lost any other way has nothing left to keep.
     const keep = this.lossError === undefined || this.lossError.reason === 'shutdown';
-    if (keepFor > 0 && keep) {
-      // Keep the key until the at-least time: shorten its life to exactly that, then delete it —
-      // after a claim or extend still unanswered, which would otherwise move that end. (A plain
-      // release need not wait: a call landing after it finds the key not ours.)
-      let keepMs = 1;
-      const releaseLater = (): void => void setTimeout(() => void this.backend.release(this.key, this.owner).catch(() => undefined), keepMs).unref();
-      let wasOwner: boolean;
-      try {
-        wasOwner = await this.inOrder(() => {
-          keepMs = Math.max(1, Math.ceil(this.keepUntil - monotonicNow()));
-          return this.backend.extend(this.key, this.owner, keepMs);
-        });
-      } catch (error) {
-        // Unknown whether the key was shortened: it is still deleted (owner-checked) once the
-        // at-least time has passed, and a backend forgets the owner then — not only at its ttl.
-        releaseLater();
-        throw error;
-      }
-      this.observer.released(this, wasOwner);
-      if (wasOwner) releaseLater();
-      return;
-    }
-    const wasOwner = await this.backend.release(this.key, this.owner);
+    const wasOwner = await this.atLeast.giveBack(this.backend, this.key, this.owner, this.calls, keep);
     this.observer.released(this, wasOwner);
   }
 
@@ -464,38 +408,10 @@ export class LeaseCore {
 
   private stopTimers(): void {
     this.expiry.clear();
-    clearTimeout(this.renewTimer);
+    this.watchdog.stop();
   }
 
   private scheduleExpiry(): void {
     this.expiry.set(this.validUntilMs);
-  }
-
-  /** The watchdog: renew every ttl/3 until released, lost, or `maxHold` is reached. */
-  private scheduleRenewal(): void {
-    clearTimeout(this.renewTimer);
-    this.renewTimer = setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.ttl / 3)));
-    this.renewTimer.unref();
-  }
-
-  private async renew(): Promise<void> {
-    if (this.state !== 'held' || this.renewUntil === undefined) return;
-    const holdLeft = this.renewUntil - monotonicNow();
-    // Never renew past maxHold: the last renewal ends the lease exactly there.
-    const ttl = Math.min(this.ttl, Math.floor(holdLeft));
-    if (ttl <= 0) return;
-    if (validUntil(monotonicNow(), ttl, this.driftFactor) <= this.validUntilMs) {
-      // A renewal would not lengthen the lease (a reentrant acquisition raised it further): never
-      // shorten it. Look again later while the watchdog has time left.
-      if (ttl === this.ttl) this.scheduleRenewal();
-      return;
-    }
-    try {
-      await this.extend(ttl);
-      this.observer.renewed(this);
-    } catch (error) {
-      if (this.state === 'held') this.observer.renewalFailed(this, error);
-    }
-    if (this.state === 'held' && ttl === this.ttl) this.scheduleRenewal();
   }
 }

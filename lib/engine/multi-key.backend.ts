@@ -1,4 +1,4 @@
-import type { AcquireRequest, AcquireResult, LockBackend } from './lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, LockBackend } from '../backends/lock-backend.interface.js';
 
 /** One acquisition's progress: the keys it holds so far (a prefix of the sorted list). */
 interface Progress {
