@@ -18,7 +18,7 @@ import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 interface NodeLike {
   path: string;
-  session: { client: { remove(path: string, version: number, cb: (error: Error | null) => void): void }; until: number };
+  session: { client: { remove(path: string, version: number, cb: (error: Error | null) => void): void }; validity: { until: number } };
 }
 
 function nodeOf(app: LockApp, lease: Lease): NodeLike {
@@ -47,7 +47,7 @@ describe('ZooKeeper: why a holder lost its znode', () => {
     const lease = await app.locks.acquire(uniqueKey('zk-reason-expired'), opts);
     const node = nodeOf(app, lease);
     // What a process stopped past its session sees on waking, before its expiry timer has run.
-    node.session.until = monotonicNow() - 1;
+    node.session.validity.until = monotonicNow() - 1;
     await remove(node);
     await until(() => lease.signal.aborted, 5_000, 'the lease told');
     expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);

@@ -1,5 +1,5 @@
-import { DeadlineTimer } from '../../common/deadline-timer.js';
-import { monotonicNow, validUntil } from '../../common/validity.util.js';
+import { monotonicNow } from '../../common/validity.util.js';
+import { Heartbeat, SessionValidity } from '../session-validity.js';
 import type { ZooKeeperClientLike } from './zookeeper-client.interface.js';
 
 /**
@@ -20,45 +20,41 @@ export class ZooKeeperSession {
   readonly holders = new Set<string>();
   /** Set once the session is over or presumed over: none of its znodes may be trusted. */
   lost = false;
-  private until: number;
-  /** The send time of the latest answered request. */
-  private heardAt: number;
-  private readonly expiry = new DeadlineTimer(() => this.onLost(this, `no answer from ZooKeeper within the ${this.timeoutMs} ms session timeout`));
-  private heartbeat?: NodeJS.Timeout;
-  private beating = false;
+  /** Armed while anything is held (see the kit's SessionValidity). */
+  private readonly validity: SessionValidity;
+  private heartbeat?: Heartbeat;
 
   /** The session timeout the server granted (the one asked for until the connection says). */
   get grantedTimeoutMs(): number {
-    return this.timeoutMs;
+    return this.validity.ttlMs;
   }
 
   constructor(
     readonly client: ZooKeeperClientLike,
     /** The session timeout the server granted (ms). */
-    private timeoutMs: number,
-    private readonly driftFactor: number,
+    timeoutMs: number,
+    driftFactor: number,
     /** When the request that proved the session alive was sent. */
     heardSentAt: number,
     private readonly onLost: (session: ZooKeeperSession, detail: string) => void,
     /** One read, bounded by the command timeout. */
     private readonly ping: () => Promise<unknown>,
   ) {
-    this.heardAt = heardSentAt;
-    this.until = validUntil(heardSentAt, timeoutMs, driftFactor);
+    this.validity = new SessionValidity(timeoutMs, driftFactor, heardSentAt, () =>
+      this.onLost(this, `no answer from ZooKeeper within the ${this.validity.ttlMs} ms session timeout`),
+    );
   }
 
   /** Monotonic time until which the server keeps this session (and so our znodes) at least. */
   get validUntilMs(): number {
-    return this.until;
+    return this.validity.validUntilMs;
   }
 
   /** A request sent at `sentAt` was answered on this session. */
   heard(sentAt: number): void {
     if (this.lost) return;
     this.regranted();
-    this.heardAt = Math.max(this.heardAt, sentAt);
-    this.until = Math.max(this.until, validUntil(sentAt, this.timeoutMs, this.driftFactor));
-    if (this.holders.size > 0) this.expiry.set(this.until);
+    this.validity.heard(sentAt);
   }
 
   /**
@@ -68,22 +64,18 @@ export class ZooKeeperSession {
    * counted from the latest answered request, and a holder past it is told now.
    */
   regranted(): void {
-    const granted = this.client.getSessionTimeout();
-    if (this.lost || !(granted > 0) || granted >= this.timeoutMs) return;
-    this.timeoutMs = granted;
-    this.until = Math.min(this.until, validUntil(this.heardAt, granted, this.driftFactor));
-    if (this.holders.size > 0) this.expiry.set(this.until);
+    if (!this.lost) this.validity.shrink(this.client.getSessionTimeout());
   }
 
   /** `owner` holds a lock on this session: keep the validity bound fresh while anybody does. */
   hold(owner: string): void {
     this.holders.add(owner);
     if (this.lost) return;
-    this.expiry.set(this.until);
+    this.validity.arm();
     if (!this.heartbeat) {
-      const every = Math.max(50, Math.floor(this.timeoutMs / 3));
-      this.heartbeat = setInterval(() => void this.beat(every), every);
-      this.heartbeat.unref();
+      const every = Math.max(50, Math.floor(this.validity.ttlMs / 3));
+      this.heartbeat = new Heartbeat(every, () => this.beat(every));
+      this.heartbeat.start();
     }
   }
 
@@ -99,23 +91,17 @@ export class ZooKeeperSession {
   }
 
   private quiet(): void {
-    this.expiry.clear();
-    clearInterval(this.heartbeat);
+    this.validity.disarm();
+    this.heartbeat?.stop();
     this.heartbeat = undefined;
   }
 
   private async beat(every: number): Promise<void> {
     // A request answered within the last period already renewed the bound.
-    if (this.beating || this.lost || validUntil(monotonicNow(), this.timeoutMs, this.driftFactor) - this.until < every) return;
-    this.beating = true;
+    if (this.lost || this.validity.freshWithin(every)) return;
     const sentAt = monotonicNow();
-    try {
-      await this.ping();
-      this.heard(sentAt);
-    } catch {
-      // Unanswered: the bound runs out on its own unless a later request gets through.
-    } finally {
-      this.beating = false;
-    }
+    // Unanswered (it throws): the bound runs out on its own unless a later request gets through.
+    await this.ping();
+    this.heard(sentAt);
   }
 }
