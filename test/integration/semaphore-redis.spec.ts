@@ -134,9 +134,13 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
         () => undefined,
       );
       if (outcome) await outcome.release();
-      // The release of an abandoned attempt is sent after it: wait until it has landed.
-      for (let j = 0; j < 100 && (await apps[1].locks.inspect(key, { purpose: 'efficiency' }))?.holders !== 1; j++) await sleep(10);
-      expect(await apps[1].locks.inspect(key, { purpose: 'efficiency' })).toMatchObject({ holders: 1, waiters: 0 });
+      // The second permit is free again once the abandoned attempt's late answer, if any, has been
+      // given back: another process gets it (waiting for that give-back), and no third holder fits.
+      // (Not "inspect() says 1 holder": that is also true before a late grant lands — seen once
+      // in 1,000 tries on Node 24 under load, the grant landing between two reads.)
+      const next = await apps[(i + 1) % 3].locks.acquire(key, opts(2, { ttl: 20_000, wait: 5_000 }));
+      expect(await apps[(i + 2) % 3].locks.tryAcquire(key, opts(2, { ttl: 20_000 }))).toBeNull();
+      await next.release();
     }
     // A process's first acquisition waits for its wake channel before it is sent: a release of it
     // (the engine stopped waiting for its answer) must still reach the server after it.
@@ -147,14 +151,19 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
         const released = fresh.semaphore(2).release(key, `late-${i}`);
         expect((await attempt).acquired).toBe(true);
         expect(await released).toBe(true);
-        expect(await apps[1].locks.inspect(key, { purpose: 'efficiency' })).toMatchObject({ holders: 1, waiters: 0 });
+        // (A queue entry of the last abandoned attempt may still be leaving: its answer came late.)
+        await until(async () => {
+          const info = await apps[1].locks.inspect(key, { purpose: 'efficiency' });
+          return info?.holders === 1 && info.waiters === 0;
+        }, 5_000, 'one holder, nobody waiting');
       } finally {
         await fresh.close();
       }
     }
     await holder.release();
-    expect(await leftOn(key)).toEqual([]);
-  }, 30_000);
+    // A late answer's give-back may still be on its way (bounded by the command timeout).
+    await until(async () => (await leftOn(key)).length === 0, 5_000, 'nothing left of the key');
+  }, 60_000);
 
   it('a caller that times out in the queue, or is refused, leaves nothing on the server', async () => {
     const key = uniqueKey('sem-timeout');
