@@ -29,6 +29,7 @@ export type {
   HeldLock,
   LockBackend,
   LockBackendCapabilities,
+  LockLossListener,
 } from './backends/lock-backend.interface.js';
 export { RedisBackend } from './backends/redis/redis.backend.js';
 export { RedlockBackend, type RedlockBackendConfig } from './backends/redlock/redlock.backend.js';

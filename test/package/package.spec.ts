@@ -50,6 +50,7 @@ interface Outcome {
   instances: string[];
   testingEntry: string;
   conformance: { checks: number; passed: number; failed: string[] };
+  sample: { failed: string[]; skipped: string[] };
   board: string[];
 }
 
@@ -98,6 +99,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
       }),
     );
     cpSync(join(root, 'test/package/consumer/main.ts'), join(dir, 'src/main.ts'));
+    cpSync(join(root, 'docs/samples/simple-redis.backend.ts'), join(dir, 'src/simple-redis.backend.ts'));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
       cwd: dir,
       timeout: 240_000,
@@ -179,6 +181,9 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     // verifyLockBackend ships in the testing entry: on MemoryBackend every check it claims passes.
     expect(outcome.conformance.failed).toEqual([]);
     expect(outcome.conformance.passed).toBeGreaterThan(outcome.conformance.checks / 2);
+    // The sample of docs/writing-a-backend.md compiles against the published types and keeps what it claims.
+    expect(outcome.sample.failed).toEqual([]);
+    expect(outcome.sample.skipped).toEqual(['acquire-all-all-or-nothing', 'force-release', 'semaphore-admits-at-most-permits', 'semaphore-permits-agree', 'tokens-increase', 'unreachable-bounded', 'waiters-served-in-order']);
       expect(outcome.board).toEqual([expect.stringMatching(/^redis:pkg-\d+-work$/)]); // the board entry lists the held lock
     },
     300_000,
