@@ -12,7 +12,8 @@ import { AnswerDeadlines } from '../answer-deadlines.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
 import { RedisWaiters } from './redis-waiters.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
-import { DELETE_IF_OWNER, ENQUEUE, EXTEND, FORCE_RELEASE, INSPECT, RELEASE, SET_ALL_NX } from './redis.scripts.js';
+import { DELETE_IF_OWNER, ENQUEUE, EXTEND, RELEASE, SET_ALL_NX } from './redis.scripts.js';
+import { RedisAdmin } from './redis-admin.js';
 import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
 import { RedisSemaphore, type RedisSemaphoreHost } from './redis-semaphore.js';
 import { permitsMismatch } from '../semaphore.util.js';
@@ -50,6 +51,8 @@ export class RedisBackend implements LockBackend {
   private readonly lossListeners = new LossListeners();
   /** Semaphore views by permits (the engine asks once per permits value). */
   private readonly views = new Map<number, RedisSemaphore>();
+  /** inspect(), listKeys(), forceRelease(). */
+  private readonly admin: RedisAdmin;
 
   constructor(private readonly config: RedisBackendConfig) {
     this.client = config.client;
@@ -69,6 +72,17 @@ export class RedisBackend implements LockBackend {
     this.entryLifeMs = heartbeatMs * 3;
     this.waiters = new RedisWaiters(heartbeatMs);
     this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
+    this.admin = new RedisAdmin({
+      name: this.name,
+      client: this.client,
+      prefix: this.prefix,
+      channel: this.channel,
+      entryLifeMs: this.entryLifeMs,
+      call: (operation, key, send) => this.call(operation, key, send),
+      script: (script, keys, args) => this.script(script, keys, args),
+      allKeysOf: (key) => this.allKeysOf(key),
+      lockKeyOf: (key) => this.lockKeyOf(key),
+    });
   }
 
   /**
@@ -319,59 +333,17 @@ export class RedisBackend implements LockBackend {
     return this.lossListeners.add(listener);
   }
 
-  async inspect(key: string): Promise<HeldLock | null> {
-    const reply = (await this.call('inspect', key, () => this.script(INSPECT, this.allKeysOf(key), []))) as
-      | [string, number, number]
-      | [string, number, number, number, number]
-      | [];
-    if (reply.length === 0) return null;
-    const held = { remainingMs: Math.max(0, Number(reply[1])), waiters: Number(reply[2]) };
-    // A plain lock's holder: the engine reports more of it (how long it has held) when it holds here.
-    return reply.length === 5 ? { ...held, permits: Number(reply[3]), holders: Number(reply[4]) } : { ...held, owner: reply[0] };
+  inspect(key: string): Promise<HeldLock | null> {
+    return this.admin.inspect(key);
   }
 
-  /**
-   * `SCAN` (never `KEYS`: it would block the server) under the key prefix, on every master of a
-   * Cluster, keeping lock keys only: they end in `}`, their queues and a semaphore's keys in a
-   * `:suffix`. Each `SCAN` is one bounded call; at most `max` names.
-   */
-  async listKeys(prefix: string, max: number): Promise<string[]> {
-    const names = new Set<string>();
-    const nodes = this.client.isCluster && this.client.nodes ? this.client.nodes('master') : [this.client];
-    // ioredis drops a Cluster's nodes while it cannot reach it: nothing to SCAN is not "nothing held".
-    if (nodes.length === 0) throw new LockBackendUnavailableError(this.name, 'listKeys', 'no Cluster master is known (the cluster cannot be reached)');
-    for (const node of nodes) {
-      // ioredis' own keyPrefix option namespaces every key it sends, but not SCAN's pattern, and SCAN answers stored names.
-      const namespace = node.options?.keyPrefix || this.client.options?.keyPrefix || '';
-      const pattern = `${globEscape(namespace + this.prefix)}*`;
-      let cursor = '0';
-      do {
-        const [next, batch] = await this.call('listKeys', prefix, () => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
-        cursor = next;
-        for (const stored of batch) {
-          if (!stored.startsWith(namespace)) continue;
-          const key = this.userKeyOf(stored.slice(namespace.length));
-          if (key !== undefined && key.startsWith(prefix)) names.add(key);
-          if (names.size >= max) return [...names];
-        }
-      } while (cursor !== '0');
-    }
-    return [...names];
-  }
-
-  /** The user's key of a lock key (lockKeyOf() undone); undefined for any other name under the prefix. */
-  private userKeyOf(name: string): string | undefined {
-    if (!name.startsWith(this.prefix) || !name.endsWith('}')) return undefined;
-    const rest = name.slice(this.prefix.length, -1);
-    const key = rest.startsWith('{') ? rest.slice(1) : rest.startsWith('%{') ? rest.slice(2).replaceAll('%7D', '}').replaceAll('%25', '%') : undefined;
-    // Only the name the backend itself would give that key: a hand-made second spelling is not a lock.
-    return key !== undefined && this.lockKeyOf(key) === name ? key : undefined;
+  listKeys(prefix: string, max: number): Promise<string[]> {
+    return this.admin.listKeys(prefix, max);
   }
 
   /** The holder's process hears it on the wake channel (see granted()), else at its next renewal or validity end. */
-  async forceRelease(key: string): Promise<string | undefined> {
-    const holder = await this.call('forceRelease', key, () => this.script(FORCE_RELEASE, this.allKeysOf(key), [this.entryLifeMs, this.channel]));
-    return typeof holder === 'string' ? holder : undefined;
+  forceRelease(key: string): Promise<string | undefined> {
+    return this.admin.forceRelease(key);
   }
 
   /** `PING` within `timeoutMs`, counting the wait for a connection. */
@@ -557,9 +529,4 @@ export class RedisBackend implements LockBackend {
       unavailable(`not connected within ${this.connectTimeoutMs} ms (connectTimeoutMs; status ${this.client.status})`),
     );
   }
-}
-
-/** `pattern` matched literally by `SCAN MATCH` (its glob characters escaped). */
-function globEscape(pattern: string): string {
-  return pattern.replace(/[\\*?[\]]/g, '\\$&');
 }

@@ -12,17 +12,16 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { TurnWaiters } from '../wait-turn.util.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
-import { ancestry, inLineOrder, keyOfSegment, lockParent, nodeNamePrefix, ownerOfNode, permitsOfNode, semaphoreHolders, zxid } from './zookeeper-paths.util.js';
+import { ancestry, inLineOrder, lockParent, nodeNamePrefix, permitsOfNode } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests, type Line } from './zookeeper-requests.js';
 import { HELD, ZooKeeperSemaphore, type Placement, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
+import { ZooKeeperAdmin } from './zookeeper-admin.js';
 import { permitsMismatch } from '../semaphore.util.js';
 
 /** A queued waiter re-reads its place this often even without a watch event. */
 const RECHECK_MS = 5_000;
-/** listKeys() reads this many lines' parents per round trip. */
-const LIST_BATCH = 200;
 
 /**
  * `correctness` (and `efficiency`) locks on ZooKeeper, the recipe of its documentation and of the
@@ -62,6 +61,8 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly turns = new TurnWaiters();
   private readonly lossListeners = new LossListeners();
   private readonly sessions: ZooKeeperSessions;
+  /** inspect(), listKeys(), forceRelease(). */
+  private readonly admin: ZooKeeperAdmin;
   private closed = false;
   /** Creates (with their read of the line) in flight. */
   private readonly enqueuing = new Set<Promise<unknown>>();
@@ -95,6 +96,15 @@ export class ZooKeeperBackend implements LockBackend {
       requests: this.requests,
       closed: () => this.closed,
       lost: (session, detail) => this.sessionLost(session, detail),
+    });
+    this.admin = new ZooKeeperAdmin({
+      name: this.name,
+      prefix: this.prefix,
+      requests: this.requests,
+      call: (operation, key, send, closing) => this.call(operation, key, send, closing),
+      session: (key) => this.sessions.get(key),
+      parentOf: (key) => this.parentOf(key),
+      forced: (owner) => this.forced(owner),
     });
   }
 
@@ -186,73 +196,16 @@ export class ZooKeeperBackend implements LockBackend {
     }
   }
 
-  /**
-   * The first znode of the key's line holds it. What is left is the session timeout (how long the
-   * server keeps the znode once its process stops; the engine deletes it at the lease's own ttl);
-   * the token, the first znode's mzxid (one more read; while a waiter's grant is being recorded,
-   * its czxid). A semaphore's line: its first `permits`
-   * znodes hold, the owner reported is the youngest holder's (its token, written after the read
-   * that admitted it, is known to its process only: the engine adds it when the holder is local).
-   */
-  async inspect(key: string, tries = 3): Promise<HeldLock | null> {
-    const session = await this.sessions.get(key);
-    const line = await this.requests.readLine(session.client, key, this.parentOf(key));
-    const ordered = line ? inLineOrder(line.children) : [];
-    if (ordered.length === 0) return null;
-    const permits = permitsOfNode(ordered[0]);
-    if (permits === 1) {
-      const first = await this.requests.exists(session.client, key, `${this.parentOf(key)}/${ordered[0]}`, 'inspect');
-      // Released between the two reads: read the line again (a busy key, a few times at most).
-      if (!first) return tries > 1 ? this.inspect(key, tries - 1) : null;
-      return { owner: ownerOfNode(ordered[0]), token: zxid(first.mzxid), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - 1 };
-    }
-    const holders = semaphoreHolders(ordered);
-    const last = holders[holders.length - 1];
-    return { owner: ownerOfNode(last), remainingMs: session.grantedTimeoutMs, waiters: ordered.length - holders.length, permits, holders: holders.length };
+  inspect(key: string): Promise<HeldLock | null> {
+    return this.admin.inspect(key);
   }
 
-  /**
-   * The lines under the prefix whose key starts with `prefix` and that have a znode now: a line
-   * has one only while somebody holds it (a waiter's waits behind a holder's, a single try's is
-   * gone before its answer), and a parent stays behind, empty, after the last release until it is
-   * reaped. Names are filtered decoded: on the encoded names a prefix `%2E` would match the key `.`.
-   */
-  async listKeys(prefix: string, max: number): Promise<string[]> {
-    const session = await this.sessions.get(prefix);
-    const line = await this.requests.readLine(session.client, prefix, this.prefix, 'listKeys');
-    const candidates = (line?.children ?? []).flatMap((child) => {
-      const key = keyOfSegment(child);
-      return key !== undefined && key.startsWith(prefix) ? [key] : [];
-    });
-    const keys: string[] = [];
-    // A batch's reads go out together (one round trip), batch after batch until `max` are found.
-    for (let i = 0; i < candidates.length && keys.length < max; i += LIST_BATCH) {
-      const batch = candidates.slice(i, i + LIST_BATCH);
-      const stats = await this.call('listKeys', prefix, () => Promise.all(batch.map((key) => this.requests.rawExists(session.client, this.parentOf(key)))));
-      keys.push(...batch.filter((_, j) => (stats[j]?.numChildren ?? 0) > 0));
-    }
-    return keys.slice(0, max);
+  listKeys(prefix: string, max: number): Promise<string[]> {
+    return this.admin.listKeys(prefix, max);
   }
 
-  /**
-   * Delete the first znode of the key's line — that very znode (its name is unique): a later
-   * holder's is never touched. Its holder's process watches its own znode from its grant on. A
-   * semaphore's line: every holder's znode, in one write.
-   */
-  async forceRelease(key: string): Promise<string | undefined> {
-    const session = await this.sessions.get(key);
-    const parent = this.parentOf(key);
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const line = await this.requests.readLine(session.client, key, parent);
-      const ordered = line ? inLineOrder(line.children) : [];
-      if (ordered.length === 0) return undefined;
-      const holders = permitsOfNode(ordered[0]) === 1 ? [ordered[0]] : semaphoreHolders(ordered);
-      const removed = await Promise.all(holders.map((holder) => this.requests.remove(session.client, key, `${parent}/${holder}`)));
-      const owners = holders.filter((_, i) => removed[i]).map(ownerOfNode);
-      for (const owner of owners) this.forced(owner);
-      if (owners.length > 0) return owners[0];
-    }
-    throw new LockBackendUnavailableError(this.name, 'forceRelease', 'the holder kept changing while it was being released', { key });
+  forceRelease(key: string): Promise<string | undefined> {
+    return this.admin.forceRelease(key);
   }
 
   /** A read of the prefix within `timeoutMs` (opening a session first if there is none). */
