@@ -63,6 +63,8 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly sessions: ZooKeeperSessions;
   /** inspect(), listKeys(), forceRelease(). */
   private readonly admin: ZooKeeperAdmin;
+  /** Requests started over once already because their new znode was force-released before its grant was recorded. */
+  private readonly restarted = new WeakSet<AcquireRequest>();
   private closed = false;
   /** Creates (with their read of the line) in flight. */
   private readonly enqueuing = new Set<Promise<unknown>>();
@@ -304,9 +306,10 @@ export class ZooKeeperBackend implements LockBackend {
    * semaphore's znode ahead refuses us (permits 1 against its), a single try deletes its znode
    * again, and a waiter watches the one ahead.
    */
-  private decide({ key, owner, queue }: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
+  private decide(request: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
+    const { key, owner, queue } = request;
     if (place === 0 && line.pzxid === node.czxid) return this.granted(owner, node, node.czxid);
-    if (place === 0) return this.firstRecorded(owner, node);
+    if (place === 0) return this.firstRecorded(request, node);
     // The contended path only: a znode ahead is never added after this read.
     for (let i = 0; i < place; i++) {
       const permits = permitsOfNode(order[i]);
@@ -322,18 +325,25 @@ export class ZooKeeperBackend implements LockBackend {
 
   /**
    * First at the first read, but the line changed since our create: the grant is recorded. Not
-   * queued yet, our znode is known to nobody else here: gone, or the write unanswered, it goes
-   * (in the background) with the error.
+   * queued yet, our znode is known to nobody else here, so whatever keeps it from being granted
+   * deletes it (in the background): an unanswered write (with the error), a session lost meanwhile
+   * (the write may have landed on a session the application's client keeps), a forced release.
+   * Force-released before the grant was recorded: one more attempt, as from the start.
    */
-  private async firstRecorded(owner: string, node: Node): Promise<AcquireResult> {
+  private async firstRecorded(request: AcquireRequest, node: Node): Promise<AcquireResult> {
     let result: AcquireResult | undefined;
     try {
-      result = await this.recordedGrant(owner, node);
+      result = await this.recordedGrant(request.owner, node);
     } catch (error) {
       this.requests.removeLater(node.session, node.path);
       throw error;
     }
     if (result) return result;
+    this.requests.removeLater(node.session, node.path);
+    if (!node.session.lost && !this.restarted.has(request)) {
+      this.restarted.add(request);
+      return this.enqueue(request, this.plain, true);
+    }
     throw new LockBackendUnavailableError(this.name, 'acquire', 'our znode was gone (its session lost, or force-released) before its grant was recorded', { key: node.key });
   }
 
