@@ -306,6 +306,38 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   }, 30_000);
 
+  it('a waiter refused by the live masters while 2 of 5 are stopped answers at once, and leaves nothing behind', async () => {
+    // The key held elsewhere: the 3 live masters say no, which decides the vote at once. The give-
+    // back to the 2 stopped masters (their SETs are still unanswered) follows those SETs on their
+    // connections — it used to be waited for, so every retry of a waiter took a whole per-master
+    // timeout more (in the fault suite, one retry per 250 ms instead of per 50–100 ms while the
+    // masters were stopped).
+    const nodeTimeoutMs = 400;
+    const backend = new RedlockBackend({ clients: masters.map((m) => new Redis(m.url)), ownsClients: true, nodeTimeoutMs });
+    const key = uniqueKey('redlock-refused');
+    try {
+      for (let n = 0; n < 60 && inspectors.some((r) => r.status !== 'ready'); n++) await sleep(50);
+      for (const i of [0, 1, 2]) await inspectors[i].set(`lock:{${key}}`, 'someone-else', 'PX', 30_000);
+      masters[3].pause();
+      masters[4].pause();
+      const started = performance.now();
+      const result = await backend.acquire({ key, owner: 'refused-owner', ttlMs: 5_000, queue: true });
+      const tookMs = performance.now() - started;
+      expect(result.acquired).toBe(false);
+      expect(tookMs).toBeLessThan(nodeTimeoutMs / 2);
+      masters[3].resume();
+      masters[4].resume();
+      // The late SETs on masters 3 and 4 are given back behind them.
+      await until(async () => JSON.stringify(await owners(key)) === JSON.stringify(['someone-else', 'someone-else', 'someone-else', null, null]), 5_000, 'only the other owner left');
+      await backend.release(key, 'refused-owner'); // leaves the in-process line
+    } finally {
+      masters[3].resume();
+      masters[4].resume();
+      await backend.close();
+      for (const i of [0, 1, 2]) await inspectors[i].del(`lock:{${key}}`).catch(() => undefined);
+    }
+  }, 30_000);
+
   it('uses application-owned clients and never closes them', async () => {
     const clients = masters.map((m) => new Redis(m.url));
     await Promise.all(clients.map((c) => new Promise((resolve) => c.once('ready', resolve))));

@@ -53,6 +53,8 @@ export class RedlockBackend implements LockBackend {
   private readonly turns = new TurnWaiters();
   /** Waiters of this process per key, in arrival order: a release here wakes the first at once. */
   private readonly waiting = new Map<string, string[]>();
+  /** Per waiter, its split votes in a row (see acquire()); cleared when it leaves the line. */
+  private readonly splits = new Map<string, number>();
   /**
    * Per owner holding a lease, the id its key carries on the masters: one per attempt
    * (`<owner>.<n>`), so the clean-up of an earlier attempt's unanswered SET (retried until a
@@ -113,9 +115,17 @@ export class RedlockBackend implements LockBackend {
       this.leaveLine(key, owner);
       return { acquired: true };
     }
-    // A minority: give back what we got (a master that had not answered gets the delete behind
-    // the SET on the same connection).
-    await this.giveBack(key, attempt, [...tally.yes, ...tally.pending]);
+    // A minority: give back what we got. A master that had not answered gets the delete behind
+    // the SET on the same connection, so the next try (a new attempt id) never finds this one's
+    // key there first; it is not waited for — a stopped master would hold every retry for its
+    // whole timeout.
+    void this.giveBack(key, attempt, tally.pending);
+    await this.giveBack(key, attempt, tally.yes);
+    // Some masters said yes and too few: another caller asked at the same moment (a split vote).
+    // Both retry later by a wider random delay each time it happens again, until one of them
+    // asks alone (Redlock's desynchronising retry; `splits` is forgotten when it leaves the line).
+    if (queue && tally.yes.length > 0) this.splits.set(owner, Math.min(4, (this.splits.get(owner) ?? 0) + 1));
+    else this.splits.delete(owner);
     if (tally.failed.length > this.nodes.length - this.quorum) {
       this.leaveLine(key, owner);
       throw this.unavailable('acquire', key, tally);
@@ -124,9 +134,12 @@ export class RedlockBackend implements LockBackend {
     return { acquired: false, holderRemainingMs: median(reported) };
   }
 
-  /** No queue on the masters: retry after the delay plus jitter, or at once when a release here wakes us. */
+  /**
+   * No queue on the masters: retry after the delay plus jitter — up to 2⁴ times as much jitter after
+   * split votes in a row — or at once when a release here wakes us.
+   */
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    const delay = this.retryDelayMs + Math.random() * this.retryDelayMs;
+    const delay = this.retryDelayMs + Math.random() * this.retryDelayMs * 2 ** (this.splits.get(owner) ?? 0);
     return this.turns.wait(owner, Math.min(timeoutMs, delay), signal);
   }
 
@@ -219,6 +232,7 @@ export class RedlockBackend implements LockBackend {
   async close(): Promise<void> {
     for (const owner of [...this.waiting.values()].flat()) this.turns.forget(owner);
     this.waiting.clear();
+    this.splits.clear();
     this.servers.close();
     await Promise.all(this.nodes.map((node) => node.close()));
   }
@@ -237,6 +251,7 @@ export class RedlockBackend implements LockBackend {
 
   private leaveLine(key: string, owner: string): void {
     this.turns.forget(owner);
+    this.splits.delete(owner);
     const line = this.waiting.get(key);
     if (!line) return;
     const i = line.indexOf(owner);
