@@ -312,7 +312,9 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     // connections — it used to be waited for, so every retry of a waiter took a whole per-master
     // timeout more (in the fault suite, one retry per 250 ms instead of per 50–100 ms while the
     // masters were stopped).
-    const nodeTimeoutMs = 400;
+    // A long per-master timeout: waiting for it (3 s) and not waiting (~10 ms measured) are far
+    // apart, so a loaded machine cannot blur them.
+    const nodeTimeoutMs = 3_000;
     const backend = new RedlockBackend({ clients: masters.map((m) => new Redis(m.url)), ownsClients: true, nodeTimeoutMs });
     const key = uniqueKey('redlock-refused');
     try {
