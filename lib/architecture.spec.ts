@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 // The layout's rules, checked on the sources (docs/architecture.md explains them): imports point
-// down the layers, never back up; no import cycles; no file too long to read without a reason.
+// down the layers, never back up; no import cycles; no file too long to read.
 
 const LIB = path.resolve(process.cwd(), 'lib');
 
@@ -24,7 +24,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['index.ts'],
 ];
 const SIDEWAYS: ReadonlyArray<readonly [string, string]> = [];
-const MAX_LINES = 250;
+const MAX_LINES = 300;
 
 /** `backends/redis/x.ts` → `backends`; `index.ts` → `index.ts`. */
 const unitOf = (file: string): string => file.split('/')[0];
@@ -88,11 +88,8 @@ describe('the layout (docs/architecture.md)', () => {
     expect(cycles).toEqual([]);
   });
 
-  it(`no file over ${MAX_LINES} lines without the reason at its top`, () => {
-    const long = files.filter((file) => {
-      const text = readFileSync(path.join(LIB, file), 'utf8');
-      return text.split('\n').length > MAX_LINES && !/^\/\/ Over 250 lines/m.test(text.split('\n').slice(0, 3).join('\n'));
-    });
+  it(`no file over ${MAX_LINES} lines (Lua and SQL text files aside: *.scripts.ts, *.sql.ts)`, () => {
+    const long = files.filter((file) => !/\.(scripts|sql)\.ts$/.test(file) && readFileSync(path.join(LIB, file), 'utf8').split('\n').length > MAX_LINES);
     expect(long).toEqual([]);
   });
 });

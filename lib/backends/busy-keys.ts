@@ -12,6 +12,11 @@ export class BusyKeys {
     if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
   }
 
+  /** The keys remembered (see LockBackend.bookkeeping). */
+  keys(): string[] {
+    return [...this.busyAt.keys()];
+  }
+
   recentlyBusy(key: string): boolean {
     const at = this.busyAt.get(key);
     return at !== undefined && performance.now() - at < 1_000;

@@ -51,6 +51,11 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
   /** Keys seen busy recently. */
   private readonly busyKeys = new BusyKeys();
 
+  /** The keys seen busy lately (a per-key cache: see LockBackend.bookkeeping). */
+  busyKeyCache(): string[] {
+    return this.busyKeys.keys();
+  }
+
   /** Start tracking `owner` before its queue request, so no wake-up is missed. */
   joining(owner: string): void {
     this.entry(owner).holderMs = -1;

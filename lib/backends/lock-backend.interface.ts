@@ -207,6 +207,19 @@ export interface LockBackend {
    * The engine trusts a lease until the earlier of its own validity and this.
    */
   validUntil?(owner: string): number | undefined;
+
+  /**
+   * What this instance keeps in memory per owner or per key — waiters, holders, queue places,
+   * sessions' holders, operations in flight — by record name, each with its entries (owner ids,
+   * keys). Once every lease and wait through this instance has ended and its own clean-up has run
+   * (seconds at most), every record is back to what it held when idle: anything left is a leak.
+   * Records bounded per key rather than per owner (caches of recently busy keys, of lines, of
+   * semaphore views) end their name in `Cache`; they may stay, bounded by the keys in use. Records
+   * that empty by themselves on a timer of the backend's (a retried clean-up) are left out.
+   * For tests and diagnostics only (the conformance suite's `bookkeeping-drains` check, the
+   * randomized simulation): never on a lock's path. Optional.
+   */
+  bookkeeping?(): Readonly<Record<string, readonly string[]>>;
 }
 
 /** Injection token of the map from backend name to `LockBackend`. */

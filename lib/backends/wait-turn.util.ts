@@ -11,6 +11,11 @@ export class TurnWaiters<Extra extends object = object> {
     if (!this.waiters.has(owner)) this.waiters.set(owner, { woken: false } as { woken: boolean } & Partial<Extra>);
   }
 
+  /** The owners tracked (see LockBackend.bookkeeping). */
+  owners(): string[] {
+    return [...this.waiters.keys()];
+  }
+
   forget(owner: string): void {
     this.waiters.get(owner)?.wake?.();
     this.waiters.delete(owner);

@@ -6,6 +6,11 @@
 export class InFlight {
   private readonly pending = new Set<Promise<unknown>>();
 
+  /** How many are in flight. */
+  get size(): number {
+    return this.pending.size;
+  }
+
   /** `promise`, remembered until it settles. */
   track<T>(promise: Promise<T>): Promise<T> {
     this.pending.add(promise);

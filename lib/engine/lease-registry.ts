@@ -35,6 +35,12 @@ export class LeaseRegistry implements LeaseObserver {
     private readonly logger: Logger,
   ) {}
 
+  /** What it keeps per lease, owner and key (see LockBackend.bookkeeping). */
+  bookkeeping(): Record<string, string[]> {
+    const releasing = [...this.releasingKeys].flatMap(([backend, keys]) => [...keys.keys()].map((key) => `${backend}:${key}`));
+    return { held: [...this.held].map((core) => core.owner), owners: [...this.owners.keys()], releasing, attempts: [...this.attempts.keys()] };
+  }
+
   add(core: LeaseCore): void {
     this.held.add(core);
     this.owners.set(core.owner, core);

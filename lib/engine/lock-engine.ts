@@ -80,6 +80,16 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
   }
 
   /** Whether this engine's application has begun to shut down. */
+  /**
+   * What the engine keeps per lease and per call — held leases, their owners, releases and
+   * acquisitions in flight — by record name (see LockBackend.bookkeeping): back to empty once
+   * every lease has ended. For tests and diagnostics (the randomized simulation's leak walk).
+   */
+  bookkeeping(): Record<string, string[]> {
+    const inFlight = Array.from({ length: this.inFlight.size }, (_, i) => `call #${i + 1}`);
+    return { ...this.registry.bookkeeping(), inFlight };
+  }
+
   get isShuttingDown(): boolean {
     return this.shuttingDown;
   }

@@ -22,8 +22,8 @@ interface NodeLike {
 }
 
 function nodeOf(app: LockApp, lease: Lease): NodeLike {
-  const backend = backendsOf(app.app).get('zookeeper') as unknown as { nodes: Map<string, NodeLike> };
-  return backend.nodes.get(LEASE_INTERNALS.core(lease).owner)!;
+  const backend = backendsOf(app.app).get('zookeeper') as unknown as { holds: { nodes: Map<string, NodeLike> } };
+  return backend.holds.nodes.get(LEASE_INTERNALS.core(lease).owner)!;
 }
 
 const remove = (node: NodeLike): Promise<void> =>

@@ -56,12 +56,12 @@ function input(events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckIn
 }
 
 const clean: SimEvent[] = [
-  ev(-10, 1, { ev: 'sizes', phase: 'baseline', sizes: { 'service.held': 0, 'redis.busyAt': 1 }, settledMs: 0 }),
+  ev(-10, 1, { ev: 'sizes', phase: 'baseline', sizes: { 'service.held': 0, 'redis.busyKeyCache': 1 }, settledMs: 0 }),
   ...lease(1, 'A', '10', 0, 5, 1_000, 200),
   write(100, 1, 'A', 'a', '10'),
   ...lease(2, 'B', '20', 150, 210, 1_000, 400),
   write(300, 2, 'B', 'b', '20'),
-  ev(500, 1, { ev: 'sizes', phase: 'final', sizes: { 'service.held': 0, 'redis.busyAt': 2 }, settledMs: 10 }),
+  ev(500, 1, { ev: 'sizes', phase: 'final', sizes: { 'service.held': 0, 'redis.busyKeyCache': 2 }, settledMs: 10 }),
   ev(600, 1, { ev: 'exit-resources', leaked: [] }),
 ];
 
@@ -211,7 +211,7 @@ describe('simulation checker', () => {
 
   describe('invariant 5: nothing grows without bound', () => {
     it('reports a collection above its baseline once nothing is held, allowing per-key caches', () => {
-      const grown = clean.map((e) => (e.ev === 'sizes' && e.phase === 'final' ? { ...e, sizes: { 'service.held': 3, 'redis.busyAt': 3 } } : e));
+      const grown = clean.map((e) => (e.ev === 'sizes' && e.phase === 'final' ? { ...e, sizes: { 'service.held': 3, 'redis.busyKeyCache': 3 } } : e));
       const r = check(input(grown));
       expect(kinds(r.violations)).toEqual(['5:grown']);
       expect(r.violations[0].lock).toBe('service.held');
@@ -285,12 +285,12 @@ describe('simulation checker', () => {
 
     it("reports the backend's waiters left behind, allowing its per-key busy cache", () => {
       const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
-      const base = { 'postgres.waiters.waiters': 0, 'postgres.waiters.busyAt': 1 };
+      const base = { 'postgres.waiters': 0, 'postgres.busyKeyCache': 1 };
       const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
-      expect(check(input(log({ 'postgres.waiters.waiters': 0, 'postgres.waiters.busyAt': 3 }))).violations).toEqual([]);
-      const leaked = check(input(log({ 'postgres.waiters.waiters': 2, 'postgres.waiters.busyAt': 1 })));
+      expect(check(input(log({ 'postgres.waiters': 0, 'postgres.busyKeyCache': 3 }))).violations).toEqual([]);
+      const leaked = check(input(log({ 'postgres.waiters': 2, 'postgres.busyKeyCache': 1 })));
       expect(kinds(leaked.violations)).toEqual(['5:grown']);
-      expect(leaked.violations[0].lock).toBe('postgres.waiters.waiters');
+      expect(leaked.violations[0].lock).toBe('postgres.waiters');
     });
   });
 
@@ -343,16 +343,16 @@ describe('simulation checker', () => {
 
     it("reports its nodes, waiters and session holders left behind, allowing its idle-line clock per key", () => {
       const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
-      const base = { 'zookeeper.nodes': 0, 'zookeeper.turns.waiters': 0, 'zookeeper.current.holders': 0, 'zookeeper.requests.parents': 1 };
+      const base = { 'zookeeper.nodes': 0, 'zookeeper.turns': 0, 'zookeeper.sessionHolders': 0, 'zookeeper.lineCache': 1 };
       const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
-      expect(check(input(log({ ...base, 'zookeeper.requests.parents': 3 }))).violations).toEqual([]);
-      for (const leak of ['zookeeper.nodes', 'zookeeper.turns.waiters', 'zookeeper.current.holders']) {
+      expect(check(input(log({ ...base, 'zookeeper.lineCache': 3 }))).violations).toEqual([]);
+      for (const leak of ['zookeeper.nodes', 'zookeeper.turns', 'zookeeper.sessionHolders']) {
         const leaked = check(input(log({ ...base, [leak]: 1 })));
         expect(kinds(leaked.violations)).toEqual(['5:grown']);
         expect(leaked.violations[0].lock).toBe(leak);
       }
       // The idle-line clock is per key: more than the seed's keys is a leak too.
-      expect(kinds(check(input(log({ ...base, 'zookeeper.requests.parents': 4 }))).violations)).toEqual(['5:grown']);
+      expect(kinds(check(input(log({ ...base, 'zookeeper.lineCache': 4 }))).violations)).toEqual(['5:grown']);
     });
   });
 
@@ -392,11 +392,11 @@ describe('simulation checker', () => {
 
     it("reports its waiters, line, holders or a master's waiters left behind", () => {
       const sizes = (s: Record<string, number>, phase: 'baseline' | 'final'): SimEvent => ev(phase === 'baseline' ? -10 : 500, 1, { ev: 'sizes', phase, sizes: s, settledMs: 10 });
-      const base = { 'redlock.turns.waiters': 0, 'redlock.waiting': 0, 'redlock.held': 0, 'redlock.nodes.length': 5, 'redlock.nodes.2.waiters.waiters': 0 };
+      const base = { 'redlock.turns': 0, 'redlock.lines': 0, 'redlock.held': 0, 'redlock.master[2].waiters': 0 };
       const log = (final: Record<string, number>): SimEvent[] => [sizes(base, 'baseline'), ...clean.filter((e) => e.ev !== 'sizes'), sizes(final, 'final')];
       expect(check(input(log(base))).violations).toEqual([]);
       // Per key, yet not a cache: a key's line goes once nobody here waits for it.
-      for (const leak of ['redlock.turns.waiters', 'redlock.waiting', 'redlock.held', 'redlock.nodes.2.waiters.waiters']) {
+      for (const leak of ['redlock.turns', 'redlock.lines', 'redlock.held', 'redlock.master[2].waiters']) {
         const leaked = check(input(log({ ...base, [leak]: 1 })));
         expect(kinds(leaked.violations)).toEqual(['5:grown']);
         expect(leaked.violations[0].lock).toBe(leak);

@@ -196,10 +196,9 @@ export const PG_REGISTER_TABLE = 'sim_register';
 export const PG_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${PG_REGISTER_TABLE} (id text PRIMARY KEY, v text NOT NULL, fence bigint NOT NULL DEFAULT 0)`;
 
 /**
- * A per-key cache among the backends' collections (it may keep the seed's keys once nothing is
- * held, invariant 5): the waiters' `busyAt`, the ZooKeeper backend's idle-line clock `parents`, and
- * a backend's semaphore `views` (one per permits value: the seed has one; their own per-owner
- * collections are walked and must go back to nothing).
- * Every other collection is per owner and must go back to its baseline.
+ * A record bounded per key, not per owner (LockBackend.bookkeeping names them `…Cache`: keys seen
+ * busy lately, ZooKeeper's idle-line clock, semaphore views by permits): it may keep the seed's
+ * keys once nothing is held (invariant 5). Every other record is per owner and must go back to
+ * its baseline.
  */
-export const isKeyCache = (name: string): boolean => /busy/i.test(name) || /^zookeeper\.requests\.parents$/.test(name) || /\.views$/.test(name);
+export const isKeyCache = (name: string): boolean => /Cache$/.test(name);

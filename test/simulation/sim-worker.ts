@@ -26,11 +26,6 @@ import {
   type Lease,
 } from '../../lib/index.js';
 import { LockEngine } from '../../lib/engine/lock-engine.js';
-import { TurnWaiters } from '../../lib/backends/wait-turn.util.js';
-import { PostgresListener } from '../../lib/backends/postgres/postgres-listener.js';
-import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
-import { ZooKeeperRequests } from '../../lib/backends/zookeeper/zookeeper-requests.js';
-import { ZooKeeperSession } from '../../lib/backends/zookeeper/zookeeper-session.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { wallNow } from './clock.js';
 import type { DecoSpec, FiberOp, ForceTarget, KeyNs, LockBackendName, LockOp, Step, Store } from './plan.js';
@@ -275,12 +270,10 @@ function traceBackends(backends: Map<string, unknown>, used: Map<string, Set<str
 }
 
 function explainLeftovers(baseline: Record<string, number>): void {
-  for (const [name, backend] of backendsOf(app!)) {
-    for (const [path, value] of collections(name, backend as object, 3)) {
-      if (!(value instanceof Map) || isKeyCache(path) || value.size <= (baseline[path] ?? 0)) continue;
-      for (const owner of value.keys()) {
-        emit({ ev: 'note', message: `${path} still has ${String(owner)}: ${(ownerTrace.get(String(owner)) ?? ['no calls traced']).join(' | ')}` });
-      }
+  for (const [name, entries] of records()) {
+    if (isKeyCache(name) || entries.length <= (baseline[name] ?? 0)) continue;
+    for (const owner of entries) {
+      emit({ ev: 'note', message: `${name} still has ${owner}: ${(ownerTrace.get(owner) ?? ['no calls traced']).join(' | ')}` });
     }
   }
 }
@@ -1203,70 +1196,32 @@ async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
 // ---------------------------------------------------------------- internal sizes (invariant 5)
 
 /**
- * Sizes of the engine's and backends' collections, found by reflection (lib/ changes under us) —
- * but never silently nothing: a refactor that moves them away fails the run here.
+ * What the engine and each backend keep per lease, owner and key, read through their documented
+ * `bookkeeping()` (LockBackend.bookkeeping, LockEngine.bookkeeping): `<backend>.<record>` → its
+ * entries. Never silently nothing: a backend without it, or without the records every queueing
+ * backend keeps, fails the run here.
  */
-function sizes(): Record<string, number> {
-  const out: Record<string, number> = {};
-  const engine = app!.get(LockEngine) as unknown as { registry?: object };
-  if (!engine.registry) throw new Error('sim: the engine has no registry to check for leaks (invariant 5) — update sizes()');
-  collect('engine.registry', engine.registry, out, 1);
-  if (!('engine.registry.held' in out)) throw new Error('sim: the engine registry has no held-leases map (invariant 5) — update sizes()');
-  out['service.events.listeners'] = locks.events.eventNames().reduce((n, e) => n + locks.events.listenerCount(e), 0);
+function records(): Map<string, readonly string[]> {
+  const out = new Map<string, readonly string[]>();
+  const engine = app!.get(LockEngine);
+  for (const [name, entries] of Object.entries(engine.bookkeeping())) out.set(`engine.${name}`, entries);
   const backends = backendsOf(app!);
   if (backends.size === 0) throw new Error('sim: no backends found to check for leaks (invariant 5)');
-  for (const [name, backend] of backends) collect(`${name}`, backend as object, out, 3);
-  // The per-owner records of the queueing backends live in their waiters (TurnWaiters and
-  // subclasses: RedisWaiters, the PostgreSQL backend's HandOffWaiters): never silently unchecked.
-  // (The ZooKeeper session's holders are walked too, when a session is open: after a loss the next
-  // call opens one.) Redlock: its waiters, its line per key and its holders' attempt ids, and each
-  // master's own single-Redis waiters.
-  const redlockPaths = ['redlock.turns.waiters', 'redlock.waiting', 'redlock.held', ...Array.from({ length: config.redlockUrls.length }, (_, i) => `redlock.nodes.${i}.waiters.waiters`)];
-  for (const path of ['redis.waiters.waiters', 'postgres.waiters.waiters', 'zookeeper.turns.waiters', 'zookeeper.nodes', 'zookeeper.requests.parents', ...redlockPaths]) {
-    if (!(path in out)) throw new Error(`sim: ${path} was not found to check for leaks (invariant 5) — update sizes()`);
+  for (const [name, backend] of backends) {
+    if (!backend.bookkeeping) throw new Error(`sim: backend "${name}" has no bookkeeping() to check for leaks (invariant 5)`);
+    for (const [record, entries] of Object.entries(backend.bookkeeping())) out.set(`${name}.${record}`, entries);
   }
+  const redlockMasters = Array.from({ length: config.redlockUrls.length }, (_, i) => `redlock.master[${i}].waiters`);
+  const required = ['engine.held', 'redis.waiters', 'etcd.holders', 'etcd.queue', 'postgres.waiters', 'zookeeper.turns', 'zookeeper.nodes', 'zookeeper.lineCache', 'redlock.turns', 'redlock.lines', 'redlock.held', ...redlockMasters];
+  for (const name of required) if (!out.has(name)) throw new Error(`sim: ${name} was not reported to check for leaks (invariant 5) — update records()`);
   return out;
 }
 
-/**
- * The etcd backend's bookkeeping objects (by class name: they are not exported). Not EtcdCleanup:
- * its keys live exactly 10 s by design (deletes retried after a write of unknown outcome), bounded
- * in time — waiting for them would stretch every drain by up to 10 s.
- */
-const ETCD_PARTS = ['EtcdSession', 'EtcdSessions', 'EtcdQueue'];
-
-/**
- * Every Map, Set and array of `value`, by path, and — `depth` levels down — of the bookkeeping
- * objects the backends keep them in: waiters (TurnWaiters and its subclasses), etcd's sessions,
- * queue and clean-up, the PostgreSQL LISTEN session's pending probes, and the single-Redis
- * backends in an array (Redlock's masters, by index).
- */
-function collections(prefix: string, value: object, depth: number): Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> {
-  const out: Array<[string, Map<unknown, unknown> | Set<unknown> | unknown[]]> = [];
-  for (const [prop, v] of Object.entries(value)) {
-    if (v instanceof Map || v instanceof Set || Array.isArray(v)) {
-      out.push([`${prefix}.${prop}`, v]);
-      // A backend's semaphore views (by permits): their own per-owner collections (Redis's `sending`).
-      if (depth > 1 && prop === 'views' && v instanceof Map) {
-        for (const [permits, view] of v) if (view && typeof view === 'object') out.push(...collections(`${prefix}.views.${String(permits)}`, view as object, depth - 1));
-      }
-      if (depth > 1 && Array.isArray(v)) {
-        for (const [i, item] of v.entries()) if (item instanceof RedisBackend) out.push(...collections(`${prefix}.${prop}.${i}`, item, depth - 1));
-      }
-    } else if (depth > 1 && v && typeof v === 'object' && (v instanceof TurnWaiters || v instanceof PostgresListener || v instanceof ZooKeeperRequests || v instanceof ZooKeeperSession || ETCD_PARTS.includes(v.constructor?.name))) {
-      out.push(...collections(`${prefix}.${prop}`, v, depth - 1));
-    }
-  }
+function sizes(): Record<string, number> {
+  const out: Record<string, number> = Object.fromEntries([...records()].map(([name, entries]) => [name, entries.length]));
+  out['service.events.listeners'] = locks.events.eventNames().reduce((n, e) => n + locks.events.listenerCount(e), 0);
   return out;
 }
-
-function collect(prefix: string, value: object, out: Record<string, number>, depth: number): void {
-  for (const [path, v] of collections(prefix, value, depth)) {
-    if (Array.isArray(v)) out[`${path}.length`] = v.length;
-    else out[path] = v.size;
-  }
-}
-
 
 async function settledSizes(baseline: Record<string, number>): Promise<{ sizes: Record<string, number>; settledMs: number; above: Record<string, number> }> {
   const started = now();

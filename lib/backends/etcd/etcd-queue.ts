@@ -44,6 +44,11 @@ export class EtcdQueue {
     return this.entries.size;
   }
 
+  /** Queued owners and their waiters (see LockBackend.bookkeeping). */
+  bookkeeping(): Record<string, string[]> {
+    return { queue: [...this.entries.keys()], queueTurns: this.turns.owners() };
+  }
+
   get(owner: string): Queued | undefined {
     return this.entries.get(owner);
   }

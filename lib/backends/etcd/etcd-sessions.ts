@@ -35,6 +35,16 @@ export class EtcdSessions {
 
   constructor(private readonly config: EtcdSessionsConfig) {}
 
+  /** Sessions not ended (the current one, retired ones in use) and their holders and waiters (see LockBackend.bookkeeping). */
+  bookkeeping(): Record<string, string[]> {
+    const live = [...this.live];
+    return {
+      sessions: live.map((s) => String(s.id)),
+      sessionHolders: live.flatMap((s) => [...s.holders]),
+      sessionWaiters: live.flatMap((s) => [...s.waiters]),
+    };
+  }
+
   /** The session new keys go on. */
   get(key: string): Promise<EtcdSession> {
     if (this.current && !this.current.lost) return Promise.resolve(this.current);

@@ -2,7 +2,7 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
-import { permitsMismatch } from '../semaphore.util.js';
+import { permitsMismatch, viewCache, viewFor } from '../semaphore.util.js';
 import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
 
 export type { MemoryLockHolder } from './memory-semaphore.js';
@@ -30,23 +30,25 @@ export class MemoryBackend implements LockBackend {
 
   /** This backend's semaphores (`permits` ≥ 2), sharing its keys, queues and token counter. */
   semaphore(permits: number): MemorySemaphore {
-    let view = this.views.get(permits);
-    if (!view) {
-      const store: MemoryStore = {
-        name: this.name,
-        holders: this.holders,
-        queues: this.queues,
-        semaphores: this.semaphores,
-        turns: this.turns,
-        lossListeners: this.lossListeners,
-        nextToken: () => ++this.lastToken,
-        liveHolder: (key, now) => this.liveHolder(key, now),
-        gate: (operation, key) => this.gate(operation, key),
-      };
-      view = new MemorySemaphore(store, permits, this.capabilities);
-      this.views.set(permits, view);
-    }
-    return view;
+    const { name, holders, queues, semaphores, turns, lossListeners } = this;
+    const store: MemoryStore = {
+      name,
+      holders,
+      queues,
+      semaphores,
+      turns,
+      lossListeners,
+      nextToken: () => ++this.lastToken,
+      liveHolder: (key, now) => this.liveHolder(key, now),
+      gate: (operation, key) => this.gate(operation, key),
+    };
+    return viewFor(this.views, permits, () => new MemorySemaphore(store, permits, this.capabilities));
+  }
+
+  /** See LockBackend.bookkeeping: the store itself (keys held, lines, semaphores) and the waiters. */
+  bookkeeping(): Record<string, string[]> {
+    const { holders, queues, semaphores, turns, views } = this;
+    return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners(), semaphoreViewCache: viewCache(views) };
   }
 
   async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {

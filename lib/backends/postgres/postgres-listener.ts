@@ -25,6 +25,11 @@ export class PostgresListener {
   private closed = false;
   private readonly probes = new Map<string, () => void>();
 
+  /** LISTEN probes in flight (see LockBackend.bookkeeping). */
+  probeIds(): string[] {
+    return [...this.probes.keys()];
+  }
+
   constructor(
     private readonly pool: PgPoolLike,
     private readonly channel: string,

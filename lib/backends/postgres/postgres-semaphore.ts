@@ -46,6 +46,11 @@ export class PostgresSemaphore implements LockBackend {
   /** Per queued owner of this process: when the earliest holder's permit ends (performance.now()). */
   private readonly soonest = new Map<string, number>();
 
+  /** Queued owners of this process (see LockBackend.bookkeeping). */
+  waitingOwners(): string[] {
+    return [...this.soonest.keys()];
+  }
+
   constructor(
     private readonly store: PostgresSemaphoreStore,
     readonly permits: number,

@@ -1,21 +1,15 @@
-// Over 250 lines on purpose: every operation (acquire with its hand-off, release, extend, inspect,
-// forced release) is one bounded statement over one pool; the SQL, the statements, the LISTEN
-// session, the waiters and the semaphore view live in the files beside this one.
-import { AnswerDeadlines } from '../answer-deadlines.js';
 import { LossListeners } from '../loss-listeners.js';
-import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
-import { errorText } from '../../common/redact.util.js';
-import { boundedCall, withTimeout } from '../backend-call.util.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
-import { permitsMismatch } from '../semaphore.util.js';
+import { permitsMismatch, viewCache, viewFor } from '../semaphore.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
-import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
-import { NotifyUnreachableError, PostgresListener } from './postgres-listener.js';
+import type { PgPoolLike } from './postgres-client.interface.js';
+import { PostgresListener } from './postgres-listener.js';
+import { PostgresQueries } from './postgres-queries.js';
 import { objectNames, refuseNul, refuseUnstorable, SEMAPHORE_MARK } from './postgres-sql.util.js';
 import { PostgresSemaphore, semaphoreHeld } from './postgres-semaphore.js';
-import { backendStatements, createSchema, type BackendStatements } from './postgres-statements.js';
+import { backendStatements, type BackendStatements } from './postgres-statements.js';
 import { setupStatements } from './postgres.sql.js';
 
 /**
@@ -30,16 +24,10 @@ export class PostgresBackend implements LockBackend {
   readonly capabilities = POSTGRES_CAPABILITIES;
   readonly name: string;
   private readonly pool: PgPoolLike;
-  private readonly statements: string[];
-  private readonly connectTimeoutMs: number;
-  private readonly commandTimeoutMs: number;
-  private readonly deadlines: AnswerDeadlines;
   private readonly heartbeatMs: number;
   private readonly waiters = new HandOffWaiters();
   private readonly listener: PostgresListener;
-  private setup?: Promise<void>;
-  /** The schema exists and LISTEN was started once: calls no longer wait for setup. */
-  private ready = false;
+  private readonly queries: PostgresQueries;
   private readonly sql: BackendStatements;
   private closed = false;
   private readonly lossListeners = new LossListeners();
@@ -53,11 +41,9 @@ export class PostgresBackend implements LockBackend {
     const where = `new PostgresBackend("${this.name}")`;
     const schema = checkIdentifier(config.schema ?? POSTGRES_DEFAULTS.schema, 'schema', where);
     const prefix = checkIdentifier(config.tablePrefix ?? POSTGRES_DEFAULTS.tablePrefix, 'tablePrefix', where);
-    this.statements = setupStatements({ schema, prefix });
     this.sql = backendStatements({ schema, prefix });
-    this.connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
-    this.commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
-    this.deadlines = new AnswerDeadlines(this.commandTimeoutMs);
+    const connectTimeoutMs = config.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs;
+    const commandTimeoutMs = config.commandTimeoutMs ?? POSTGRES_DEFAULTS.commandTimeoutMs;
     this.heartbeatMs = config.waiterHeartbeatMs ?? POSTGRES_DEFAULTS.waiterHeartbeatMs;
     // An idle pooled connection that errors (the server restarted) must not crash the process.
     if (config.ownsPool) {
@@ -73,7 +59,7 @@ export class PostgresBackend implements LockBackend {
       this.pool,
       objectNames({ schema, prefix }).channel,
       (owner, reservedMs, token) => this.waiters.handedOff(owner, reservedMs, token),
-      this.connectTimeoutMs + this.commandTimeoutMs,
+      connectTimeoutMs + commandTimeoutMs,
       (owner) => {
         // A hand-off to it not yet started on is void too (the key went on to the next waiter).
         this.waiters.revokeHandOff(owner);
@@ -81,42 +67,27 @@ export class PostgresBackend implements LockBackend {
       },
       (owner) => this.semaphoreTurns.wake(owner),
     );
+    const { pool, listener } = this;
+    this.queries = new PostgresQueries({ name: this.name, pool, setupStatements: setupStatements({ schema, prefix }), listener, connectTimeoutMs, commandTimeoutMs, closed: () => this.closed });
   }
 
   /** This backend's semaphores (`permits` ≥ 2): the same pool, tables beside the leases', one token sequence. */
   semaphore(permits: number): PostgresSemaphore {
-    let view = this.views.get(permits);
-    if (!view) {
-      view = new PostgresSemaphore(
-        {
-          name: this.name,
-          capabilities: this.capabilities,
-          sql: this.sql,
-          turns: this.semaphoreTurns,
-          heartbeatMs: this.heartbeatMs,
-          closed: () => this.closed,
-          call: (operation, key, statement, values, cleanup) => this.call(operation, key, statement, values, cleanup),
-        },
-        permits,
-      );
-      this.views.set(permits, view);
-    }
-    return view;
+    const { name, capabilities, sql, heartbeatMs, queries } = this;
+    const host = { name, capabilities, sql, turns: this.semaphoreTurns, heartbeatMs, closed: () => this.closed, call: queries.call.bind(queries) };
+    return viewFor(this.views, permits, () => new PostgresSemaphore(host, permits));
   }
 
-  /**
-   * Create the tables and functions if absent and start listening — at bootstrap when the database
-   * answers. A pooler that cannot carry LISTEN fails here, naming the backend; a database that does
-   * not answer yet is tried again at the first lock operation.
-   */
-  async start(): Promise<void> {
-    // Connect and create the schema, then the LISTEN probe (bounded by connect + command time itself).
-    const limitMs = 2 * (this.connectTimeoutMs + this.commandTimeoutMs);
-    try {
-      await withTimeout(this.ensureSetup(), limitMs, () => new Error(`no answer within ${limitMs} ms`));
-    } catch (error) {
-      if (error instanceof InvalidLockOptionsError) throw error;
-    }
+  /** See LockBackend.bookkeeping. */
+  bookkeeping(): Record<string, string[]> {
+    const waits = [...this.views.values()].flatMap((view) => view.waitingOwners());
+    const { waiters, semaphoreTurns, listener, views } = this;
+    return { waiters: waiters.owners(), semaphoreTurns: semaphoreTurns.owners(), semaphoreWaits: waits, listenProbes: listener.probeIds(), busyKeyCache: waiters.busyKeyCache(), semaphoreViewCache: viewCache(views) };
+  }
+
+  /** Create the tables and functions if absent and start listening, at bootstrap when the database answers (see PostgresQueries.start). */
+  start(): Promise<void> {
+    return this.queries.start();
   }
 
   onLeaseLost(listener: LockLossListener): () => void {
@@ -125,22 +96,22 @@ export class PostgresBackend implements LockBackend {
 
   async inspect(key: string): Promise<HeldLock | null> {
     refuseUnstorable(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
-    const row = await this.call('inspect', key, this.sql.inspect, [key]);
+    const row = await this.queries.call('inspect', key, this.sql.inspect, [key]);
     if (row.token === undefined) return null;
-    if (row.owner === SEMAPHORE_MARK) return semaphoreHeld(await this.call('inspect', key, this.sql.semInspect, [key]));
+    if (row.owner === SEMAPHORE_MARK) return semaphoreHeld(await this.queries.call('inspect', key, this.sql.semInspect, [key]));
     return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(row.token as string), owner: String(row.owner) };
   }
 
   async listKeys(prefix: string, max: number): Promise<string[]> {
     refuseNul(prefix, `${this.name} backend, listKeys(${JSON.stringify(prefix)})`, 'prefix');
-    const rows = await this.rows('listKeys', prefix, this.sql.listKeys, [prefix, max]);
+    const rows = await this.queries.rows('listKeys', prefix, this.sql.listKeys, [prefix, max]);
     return rows.map((row) => row.key as string);
   }
 
   /** Every process of this backend LISTENs from its start: the holder's hears the NOTIFY at once. */
   async forceRelease(key: string): Promise<string | undefined> {
     refuseUnstorable(key, `${this.name} backend, forceRelease(${JSON.stringify(key)})`);
-    const row = await this.call('forceRelease', key, this.sql.forceRelease, [key, this.heartbeatMs * 3]);
+    const row = await this.queries.call('forceRelease', key, this.sql.forceRelease, [key, this.heartbeatMs * 3]);
     return typeof row?.owner === 'string' ? row.owner : undefined;
   }
 
@@ -158,7 +129,7 @@ export class PostgresBackend implements LockBackend {
     // A first try on a key not seen busy lately: the one-statement insert. A key busy a moment
     // ago is likely busy again: straight to the function (one round trip, not two).
     if (!this.waiters.isQueued(owner) && !this.waiters.recentlyBusy(key)) {
-      const fast = await this.call('acquire', key, this.sql.fastAcquire, [key, owner, ttlMs], this.cleanup(key, owner));
+      const fast = await this.queries.call('acquire', key, this.sql.fastAcquire, [key, owner, ttlMs], this.cleanup(key, owner));
       if (fast.token !== undefined) return { acquired: true, token: BigInt(fast.token as string) };
       this.waiters.busy(key);
     }
@@ -168,7 +139,7 @@ export class PostgresBackend implements LockBackend {
     }
     let row: Record<string, any>;
     try {
-      row = await this.call('acquire', key, this.sql.acquire, [key, owner, ttlMs, queue, this.heartbeatMs * 3], this.cleanup(key, owner));
+      row = await this.queries.call('acquire', key, this.sql.acquire, [key, owner, ttlMs, queue, this.heartbeatMs * 3], this.cleanup(key, owner));
     } catch (error) {
       this.waiters.forget(owner);
       throw error;
@@ -205,7 +176,7 @@ export class PostgresBackend implements LockBackend {
       return { acquired: true, token, provisional: { validFrom, validForMs } };
     }
     const sentAt = performance.now();
-    const confirmed = this.call('extend', key, this.sql.extend, [key, owner, ttlMs]).then((row) => (row.held === true ? sentAt : undefined));
+    const confirmed = this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]).then((row) => (row.held === true ? sentAt : undefined));
     confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
     return { acquired: true, token, provisional: { validFrom, validForMs, confirmed } };
   }
@@ -216,7 +187,7 @@ export class PostgresBackend implements LockBackend {
   }
 
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    const row = await this.call('extend', key, this.sql.extend, [key, owner, ttlMs]);
+    const row = await this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]);
     return row.held === true;
   }
 
@@ -227,11 +198,11 @@ export class PostgresBackend implements LockBackend {
       // A holder nobody waits for: the one-statement delete. Else (a waiter leaving, waiters to hand
       // the key to, a row not ours): the function — at once for a key seen busy lately.
       if (!queued && !this.waiters.recentlyBusy(key)) {
-        const fast = await this.call('release', key, this.sql.fastRelease, [key, owner]);
+        const fast = await this.queries.call('release', key, this.sql.fastRelease, [key, owner]);
         if (fast.held !== undefined) return fast.held === true;
         this.waiters.busy(key);
       }
-      const row = await this.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]);
+      const row = await this.queries.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]);
       return row.held === true;
     } catch (error) {
       // Unanswered (the database restarting, unreachable): our row or our queue entry may still be
@@ -247,22 +218,15 @@ export class PostgresBackend implements LockBackend {
     if (this.closed || performance.now() + delayMs > until) return;
     setTimeout(() => {
       if (this.closed) return;
-      this.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]).catch(() =>
+      this.queries.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]).catch(() =>
         this.retryRelease(key, owner, until, delayMs),
       );
     }, delayMs).unref();
   }
 
   /** `SELECT 1` within `timeoutMs`, counting the wait for a connection. */
-  async ping(timeoutMs: number): Promise<void> {
-    await boundedCall({
-      backend: this.name,
-      operation: 'ping',
-      closed: this.closed,
-      send: () => this.pool.query('SELECT 1'),
-      timeoutMs,
-      timedOut: () => `no answer within ${timeoutMs} ms`,
-    });
+  ping(timeoutMs: number): Promise<void> {
+    return this.queries.ping(timeoutMs);
   }
 
   /** Our connections never hold the process: the LISTEN session is unref'd, our pool exits when idle, calls and waits run on timers. */
@@ -274,67 +238,8 @@ export class PostgresBackend implements LockBackend {
     if (this.config.ownsPool) await this.pool.end();
   }
 
-  /** The schema, then the LISTEN session: once; a failure (database down) is retried next time. */
-  private ensureSetup(): Promise<void> {
-    this.setup ??= (async () => {
-      await createSchema(this.pool, this.statements);
-      try {
-        await this.listener.start();
-      } catch (error) {
-        if (error instanceof NotifyUnreachableError) throw new InvalidLockOptionsError(this.name, error.message, 'DistributedLockModule options');
-        throw error;
-      }
-    })().then(
-      () => void (this.ready = true),
-      (error: unknown) => {
-        this.setup = undefined;
-        throw error;
-      },
-    );
-    return this.setup;
-  }
-
   /** The clean-up of an acquire whose answer never came: an owner-checked release. */
   private cleanup(key: string, owner: string): () => void {
     return () => void this.release(key, owner).catch(() => undefined);
-  }
-
-  /**
-   * One function call with a bounded wait for setup and connection and a bounded time for the
-   * answer. An acquire whose answer never came may still be applied: `cleanup` (an owner-checked
-   * release) runs at once, and again if the answer comes late — a release sent on another
-   * connection may have run before the acquire did — so it cannot leave a ghost lock.
-   */
-  private async call(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanup?: () => void): Promise<Record<string, any>> {
-    return (await this.rows(operation, key, statement, values, cleanup))[0] ?? {};
-  }
-
-  /** call(), answering every row. */
-  private async rows(operation: string, key: string, statement: PgQueryConfigLike, values: unknown[], cleanup?: () => void): Promise<Record<string, any>[]> {
-    let sent: Promise<unknown> | undefined;
-    const result = await boundedCall({
-      backend: this.name,
-      operation,
-      key,
-      closed: this.closed,
-      connected: this.ready ? undefined : (unavailable) =>
-        withTimeout(
-          this.ensureSetup().catch((error: unknown) => {
-            throw error instanceof InvalidLockOptionsError ? error : unavailable(`not ready: ${errorText(error)}`, error);
-          }),
-          this.connectTimeoutMs,
-          () => unavailable(`not ready within ${this.connectTimeoutMs} ms (connectTimeoutMs)`),
-        ),
-      send: () => (sent = this.pool.query({ ...statement, values })),
-      timeoutMs: this.commandTimeoutMs,
-      deadlines: this.deadlines,
-      timedOut: () => `no answer within ${this.commandTimeoutMs} ms (commandTimeoutMs)`,
-      onFailure: () => {
-        if (cleanup === undefined || this.closed) return;
-        cleanup();
-        sent?.then(() => !this.closed && cleanup(), () => undefined);
-      },
-    });
-    return result.rows;
   }
 }

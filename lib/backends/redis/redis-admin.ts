@@ -1,7 +1,8 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { HeldLock } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
-import type { RedisScript } from './redis-script.loader.js';
+import type { RedisCommands } from './redis-commands.js';
+import type { RedisKeys } from './redis-keys.util.js';
 import { FORCE_RELEASE, INSPECT } from './redis.scripts.js';
 
 /** What an operator's view reads and does through the backend. */
@@ -13,10 +14,8 @@ export interface RedisAdminParts {
   /** The wake channel a forced release publishes on. */
   readonly channel: string;
   readonly entryLifeMs: number;
-  call<T>(operation: string, key: string, send: () => Promise<T>): Promise<T>;
-  script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown>;
-  allKeysOf(key: string): string[];
-  lockKeyOf(key: string): string;
+  readonly commands: RedisCommands;
+  readonly keys: RedisKeys;
 }
 
 /**
@@ -27,7 +26,7 @@ export class RedisAdmin {
   constructor(private readonly redis: RedisAdminParts) {}
 
   async inspect(key: string): Promise<HeldLock | null> {
-    const reply = (await this.redis.call('inspect', key, () => this.redis.script(INSPECT, this.redis.allKeysOf(key), []))) as
+    const reply = (await this.redis.commands.call('inspect', key, () => this.redis.commands.script(INSPECT, this.redis.keys.all(key), []))) as
       | [string, number, number]
       | [string, number, number, number, number]
       | [];
@@ -54,7 +53,7 @@ export class RedisAdmin {
       const pattern = `${globEscape(namespace + this.redis.prefix)}*`;
       let cursor = '0';
       do {
-        const [next, batch] = await this.redis.call('listKeys', prefix, () => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
+        const [next, batch] = await this.redis.commands.call('listKeys', prefix, () => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
         cursor = next;
         for (const stored of batch) {
           if (!stored.startsWith(namespace)) continue;
@@ -69,7 +68,7 @@ export class RedisAdmin {
 
   /** The holder's process hears it on the wake channel, else at its next renewal or validity end. */
   async forceRelease(key: string): Promise<string | undefined> {
-    const holder = await this.redis.call('forceRelease', key, () => this.redis.script(FORCE_RELEASE, this.redis.allKeysOf(key), [this.redis.entryLifeMs, this.redis.channel]));
+    const holder = await this.redis.commands.call('forceRelease', key, () => this.redis.commands.script(FORCE_RELEASE, this.redis.keys.all(key), [this.redis.entryLifeMs, this.redis.channel]));
     return typeof holder === 'string' ? holder : undefined;
   }
 
@@ -80,7 +79,7 @@ export class RedisAdmin {
     const rest = name.slice(prefix.length, -1);
     const key = rest.startsWith('{') ? rest.slice(1) : rest.startsWith('%{') ? rest.slice(2).replaceAll('%7D', '}').replaceAll('%25', '%') : undefined;
     // Only the name the backend itself would give that key: a hand-made second spelling is not a lock.
-    return key !== undefined && this.redis.lockKeyOf(key) === name ? key : undefined;
+    return key !== undefined && this.redis.keys.lock(key) === name ? key : undefined;
   }
 }
 

@@ -28,3 +28,43 @@ export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: st
   }
   return checked;
 }
+
+/**
+ * The Redis keys of one lock under a prefix: `lock:{key}`, `lock:{key}:q`, `lock:{key}:qa`, and a
+ * semaphore's three beside them. The user key sits inside one `{…}` hash tag, so all of them share
+ * a Cluster slot. Cluster hashes what lies between the first `{` and the first `}` after it, or the
+ * whole name when that is empty: a key starting with `}` (`}a` → `lock:{}a}`) would leave the tag
+ * empty and scatter its keys over several slots (CROSSSLOT). Such keys, and only they, use
+ * `lock:%{…}` with `%` and `}` percent-encoded inside the tag: never empty, never a `}`, and never
+ * equal to a plain layout (which has `{` right after the prefix), so distinct keys stay distinct.
+ */
+export class RedisKeys {
+  private readonly prefixHasBrace: boolean;
+
+  constructor(private readonly prefix: string) {
+    this.prefixHasBrace = prefix.includes('{');
+  }
+
+  /** Without a `{` in the prefix, only an empty key or one starting with `}` needs the encoded form. */
+  lock(key: string): string {
+    const lock = `${this.prefix}{${key}}`;
+    const plain = this.prefixHasBrace ? redisHashTag(lock) !== undefined : key.length > 0 && key.charCodeAt(0) !== 0x7d;
+    return plain ? lock : `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
+  }
+
+  /** The lock key, its queue and its queue's liveness. */
+  plain(key: string): [lock: string, queue: string, alive: string] {
+    const lock = this.lock(key);
+    return [lock, `${lock}:q`, `${lock}:qa`];
+  }
+
+  /**
+   * plain() and a semaphore's three keys beside them (its queue, its queue's liveness, its
+   * permits), in the order the scripts read them (see redis-semaphore.scripts.ts). The holders of a
+   * semaphore live at the lock key itself, so a plain `SET NX` fails on them.
+   */
+  all(key: string): string[] {
+    const lock = this.lock(key);
+    return [lock, `${lock}:q`, `${lock}:qa`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`];
+  }
+}

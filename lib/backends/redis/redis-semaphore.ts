@@ -1,6 +1,8 @@
 import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
-import type { RedisScript } from './redis-script.loader.js';
+import type { RedisCommands } from './redis-commands.js';
+import type { RedisKeys } from './redis-keys.util.js';
+import type { RedisWakeChannel } from './redis-wake-channel.js';
 import { SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND, SEMAPHORE_RELEASE } from './redis-semaphore.scripts.js';
 import type { RedisWaiters } from './redis-waiters.js';
 
@@ -12,18 +14,15 @@ export interface RedisSemaphoreHost {
   /** How long a queue entry lives without a refresh (3 heartbeats). */
   readonly entryLifeMs: number;
   readonly waiters: RedisWaiters;
-  /** The six keys of `key` (see redis-semaphore.scripts.ts). */
-  allKeysOf(key: string): string[];
+  /** The six keys of a key (`all()`, see redis-semaphore.scripts.ts). */
+  readonly keys: RedisKeys;
   /**
-   * undefined once the wake channel is subscribed, else the wait for it. A holder must be
-   * listening before its grant: a forced release publishes its loss once, for whoever listens.
+   * `listening()`: a holder must be listening before its grant (a forced release publishes its
+   * loss once, for whoever listens); `heardOnce()`: a queue place taken before that, looked at again.
    */
-  listening(): Promise<void> | undefined;
-  /** A queue place taken before `listening` settled: look again once it has, or give the place back (`giveBack`) and fail. */
-  heardOnce(listening: Promise<void>, key: string, owner: string, giveBack: (key: string, owner: string) => Promise<unknown>): Promise<void>;
-  /** A bounded call; `cleanup`: give `owner`'s attempt back through `release` if its outcome is unknown. */
-  call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: { owner: string; ttlMs: number; release: (key: string, owner: string) => Promise<boolean> }): Promise<T>;
-  script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown>;
+  readonly wake: RedisWakeChannel;
+  /** Bounded calls; a `cleanup` gives `owner`'s attempt back through its `release` if its outcome is unknown. */
+  readonly commands: RedisCommands;
 }
 
 const GRANTED: AcquireResult = Object.freeze({ acquired: true });
@@ -48,6 +47,11 @@ export class RedisSemaphore implements LockBackend {
     this.capabilities = host.capabilities;
   }
 
+  /** Owners with an acquisition in flight (see LockBackend.bookkeeping). */
+  sendingOwners(): string[] {
+    return [...this.sending.keys()];
+  }
+
   acquire(request: AcquireRequest): Promise<AcquireResult> {
     const attempt = this.attempt(request);
     const { owner } = request;
@@ -64,13 +68,13 @@ export class RedisSemaphore implements LockBackend {
     if (queue) host.waiters.joining(owner);
     // Not waited for before the request (a process's first waiter keeps its place in line): a
     // grant made before we listen is checked once we do, a queue place looks again.
-    const listening = host.listening();
+    const listening = host.wake.listening();
     let reply: [number, number?];
     try {
-      reply = (await host.call(
+      reply = (await host.commands.call(
         'acquire',
         key,
-        () => host.script(SEMAPHORE_ACQUIRE, host.allKeysOf(key), [owner, ttlMs, this.permits, host.entryLifeMs, queue ? '1' : '0']),
+        () => host.commands.script(SEMAPHORE_ACQUIRE, host.keys.all(key), [owner, ttlMs, this.permits, host.entryLifeMs, queue ? '1' : '0']),
         { owner, ttlMs, release: (k, o) => this.release(k, o) },
       )) as [number, number?];
     } catch (error) {
@@ -88,7 +92,7 @@ export class RedisSemaphore implements LockBackend {
     const soonestMs = Number(reply[1] ?? -1);
     if (queue) {
       host.waiters.queued(key, owner, soonestMs);
-      if (listening) await host.heardOnce(listening, key, owner, (k, o) => this.leave(k, o));
+      if (listening) await host.wake.heardOnce(listening, key, owner, (k, o) => this.leave(k, o));
     }
     return { acquired: false, holderRemainingMs: soonestMs >= 0 ? soonestMs : undefined };
   }
@@ -110,7 +114,7 @@ export class RedisSemaphore implements LockBackend {
   /** release() without waiting for the acquisition in flight (it is the caller). */
   private leave(key: string, owner: string): Promise<unknown> {
     const { host } = this;
-    return host.call('release', key, () => host.script(SEMAPHORE_RELEASE, host.allKeysOf(key), [owner, host.channel]));
+    return host.commands.call('release', key, () => host.commands.script(SEMAPHORE_RELEASE, host.keys.all(key), [owner, host.channel]));
   }
 
   /** A release or a leaving waiter wakes us; else we look again at the heartbeat (refreshing our entry) or the soonest expiry. */
@@ -120,7 +124,7 @@ export class RedisSemaphore implements LockBackend {
 
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
     const { host } = this;
-    return (await host.call('extend', key, () => host.script(SEMAPHORE_EXTEND, host.allKeysOf(key), [owner, ttlMs]))) === 1;
+    return (await host.commands.call('extend', key, () => host.commands.script(SEMAPHORE_EXTEND, host.keys.all(key), [owner, ttlMs]))) === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
@@ -130,7 +134,7 @@ export class RedisSemaphore implements LockBackend {
     // have been answered yet. Sent after it, the release undoes it.
     const pending = this.sending.get(owner);
     if (pending) await pending.catch(() => undefined);
-    return (await host.call('release', key, () => host.script(SEMAPHORE_RELEASE, host.allKeysOf(key), [owner, host.channel]))) === 1;
+    return (await host.commands.call('release', key, () => host.commands.script(SEMAPHORE_RELEASE, host.keys.all(key), [owner, host.channel]))) === 1;
   }
 
   /** The backend closes the client; a view has nothing of its own. */

@@ -1,6 +1,3 @@
-// Over 250 lines on purpose: each operation is its vote over the masters with what a minority's
-// answer leaves to clean up, read best side by side; the vote's arithmetic, the masters' identity
-// and the options live in the files beside this one.
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
@@ -223,6 +220,13 @@ export class RedlockBackend implements LockBackend {
   async ping(timeoutMs: number): Promise<void> {
     const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.ping(timeoutMs).then(() => true)), (ok) => ok);
     if (tally.yes.length < this.quorum) throw this.unavailable('ping', undefined, tally);
+  }
+
+  /** See LockBackend.bookkeeping: this process's line, holders and split counts, and each master's own. */
+  bookkeeping(): Record<string, string[]> {
+    const own = { turns: this.turns.owners(), lines: [...this.waiting.keys()], splits: [...this.splits.keys()], held: [...this.held.keys()] };
+    const masters = this.nodes.flatMap((node, i) => Object.entries(node.bookkeeping()).map(([name, entries]) => [`master[${i}].${name}`, entries]));
+    return { ...own, ...Object.fromEntries(masters) };
   }
 
   holdProcess(hold: boolean): void {

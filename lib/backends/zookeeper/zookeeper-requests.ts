@@ -1,6 +1,3 @@
-// Over 250 lines on purpose: every request of the backend with the clean-up of its unknown
-// outcomes (late creates undone, deletes retried, idle lines reaped) — one place to check that
-// nothing of ours is left on the server.
 import { monotonicNow } from '../../common/validity.util.js';
 import { EPHEMERAL_SEQUENTIAL, PERSISTENT, ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
 import { isNodeOf, zxid } from './zookeeper-paths.util.js';
@@ -56,6 +53,11 @@ export class ZooKeeperRequests {
   private readonly parents = new Map<string, number>();
   private sweeper?: NodeJS.Timeout;
   private closed = false;
+
+  /** The lines used lately (a per-key cache: see LockBackend.bookkeeping). */
+  lineCache(): string[] {
+    return [...this.parents.keys()];
+  }
 
   constructor(
     private readonly call: BoundedSend,

@@ -48,6 +48,11 @@ export class ZooKeeperSessions {
     return this.opening;
   }
 
+  /** The owners holding on the current session (see LockBackend.bookkeeping). */
+  holders(): string[] {
+    return [...(this.current?.holders ?? [])];
+  }
+
   /** The client of the current session while it is not lost (for the lines' sweep). */
   liveClient(): ZooKeeperClientLike | undefined {
     return this.current?.lost === false ? this.current.client : undefined;

@@ -61,6 +61,20 @@ class SemaphoreOverAdmits extends MemoryBackend {
   }
 }
 
+/** Tracks every acquirer as a waiter and never forgets one (a per-owner record that leaks). */
+class WaitersNeverForgotten extends MemoryBackend {
+  override async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    this.turns.track(request.owner);
+    return super.acquire(request);
+  }
+
+  override async release(key: string, owner: string): Promise<boolean> {
+    const released = await super.release(key, owner);
+    this.turns.track(owner);
+    return released;
+  }
+}
+
 /** One shared object per run, as the contract asks of an in-memory backend. */
 const shared = <T extends MemoryBackend>(make: () => T) => {
   const one = make();
@@ -72,7 +86,7 @@ describe('verifyLockBackend', () => {
     const report = await verifyLockBackend({ create: shared(() => new MemoryBackend()), ...quick });
     expect(report.failed).toEqual([]);
     expect([...report.skipped].sort()).toEqual(['acquire-all-all-or-nothing', 'unreachable-bounded']);
-    expect(report.passed).toEqual(expect.arrayContaining(['exclusion', 'waiters-served-in-order', 'tokens-increase', 'semaphore-admits-at-most-permits', 'inspect-reports-holds', 'force-release', 'nothing-left-behind', 'close']));
+    expect(report.passed).toEqual(expect.arrayContaining(['exclusion', 'waiters-served-in-order', 'tokens-increase', 'semaphore-admits-at-most-permits', 'inspect-reports-holds', 'force-release', 'bookkeeping-drains', 'nothing-left-behind', 'close']));
   }, 60_000);
 
   it.each([
@@ -84,6 +98,7 @@ describe('verifyLockBackend', () => {
     ["an inspect that leaves out the holder's token", shared(() => new InspectWithoutToken()), ['inspect-reports-holds']],
     ['a single try that stays queued', shared(() => new TryStaysQueued()), ['single-try-leaves-no-trace']],
     ['a semaphore that admits one too many', shared(() => new SemaphoreOverAdmits()), ['semaphore-admits-at-most-permits']],
+    ['waiters it never forgets', shared(() => new WaitersNeverForgotten()), ['bookkeeping-drains']],
   ])('reports %s', async (_what, create, expected) => {
     const report = await verifyLockBackend({ create, ...quick });
     expect(failedNames(report)).toEqual(expect.arrayContaining(expected));

@@ -49,6 +49,7 @@ export const CONFORMANCE_CHECKS: ReadonlyArray<Pick<ConformanceCheck, 'name' | '
   ...TOKEN_CHECKS,
   ...ADMIN_CHECKS,
   { name: 'unreachable-bounded', about: 'against a server that does not answer, acquire, extend, release and inspect reject with LockBackendUnavailableError within unavailableWithinMs' },
+  { name: 'bookkeeping-drains', about: "after every hold was given back, each instance's bookkeeping() records (if it has the method) are back within 10 s to what they held after one warm-up lock: nothing kept per owner (records named *Cache aside)" },
   { name: 'nothing-left-behind', about: 'after the checks, a fresh instance finds every key they used free: no key, queue entry or semaphore holder left over' },
   { name: 'close', about: 'close() of every instance resolves within 10 s' },
 ].map(({ name, about }) => ({ name, about }));
@@ -91,6 +92,7 @@ export async function verifyLockBackend(options: VerifyLockBackendOptions): Prom
     return report;
   }
   for (const backend of instances) backend.holdProcess?.(true);
+  const baselines = wanted('bookkeeping-drains') ? await outcome(warmBaselines(instances, settings.keyPrefix)) : undefined;
   const usedKeys = new Set<string>();
   for (const check of [...CORE_CHECKS, ...QUEUE_CHECKS, ...TOKEN_CHECKS, ...ADMIN_CHECKS]) {
     if (!wanted(check.name) || check.skipUnless?.(instances[0], { unreachable: !!options.unreachable }) !== undefined) {
@@ -103,6 +105,11 @@ export async function verifyLockBackend(options: VerifyLockBackendOptions): Prom
     if (result.error === undefined) report.passed.push(check.name);
     else report.failed.push({ check: check.name, reason: reasonOf(result.error) });
   }
+  const drains = baselines && instances.some((backend) => backend.bookkeeping) ? 'bookkeeping-drains' : undefined;
+  await runNamed(report, drains, 'bookkeeping-drains', settings.checkTimeoutMs, async () => {
+    if (baselines!.error !== undefined) throw new CheckFailure(`the warm-up lock before the checks failed: ${describeError(baselines!.error)}`);
+    await bookkeepingDrains(instances, baselines!.value!);
+  });
   await runNamed(report, wanted('unreachable-bounded') && options.unreachable ? 'unreachable-bounded' : undefined, 'unreachable-bounded', settings.checkTimeoutMs, async () => {
     const backend = await make(options.unreachable!);
     await unreachableBounded(backend, settings.keyPrefix, settings.unavailableWithinMs);
@@ -145,6 +152,39 @@ async function unreachableBounded(backend: LockBackend, prefix: string, withinMs
     if ((operation === 'extend()' || operation === 'release()') && result.error === undefined && result.value === false) continue;
     expectUnavailable(result.error, `${operation} (after ${Math.round(performance.now() - started)} ms)`);
   }
+}
+
+type Records = Readonly<Record<string, readonly string[]>>;
+
+/** One lock taken and given back on each instance (sessions and connections open), then what each keeps. */
+async function warmBaselines(instances: readonly LockBackend[], prefix: string): Promise<Array<Records | undefined>> {
+  const out: Array<Records | undefined> = [];
+  for (const [i, backend] of instances.entries()) {
+    const key = `${prefix}warm-up-${i}`;
+    const owner = `conformance:${randomUUID()}`;
+    if ((await settled(await backend.acquire({ key, owner, ttlMs: 10_000, queue: false }))).acquired) await backend.release(key, owner);
+    out.push(backend.bookkeeping?.());
+  }
+  return out;
+}
+
+/** Every record not named *Cache back to its warm-up size, polled for up to 10 s. */
+async function bookkeepingDrains(instances: readonly LockBackend[], baselines: ReadonlyArray<Records | undefined>): Promise<void> {
+  const over = (): string[] =>
+    instances.flatMap((backend, i) =>
+      Object.entries(backend.bookkeeping?.() ?? {}).flatMap(([name, entries]) => {
+        const before = baselines[i]?.[name]?.length ?? 0;
+        if (name.endsWith('Cache') || entries.length <= before) return [];
+        return [`instance ${i + 1}: ${name} has ${entries.length} (${before} after the warm-up): ${entries.slice(0, 3).map((e) => JSON.stringify(e.slice(0, 80))).join(', ')}`];
+      }),
+    );
+  const deadline = performance.now() + 10_000;
+  let left = over();
+  while (left.length > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    left = over();
+  }
+  if (left.length > 0) throw new CheckFailure(`records still held 10 s after every hold was given back: ${left.join('; ')}`);
 }
 
 async function nothingLeftBehind(backend: LockBackend, keys: readonly string[]): Promise<void> {

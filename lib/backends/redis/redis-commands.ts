@@ -1,0 +1,133 @@
+import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
+import { AnswerDeadlines } from '../answer-deadlines.js';
+import type { RedisClientLike } from './redis-client.interface.js';
+import { runScript, type RedisScript } from './redis-script.loader.js';
+
+/** A request whose answer never came may still be applied: what undoes it. */
+export interface RedisCleanup {
+  readonly owner: string;
+  readonly ttlMs: number;
+  /** The owner-checked delete (the lock's release unless given: a semaphore's, a group's). */
+  readonly release?: (key: string, owner: string) => Promise<boolean>;
+}
+
+export interface RedisCommandsConfig {
+  readonly name: string;
+  readonly client: RedisClientLike;
+  readonly connectTimeoutMs: number;
+  readonly commandTimeoutMs: number;
+  readonly closed: () => boolean;
+  /** The lock's owner-checked release: the default clean-up of an acquire of unknown outcome. */
+  readonly release: (key: string, owner: string) => Promise<boolean>;
+}
+
+/**
+ * Every command of one Redis backend: a bounded wait for the connection and a bounded command
+ * time (one deadline timer for all of them), so a dead Redis fails fast as
+ * `LockBackendUnavailableError` instead of hanging; writes of many callers at once corked into one.
+ */
+export class RedisCommands {
+  private readonly deadlines: AnswerDeadlines;
+  private connected?: Promise<void>;
+  private corked = false;
+
+  constructor(private readonly config: RedisCommandsConfig) {
+    this.deadlines = new AnswerDeadlines(config.commandTimeoutMs);
+  }
+
+  /**
+   * Run one command. An acquire whose answer never came may still be applied later (ioredis
+   * resends it after reconnecting): `cleanup` queues a compare-and-delete behind it so such a late
+   * SET cannot leave a ghost lock.
+   */
+  call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: RedisCleanup): Promise<T> {
+    const { name, commandTimeoutMs } = this.config;
+    return boundedCall({
+      backend: name,
+      operation,
+      key,
+      closed: this.config.closed(),
+      connected: (unavailable) => this.ready(unavailable),
+      send: () => {
+        this.batchWrites();
+        return send();
+      },
+      timeoutMs: commandTimeoutMs,
+      deadlines: this.deadlines,
+      timedOut: () => `no answer within ${commandTimeoutMs} ms (commandTimeoutMs)`,
+      onFailure: () => {
+        if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs, cleanup.release ?? this.config.release);
+      },
+    });
+  }
+
+  script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+    return runScript(this.config.client, script, keys, args);
+  }
+
+  /** `PING` within `timeoutMs`, counting the wait for a connection. */
+  async ping(timeoutMs: number): Promise<void> {
+    const { name, client } = this.config;
+    const reply = await boundedCall({
+      backend: name,
+      operation: 'ping',
+      closed: this.config.closed(),
+      send: (unavailable) => (this.ready(unavailable) ?? Promise.resolve()).then(() => client.ping()),
+      timeoutMs,
+      timedOut: () => `no answer within ${timeoutMs} ms (client status ${client.status})`,
+    });
+    if (reply !== 'PONG') throw new LockBackendUnavailableError(name, 'ping', `unexpected reply to PING: ${String(reply)}`);
+  }
+
+  /**
+   * Delete `owner`'s key (owner-checked) after an acquire of unknown outcome. The delete goes out
+   * behind the acquire on the same connection — after ioredis has resent it, when the connection
+   * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
+   * delete is tried again (50, 100, then every 200 ms, each try bounded) until Redis answers, the
+   * key's ttl has passed (it is gone by then anyway) or the backend closes: else the resent SET
+   * would block the key for its ttl.
+   */
+  private cleanUp(key: string, owner: string, ttlMs: number, release: (key: string, owner: string) => Promise<boolean>, until = performance.now() + ttlMs, attempt = 0): void {
+    release(key, owner).catch(() => {
+      const left = until - performance.now();
+      if (this.config.closed() || left <= 0) return;
+      // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
+      setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+    });
+  }
+
+  /**
+   * Commands sent while others are in flight (many callers at once) leave in one write: the
+   * socket is corked until the callers resumed by the same answers have all sent theirs.
+   */
+  private batchWrites(): void {
+    if (this.corked || this.deadlines.inFlight === 0) return;
+    const stream = (this.config.client as { stream?: { cork?: () => void; uncork(): void; writable?: boolean } }).stream;
+    if (typeof stream?.cork !== 'function' || !stream.writable) return;
+    this.corked = true;
+    stream.cork();
+    process.nextTick(() => {
+      this.corked = false;
+      stream.uncork();
+    });
+  }
+
+  /** undefined when connected (no wait, not even a microtask), else the bounded wait for it. */
+  private ready(unavailable: Unavailable): Promise<void> | undefined {
+    const { client, connectTimeoutMs } = this.config;
+    const status = client.status;
+    if (status === 'ready' || status === 'wait') return undefined;
+    if (status === 'end') return Promise.reject(unavailable('the client was closed'));
+    // One 'ready' listener however many calls wait for the connection (a burst, or an outage).
+    this.connected ??= new Promise<void>((resolve) => {
+      client.once('ready', () => {
+        this.connected = undefined;
+        resolve();
+      });
+    });
+    return withTimeout(this.connected, connectTimeoutMs, () =>
+      unavailable(`not connected within ${connectTimeoutMs} ms (connectTimeoutMs; status ${client.status})`),
+    );
+  }
+}
