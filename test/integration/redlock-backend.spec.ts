@@ -340,6 +340,79 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   }, 30_000);
 
+  it('a contended try while 2 of 5 are stopped (a split vote) answers at once and gives back what it won, not after the per-master timeout', async () => {
+    // The fault suite's redlock-masters window (issue 33): three workers, 2 of 5 masters stopped,
+    // a restarted one still reconnecting. A try that won some live masters and not a majority waited
+    // for the stopped ones' whole timeout, keeping the live masters it won from the other callers —
+    // whose tries, overlapping it, lost too, round after round: 1.5 s without a grant in 4 of 9 runs.
+    // Here another caller's try holds master 0. A long per-master timeout keeps waiting (3 s) and not
+    // waiting (tens of ms) far apart.
+    const nodeTimeoutMs = 3_000;
+    const backend = new RedlockBackend({ clients: masters.map((m) => new Redis(m.url)), ownsClients: true, nodeTimeoutMs });
+    const key = uniqueKey('redlock-split');
+    try {
+      for (let n = 0; n < 60 && inspectors.some((r) => r.status !== 'ready'); n++) await sleep(50);
+      // Every master answered this backend before (its usual answer times: a few ms).
+      for (let i = 0; i < 3; i++) expect((await backend.acquire({ key: `${key}:warm`, owner: `warm-${i}`, ttlMs: 5_000, queue: false })).acquired && (await backend.release(`${key}:warm`, `warm-${i}`))).toBe(true);
+      await inspectors[0].set(`lock:{${key}}`, 'other-caller.0', 'PX', 30_000);
+      masters[3].pause();
+      masters[4].pause();
+      const started = performance.now();
+      const result = await backend.acquire({ key, owner: 'split-owner', ttlMs: 5_000, queue: true });
+      const tookMs = performance.now() - started;
+      expect(result.acquired).toBe(false);
+      expect(tookMs).toBeLessThan(nodeTimeoutMs / 2);
+      // What it won (masters 1 and 2) is given back at once: the other caller can have them. (Only
+      // the live masters are read: a read of a stopped one would wait for it.)
+      expect(await Promise.all([0, 1, 2].map((i) => inspectors[i].get(`lock:{${key}}`)))).toEqual(['other-caller.0', null, null]);
+      masters[3].resume();
+      masters[4].resume();
+      // The late SETs on masters 3 and 4 are given back behind them.
+      await until(async () => JSON.stringify(await owners(key)) === JSON.stringify(['other-caller.0', null, null, null, null]), 5_000, 'only the other caller left');
+      await backend.release(key, 'split-owner'); // leaves the in-process line
+    } finally {
+      masters[3].resume();
+      masters[4].resume();
+      await backend.close();
+      await inspectors[0].del(`lock:{${key}}`).catch(() => undefined);
+    }
+  }, 30_000);
+
+  it('a master far away (300 ms through a proxy) is still waited for in a contended try: its yes makes the majority', async () => {
+    // The other side of the patience above: it follows each master's usual answer time, so a slow
+    // master that is up is not given up on — with master 0 held by another caller and master 4
+    // stopped, masters 1, 2 and the far master 3 are the only majority.
+    const proxy = await TcpProxy.start(masters[3].port);
+    const clients = masters.map((m, i) => (i === 3 ? new Redis({ host: '127.0.0.1', port: proxy.port }) : new Redis(m.url)));
+    const backend = new RedlockBackend({ clients, ownsClients: true, nodeTimeoutMs: 3_000 });
+    const key = uniqueKey('redlock-far');
+    try {
+      for (let n = 0; n < 60 && inspectors.some((r) => r.status !== 'ready'); n++) await sleep(50);
+      proxy.delay(150); // each way: about 300 ms a round trip
+      // Warm-up tries that need master 3's answer (0 and 4 stopped): its usual answer time is known.
+      masters[0].pause();
+      masters[4].pause();
+      for (let i = 0; i < 3; i++) {
+        expect((await backend.acquire({ key: `${key}:warm`, owner: `warm-${i}`, ttlMs: 5_000, queue: false })).acquired).toBe(true);
+        await backend.release(`${key}:warm`, `warm-${i}`);
+      }
+      masters[0].resume();
+      await inspectors[0].set(`lock:{${key}}`, 'other-caller.0', 'PX', 30_000);
+      const result = await backend.acquire({ key, owner: 'far-owner', ttlMs: 5_000, queue: true });
+      expect(result.acquired).toBe(true);
+      const live = await Promise.all([0, 1, 2, 3].map((i) => inspectors[i].get(`lock:{${key}}`)));
+      masters[4].resume();
+      expect(live).toEqual(['other-caller.0', expect.stringMatching(/^far-owner\./), expect.stringMatching(/^far-owner\./), expect.stringMatching(/^far-owner\./)]);
+      expect(await backend.release(key, 'far-owner')).toBe(true);
+    } finally {
+      masters[0].resume();
+      masters[4].resume();
+      await backend.close();
+      await proxy.close();
+      await inspectors[0].del(`lock:{${key}}`).catch(() => undefined);
+    }
+  }, 30_000);
+
   it('uses application-owned clients and never closes them', async () => {
     const clients = masters.map((m) => new Redis(m.url));
     await Promise.all(clients.map((c) => new Promise((resolve) => c.once('ready', resolve))));

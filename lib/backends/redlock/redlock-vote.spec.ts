@@ -1,4 +1,5 @@
 import { median, quorumNames, vote } from './redlock-vote.js';
+import { MasterLatency } from './redlock-latency.js';
 
 interface Masters {
   /** Settle master i's answer: yes (true), no (false) or a failure. */
@@ -72,6 +73,50 @@ describe('the Redlock vote', () => {
     v.answer(1, false);
     await flush();
     expect(v.settled()).toMatchObject({ yes: [4], no: [3, 1], failed: [2], pending: [0] });
+  });
+
+  it('with patience: a contended try (a no) waits for the pending masters only that long, then is not a majority', async () => {
+    const m = masters();
+    let settled: Awaited<ReturnType<typeof vote<boolean>>> | undefined;
+    const asked: number[][] = [];
+    void vote(5, 3, m.ask, (v) => v, 'yes', (pending) => (asked.push(pending), 30)).then((t) => (settled = t));
+    m.answer(0, true);
+    m.answer(1, true);
+    await flush();
+    expect(asked).toEqual([]); // no "no" yet: the pending ones are waited for (each bounded by its own timeout)
+    m.answer(2, false);
+    await flush();
+    expect(asked).toEqual([[3, 4]]);
+    expect(settled).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(settled).toMatchObject({ yes: [0, 1], no: [2], failed: [], pending: [3, 4] });
+  });
+
+  it('with patience: the pending masters answering in time still decide it', async () => {
+    const m = masters();
+    let settled: Awaited<ReturnType<typeof vote<boolean>>> | undefined;
+    void vote(5, 3, m.ask, (v) => v, 'yes', () => 1_000).then((t) => (settled = t));
+    m.answer(0, true);
+    m.answer(1, false);
+    m.answer(2, true);
+    await flush();
+    expect(settled).toBeUndefined();
+    m.answer(4, true);
+    await flush();
+    expect(settled).toMatchObject({ yes: [0, 2, 4], no: [1], pending: [3] });
+  });
+
+  it("a master's usual answer time sets the patience: 4 times the slowest pending one, 25 ms at least, the per-master timeout at most", async () => {
+    const latency = new MasterLatency(3, 200);
+    expect(latency.patienceMs([0, 1])).toBe(25); // nothing known yet
+    await latency.timed(0, new Promise((resolve) => setTimeout(resolve, 40)));
+    await latency.timed(1, Promise.resolve());
+    expect(latency.patienceMs([1])).toBe(25);
+    expect(latency.patienceMs([0, 1])).toBeGreaterThanOrEqual(4 * 38);
+    await latency.timed(2, new Promise((resolve) => setTimeout(resolve, 120)));
+    expect(latency.patienceMs([2])).toBe(200);
+    await latency.timed(1, Promise.reject(new Error('down'))).catch(() => undefined);
+    expect(latency.patienceMs([1])).toBe(25); // a failure is no answer time
   });
 
   it('takes the median of what was reported', () => {

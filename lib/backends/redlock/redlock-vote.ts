@@ -1,3 +1,5 @@
+import { afterPendingIo } from '../answer-deadlines.js';
+
 /** How the masters answered one request, as soon as the outcome is decided. */
 export interface Tally<T> {
   /** Masters that said yes, by index. */
@@ -14,6 +16,12 @@ export interface Tally<T> {
  * Ask every master at once; settle as soon as the outcome is decided: a majority said yes, or
  * can no longer say yes because enough said no (`'answers'`: once a majority has answered at
  * all). Masters still pending go on in the background, each bounded by the per-node timeout.
+ *
+ * `patienceMs` (a `'yes'` vote): once a master has said no and the answers so far are not a
+ * majority, the masters still pending are waited for only that long (from who they are) — a
+ * contended try that waited for a stopped master's whole timeout kept the masters it won from
+ * the other callers all that time, and theirs lost too, round after round (split votes). The
+ * outcome is then decided without them: not a majority.
  */
 export function vote<T>(
   n: number,
@@ -21,6 +29,7 @@ export function vote<T>(
   ask: (i: number) => Promise<T>,
   isYes: (answer: T) => boolean,
   until: 'yes' | 'answers' = 'yes',
+  patienceMs?: (pending: number[]) => number,
 ): Promise<Tally<T>> {
   const yes: number[] = [];
   const no: number[] = [];
@@ -29,17 +38,30 @@ export function vote<T>(
   const errors: unknown[] = [];
   return new Promise((resolve) => {
     let done = false;
-    const settle = (): void => {
+    let patience: NodeJS.Timeout | undefined;
+    const pendingNow = (): number[] => {
+      const settled = new Set([...yes, ...no, ...failed]);
+      return Array.from({ length: n }, (_, i) => i).filter((i) => !settled.has(i));
+    };
+    const settle = (outOfPatience = false): void => {
       const answered = yes.length + no.length;
       const pending = n - answered - failed.length;
       // No majority any more: "taken" (decided now) unless the masters still pending could yet
       // make it "too few masters answered" (those are waited for, each bounded).
       const noMajority = n - no.length - failed.length < quorum && failed.length + pending <= n - quorum;
-      const decided = pending === 0 || (until === 'answers' ? answered >= quorum : yes.length >= quorum || noMajority);
-      if (done || !decided) return;
+      const decided = pending === 0 || (until === 'answers' ? answered >= quorum : yes.length >= quorum || noMajority || outOfPatience);
+      if (done) return;
+      if (!decided) {
+        // Contended and not a majority yet: the masters still pending get only so long.
+        if (patienceMs && until === 'yes' && no.length > 0 && patience === undefined) {
+          // After the sockets are read (see afterPendingIo): an answer in by then still counts.
+          patience = setTimeout(() => afterPendingIo(() => settle(true)), patienceMs(pendingNow()));
+        }
+        return;
+      }
       done = true;
-      const settled = new Set([...yes, ...no, ...failed]);
-      resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: Array.from({ length: n }, (_, i) => i).filter((i) => !settled.has(i)), answers: [...answers], errors: [...errors] });
+      clearTimeout(patience);
+      resolve({ yes: [...yes], no: [...no], failed: [...failed], pending: pendingNow(), answers: [...answers], errors: [...errors] });
     };
     for (let i = 0; i < n; i++) {
       let asked: Promise<T>;

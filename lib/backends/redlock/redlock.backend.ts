@@ -5,6 +5,7 @@ import type { RedisClientLike } from '../redis/redis-client.interface.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
 import { RedlockServers } from './redlock-servers.js';
+import { MasterLatency } from './redlock-latency.js';
 import { median, quorumNames, vote, type Tally } from './redlock-vote.js';
 
 /** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
@@ -32,7 +33,9 @@ export interface RedlockBackendConfig {
  *   *before* the first request was sent (ttl − elapsed − drift when the majority is in), and
  *   refuses a grant that took longer than that.
  * - a minority: given back on every master that said yes, and on those that had not answered
- *   (owner-checked; the delete follows the SET on the same connection) before the next try.
+ *   (owner-checked; the delete follows the SET on the same connection) before the next try. A
+ *   try another caller contends (a master said no) waits for the masters still pending only a few
+ *   times their usual answer time (redlock-latency.ts), not a stopped master's whole timeout.
  * - extend: the owner-checked PEXPIRE on every master; false when a majority no longer has our
  *   key — the engine then ends the lease and aborts its signal.
  * - release: the owner-checked delete on every master.
@@ -61,12 +64,15 @@ export class RedlockBackend implements LockBackend {
   private attempts = 0;
   /** Which masters are one server under two names (their later one has no vote). */
   private readonly servers: RedlockServers;
+  /** How long each master usually takes to answer an acquire: what a contended try waits for. */
+  private readonly latency: MasterLatency;
 
   constructor(config: RedlockBackendConfig) {
     this.name = config.name ?? 'redlock';
     const count = config.clients.length;
     if (count < 3 || count % 2 === 0) throw new Error(`RedlockBackend: needs an odd number of masters, at least 3 (got ${count})`);
     const nodeTimeoutMs = config.nodeTimeoutMs ?? REDLOCK_DEFAULTS.nodeTimeoutMs;
+    this.latency = new MasterLatency(count, nodeTimeoutMs);
     this.nodes = config.clients.map(
       (client, i) =>
         new RedisBackend({
@@ -106,7 +112,7 @@ export class RedlockBackend implements LockBackend {
     // try lost to a holder that released a moment later tries again at once, not after the delay.
     if (queue) this.joinLine(key, owner);
     const perMaster: AcquireRequest = { ...request, owner: attempt, queue: false };
-    const tally = await vote(this.nodes.length, this.quorum, (i) => this.ask(i, (node) => node.acquire(perMaster)), (answer) => answer.acquired);
+    const tally = await vote(this.nodes.length, this.quorum, (i) => this.latency.timed(i, this.ask(i, (node) => node.acquire(perMaster))), (answer) => answer.acquired, 'yes', (pending) => this.latency.patienceMs(pending));
     if (tally.yes.length >= this.quorum) {
       this.held.set(owner, attempt);
       this.leaveLine(key, owner);
