@@ -45,8 +45,8 @@ describe('Redis wake-up subscriber: re-subscribed after a reconnect', () => {
       const first = await app.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       await app.locks.acquire(key, { purpose: 'efficiency', wait: 100 }).catch(() => undefined); // opens the subscriber
       await first.release();
-      const backend = backendsOf(app.app).get('redis') as unknown as { channel: string; subscriber: { once(e: 'ready', f: () => void): void } };
-      const subscriber = backend.subscriber;
+      const backend = backendsOf(app.app).get('redis') as unknown as { channel: string; wake: { subscriber: { once(e: 'ready', f: () => void): void } } };
+      const subscriber = backend.wake.subscriber;
       const reconnected = new Promise<void>((resolve) => subscriber.once('ready', resolve));
       proxy.cut();
       await reconnected;

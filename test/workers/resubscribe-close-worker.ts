@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const holder = await locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
   // A wait opens the wake-up subscriber.
   await locks.acquire(key, { purpose: 'efficiency', wait: 100 }).catch(() => undefined);
-  const subscriber = (backendsOf(app).get('redis') as unknown as { subscriber?: { once(e: 'ready', f: () => void): void } }).subscriber;
+  const subscriber = (backendsOf(app).get('redis') as unknown as { wake: { subscriber?: { once(e: 'ready', f: () => void): void } } }).wake.subscriber;
   if (!subscriber) throw new Error('no subscriber');
   const reconnected = new Promise<void>((resolve) =>
     subscriber.once('ready', () => {
