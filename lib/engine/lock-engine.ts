@@ -79,7 +79,6 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     }
   }
 
-  /** Whether this engine's application has begun to shut down. */
   /**
    * What the engine keeps per lease and per call — held leases, their owners, releases and
    * acquisitions in flight — by record name (see LockBackend.bookkeeping): back to empty once
@@ -90,6 +89,7 @@ export class LockEngine implements OnApplicationBootstrap, BeforeApplicationShut
     return { ...this.registry.bookkeeping(), inFlight };
   }
 
+  /** Whether this engine's application has begun to shut down. */
   get isShuttingDown(): boolean {
     return this.shuttingDown;
   }

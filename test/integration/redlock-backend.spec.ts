@@ -195,6 +195,28 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     }
   }, 30_000);
 
+  it('three of five masters killed while another process holds the key: a waiter gets LockBackendUnavailableError, not "busy"', async () => {
+    // The two live masters say no (the key is held); the three dead ones decide between "busy" and
+    // "unreachable", so they are waited for (each bounded by the per-master timeout) — a contended
+    // try's patience (which gives up on pending masters) applies only once a majority has answered.
+    const [a, b] = [await start(), await start()];
+    const key = uniqueKey('redlock-three-down-held');
+    const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+    // b has talked to every master (its usual answer times are known: a few ms).
+    await (await b.locks.acquire(`${key}:warm`, { purpose: 'efficiency', ttl: 5_000 })).release();
+    const restart = await kill([0, 1, 2]);
+    try {
+      const t0 = Date.now();
+      const error = await b.locks.acquire(key, { purpose: 'efficiency', ttl: 5_000, wait: 5_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockBackendUnavailableError);
+      expect((error as Error).message).toMatch(/2 of 5 masters answered, 3 are needed/);
+      expect(Date.now() - t0).toBeLessThan(2_000);
+    } finally {
+      await restart();
+      await holder.release().catch(() => undefined);
+    }
+  }, 30_000);
+
   it('a master restarted without its data lets a second holder in (the seeds\' case: why correctness is refused); a restart delayed past the ttl does not', async () => {
     const a = await start();
     const b = await start();

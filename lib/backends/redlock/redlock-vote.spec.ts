@@ -89,7 +89,21 @@ describe('the Redlock vote', () => {
     expect(asked).toEqual([[3, 4]]);
     expect(settled).toBeUndefined();
     await new Promise((resolve) => setTimeout(resolve, 60));
+    await flush(); // the patience decides after the sockets are read (afterPendingIo)
     expect(settled).toMatchObject({ yes: [0, 1], no: [2], failed: [], pending: [3, 4] });
+  });
+
+  it('with patience: fewer than a majority answered, the pending ones are waited for (their failures make it "unreachable", not "taken")', async () => {
+    const m = masters();
+    let settled: Awaited<ReturnType<typeof vote<boolean>>> | undefined;
+    void vote(5, 3, m.ask, (v) => v, 'yes', () => 10).then((t) => (settled = t));
+    m.answer(3, false);
+    m.answer(4, false);
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    expect(settled).toBeUndefined();
+    for (const i of [0, 1, 2]) m.answer(i, new Error('down'));
+    await flush();
+    expect(settled).toMatchObject({ no: [3, 4], failed: [0, 1, 2], pending: [] });
   });
 
   it('with patience: the pending masters answering in time still decide it', async () => {

@@ -17,8 +17,8 @@ export interface Tally<T> {
  * can no longer say yes because enough said no (`'answers'`: once a majority has answered at
  * all). Masters still pending go on in the background, each bounded by the per-node timeout.
  *
- * `patienceMs` (a `'yes'` vote): once a master has said no and the answers so far are not a
- * majority, the masters still pending are waited for only that long (from who they are) — a
+ * `patienceMs` (a `'yes'` vote): once a master has said no and a majority has answered without a
+ * majority of yes, the masters still pending are waited for only that long (from who they are) — a
  * contended try that waited for a stopped master's whole timeout kept the masters it won from
  * the other callers all that time, and theirs lost too, round after round (split votes). The
  * outcome is then decided without them: not a majority.
@@ -52,8 +52,10 @@ export function vote<T>(
       const decided = pending === 0 || (until === 'answers' ? answered >= quorum : yes.length >= quorum || noMajority || outOfPatience);
       if (done) return;
       if (!decided) {
-        // Contended and not a majority yet: the masters still pending get only so long.
-        if (patienceMs && until === 'yes' && no.length > 0 && patience === undefined) {
+        // Contended, a majority answered, and not a majority of yes: the masters still pending get
+        // only so long. (With fewer answers they are waited for: failing, they make it "too few
+        // masters answered" — LockBackendUnavailableError, not "busy".)
+        if (patienceMs && until === 'yes' && no.length > 0 && answered >= quorum && patience === undefined) {
           // After the sockets are read (see afterPendingIo): an answer in by then still counts.
           patience = setTimeout(() => afterPendingIo(() => settle(true)), patienceMs(pendingNow()));
         }
