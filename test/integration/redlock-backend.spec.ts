@@ -53,6 +53,36 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
       }
     }
   };
+  /** This app's five master connections (the clients its Redlock backend asks). */
+  const clientsOf = (app: LockApp): Array<{ status: string }> =>
+    (backendsOf(app.app).get('redlock') as unknown as { nodes: Array<{ client: { status: string } }> }).nodes.map((n) => n.client);
+  /** Until every one of this app's master connections is ready again (ioredis reconnects with a back-off). */
+  const reconnected = (app: LockApp): Promise<void> =>
+    until(() => clientsOf(app).every((c) => c.status === 'ready'), 10_000, 'the app reconnected to every master');
+  /**
+   * Every master's answer to every acquire of this app, from now on (per-attempt owner, the master,
+   * the connection's state when asked, the answer or error, and when): printed when a spec that
+   * depends on the restarted masters' answers fails, so its next failure can be read.
+   */
+  const recordVotes = (app: LockApp): string[] => {
+    const log: string[] = [];
+    const t0 = performance.now();
+    const nodes = (backendsOf(app.app).get('redlock') as unknown as { nodes: Array<{ acquire: (r: { owner: string }) => Promise<unknown>; client: { status: string } }> }).nodes;
+    nodes.forEach((node, i) => {
+      const acquire = node.acquire.bind(node);
+      node.acquire = (request) => {
+        const at = (performance.now() - t0).toFixed(0);
+        const status = node.client.status;
+        const answer = acquire(request);
+        answer.then(
+          (a) => log.push(`${at} ms ${request.owner} [${i}] (${status}): ${JSON.stringify(a)} after ${(performance.now() - t0).toFixed(0)} ms`),
+          (e: Error) => log.push(`${at} ms ${request.owner} [${i}] (${status}): ${e.message} after ${(performance.now() - t0).toFixed(0)} ms`),
+        );
+        return answer;
+      };
+    });
+    return log;
+  };
   /** kill -9 these masters; the returned function starts them again (empty: no persistence). */
   const down = new Set<number>();
   const kill = async (indices: number[]): Promise<() => Promise<void>> => {
@@ -223,9 +253,14 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     // 1. Restarted at once, empty: three masters forget A's key, and B gets a majority of them.
     const key = uniqueKey('redlock-restart');
     const leaseA = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 30_000 });
+    const votes = recordVotes(b);
     await (await kill([0, 1, 2]))();
-    // (B's clients reconnect with ioredis's back-off: seconds on a loaded machine.)
-    const leaseB = await acquireWhenBack(b, key, { ttl: 30_000, wait: 6_000 });
+    // The case needs B to reach the restarted masters: wait until it does (ioredis reconnects
+    // with a back-off), rather than asking while its connections are still down.
+    await reconnected(b);
+    const leaseB = await acquireWhenBack(b, key, { ttl: 30_000, wait: 6_000 }).catch((error: Error) => {
+      throw new Error(`${error.message}\nB's acquires, per master:\n${votes.join('\n')}`);
+    });
     expect(leaseA.remainingMs()).toBeGreaterThan(15_000); // A still believes it holds: two holders
     expect(leaseB.remainingMs()).toBeGreaterThan(15_000);
     // A finds out only at its next extension: a majority no longer has its key.
@@ -244,6 +279,7 @@ describe('Redlock backend: efficiency locks over five independent Redis masters'
     } finally {
       await restart();
     }
+    await reconnected(b);
     const heldB = await acquireWhenBack(b, key2, { ttl: 5_000, wait: 6_000 });
     expect(heldA.remainingMs()).toBe(0);
     expect(heldA.signal.aborted).toBe(true);
