@@ -6,6 +6,7 @@ import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { aptInstall, freePort } from './servers.mjs';
+import { reapWithUs } from './reaper.mjs';
 
 /** The pgbouncer binary (installed with apt-get when root and missing; else an error naming the package). */
 export function ensurePgBouncer() {
@@ -67,6 +68,7 @@ export class PgBouncer {
     let stderr = '';
     child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
     process.on('exit', () => child.kill('SIGKILL'));
+    reapWithUs(child);
     const bouncer = new PgBouncer(child, dir, port, server);
     // Ready when it accepts a TCP connection.
     const net = await import('node:net');

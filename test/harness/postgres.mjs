@@ -6,6 +6,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import os from 'node:os';
 import path from 'node:path';
 import { aptInstall, freePort } from './servers.mjs';
+import { reapWithUs } from './reaper.mjs';
 
 function findPgBin(name) {
   const onPath = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
@@ -98,6 +99,7 @@ export class PostgresServer {
       { ...owner, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.child = child;
+    reapWithUs(child);
     let stderr = '';
     child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
     if (!PostgresServer.exitHooked) {

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlink
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { reapWithUs } from './reaper.mjs';
 
 const started = new Set();
 process.on('exit', () => {
@@ -271,6 +272,7 @@ export class RedisServer {
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     started.add(child);
+    reapWithUs(child);
     child.once('exit', () => started.delete(child));
     this.child = child;
     try {
@@ -410,6 +412,7 @@ export class EtcdMember {
     this.stderr = '';
     child.stderr.on('data', (d) => (this.stderr = (this.stderr + d).slice(-4000)));
     started.add(child);
+    reapWithUs(child);
     child.once('exit', () => started.delete(child));
     this.child = child;
   }

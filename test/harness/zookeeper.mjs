@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { aptInstall, assertOwnListener, freePort } from './servers.mjs';
+import { reapWithUs } from './reaper.mjs';
 
 const JAR = '/usr/share/java/zookeeper.jar';
 const started = new Set();
@@ -142,6 +143,7 @@ export class ZooKeeperServer {
     let stderr = '';
     child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
     started.add(child);
+    reapWithUs(child, { group: true });
     child.once('exit', () => started.delete(child));
     this.child = child;
     const deadline = Date.now() + 30_000;

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { RedisServer, freePort, listensOn } from '../harness/servers.mjs';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { until } from '../harness/lock-app.js';
 
 // The harness's own promises, which every fault spec leans on: a server it says it started is the
 // one answering on its port, and a port it hands out is not handed to another test process while
@@ -57,6 +58,38 @@ describe('test harness: ports and servers', () => {
     await server.restart();
     expect(listensOn(server.pid!, port)).toBe(true);
     await server.stop();
+  }, 60_000);
+
+  it('a server never outlives the process that started it, even one killed by SIGKILL (no afterAll, no exit handler)', async () => {
+    // A test process (a jest worker, as a developer's killed run leaves it) starts a redis-server
+    // and a ZooKeeper (its own process group), says their PIDs, and is killed with SIGKILL.
+    const servers = JSON.stringify(new URL('../harness/servers.mjs', import.meta.url).href);
+    const zookeeper = JSON.stringify(new URL('../harness/zookeeper.mjs', import.meta.url).href);
+    const script = `import { RedisServer } from ${servers}; import { ZooKeeperServer } from ${zookeeper};
+      const redis = await RedisServer.start(); const zk = await ZooKeeperServer.start();
+      console.log(JSON.stringify([redis.pid, zk.pid])); setInterval(() => undefined, 1000);`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    await until(() => out.includes(']'), 40_000, 'the child started its servers');
+    const pids = JSON.parse(out) as number[];
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    expect(pids.every(alive)).toBe(true);
+    const exited = new Promise((resolve) => child.on('exit', resolve));
+    child.kill('SIGKILL');
+    await exited;
+    try {
+      await until(() => !pids.some(alive), 5_000, 'both servers gone after their starter was killed');
+    } finally {
+      for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+    }
   }, 60_000);
 
   it('listensOn tells our listener from another process’s', async () => {
