@@ -85,16 +85,37 @@ export class RedisCommands {
    * behind the acquire on the same connection — after ioredis has resent it, when the connection
    * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
    * delete is tried again (50, 100, then every 200 ms, each try bounded) until Redis answers, the
-   * key's ttl has passed (it is gone by then anyway) or the backend closes: else the resent SET
-   * would block the key for its ttl.
+   * key's ttl has passed or the backend closes — and past the ttl, once after each reconnection
+   * (a client that resends sends the SET again then, with a fresh ttl): else the resent SET would
+   * block the key for its ttl.
    */
   private cleanUp(key: string, owner: string, ttlMs: number, release: (key: string, owner: string) => Promise<boolean>, until = performance.now() + ttlMs, attempt = 0): void {
+    // ioredis makes a new socket per connection: the one this try went out on (or waited for).
+    const triedOn = this.socket();
     release(key, owner).catch(() => {
+      if (this.config.closed()) return;
       const left = until - performance.now();
-      if (this.config.closed() || left <= 0) return;
-      // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
-      setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+      if (left > 0) {
+        // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
+        setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+        return;
+      }
+      // Past the ttl. But a client that resends unanswered commands when it reconnects (ioredis's
+      // default) sends the SET again with a fresh ttl, however long Redis was away: then once more
+      // after a reconnection this try did not follow (no polling: on the next 'ready').
+      const { client } = this.config;
+      if ((client as { options?: { autoResendUnfulfilledCommands?: boolean } }).options?.autoResendUnfulfilledCommands === false) return;
+      const retry = (): void => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1);
+      if (client.status === 'ready') {
+        if (this.socket() !== triedOn) retry();
+      } else if (client.status !== 'end') {
+        client.once('ready', retry);
+      }
     });
+  }
+
+  private socket(): unknown {
+    return (this.config.client as { stream?: unknown }).stream;
   }
 
   /**
