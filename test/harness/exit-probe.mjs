@@ -14,8 +14,12 @@ const isJestWorker = process.argv.some((arg) => arg.includes(`${path.sep}jest-wo
 if (dir && isJestWorker) {
   /** Live timers: the Timeout object → what set it. Fired and cleared ones are dropped. */
   const live = new Map();
+  // Timers cleared by id or by close() never come back here: drop the ended ones now and then
+  // (amortised: only when the map has doubled since).
+  let pruneAt = 5_000;
   const prune = () => {
     for (const timer of live.keys()) if (timer._destroyed) live.delete(timer);
+    pruneAt = Math.max(5_000, live.size * 2);
   };
   const wrap = (name, repeat) => {
     const real = globalThis[name];
@@ -25,12 +29,17 @@ if (dir && isJestWorker) {
         typeof callback === 'function' && !repeat
           ? function (...a) {
               live.delete(timer);
-              return callback.apply(this, a);
+              try {
+                return callback.apply(this, a);
+              } finally {
+                // Re-armed from its own callback (refresh()): still live.
+                if (!timer._destroyed && typeof timer.hasRef === 'function') live.set(timer, { kind: name, ms, callback });
+              }
             }
           : callback;
       timer = real.call(this, run, ms, ...args);
       if (typeof callback === 'function' && timer && typeof timer === 'object') {
-        if (live.size > 5_000) prune();
+        if (live.size > pruneAt) prune();
         live.set(timer, { kind: name, ms, callback });
       }
       return timer;

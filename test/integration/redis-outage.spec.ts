@@ -140,6 +140,29 @@ describe('Redis backend: server outages', () => {
     await lease!.release();
   }, 30_000);
 
+  it('the same for a multi-key acquire: the resent all-or-nothing script leaves no key behind', async () => {
+    const keys = [uniqueKey('resent-multi-a'), uniqueKey('resent-multi-b')];
+    await app.locks.tryAcquire(keys, { purpose: 'efficiency' }).then((l) => l?.release());
+    server.pause();
+    const attempt = app.locks.tryAcquire(keys, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
+    await until(() => unanswered(app) >= 1, 10_000, 'the script sent');
+    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
+    process.kill(server.pid!, 'SIGKILL');
+    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    // Down for longer than the clean-up's wait for a connection (500 ms), shorter than the ttl.
+    await new Promise((r) => setTimeout(r, 1_500));
+    await server.restart();
+    const client = (backendsOf(app.app).get('redis') as unknown as { client: { status: string } }).client;
+    await until(() => client.status === 'ready', 15_000, 'the app reconnected');
+    const raw = new Redis(server.url);
+    try {
+      await until(async () => (await raw.exists(...keys.map((k) => `lock:{${k}}`))) === 0, 2_000, 'both keys free within 2 s of the reconnection, not after the resent 30 s ttl');
+    } finally {
+      raw.disconnect();
+    }
+  }, 30_000);
+
   it('closing the app while an acquire is unanswered gives the key back when the answer comes, before the client closes (review finding F2)', async () => {
     const closing = await startLockApp({ redis: { url: server.url, connectTimeoutMs: 500, commandTimeoutMs: 500 } });
     const key = uniqueKey('close-in-flight');

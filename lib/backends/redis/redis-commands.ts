@@ -30,6 +30,8 @@ export interface RedisCommandsConfig {
 export class RedisCommands {
   private readonly deadlines: AnswerDeadlines;
   private connected?: Promise<void>;
+  /** Clean-ups past their ttl waiting for the client's next reconnection (see cleanUp). */
+  private readonly reconnectRetries = new Set<() => void>();
   private corked = false;
 
   constructor(private readonly config: RedisCommandsConfig) {
@@ -103,19 +105,32 @@ export class RedisCommands {
       // Past the ttl. But a client that resends unanswered commands when it reconnects (ioredis's
       // default) sends the SET again with a fresh ttl, however long Redis was away: then once more
       // after a reconnection this try did not follow (no polling: on the next 'ready').
+      // (A Cluster client has no socket of its own to compare: while it is ready this ends here,
+      // and a single node's reconnection is not seen.)
       const { client } = this.config;
-      if ((client as { options?: { autoResendUnfulfilledCommands?: boolean } }).options?.autoResendUnfulfilledCommands === false) return;
+      if (!resendsUnanswered(client)) return;
       const retry = (): void => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1);
       if (client.status === 'ready') {
         if (this.socket() !== triedOn) retry();
       } else if (client.status !== 'end') {
-        client.once('ready', retry);
+        this.onReconnect(retry);
       }
     });
   }
 
   private socket(): unknown {
     return (this.config.client as { stream?: unknown }).stream;
+  }
+
+  /** Run `retry` at the client's next 'ready' (one listener however many clean-ups wait). */
+  private onReconnect(retry: () => void): void {
+    this.reconnectRetries.add(retry);
+    if (this.reconnectRetries.size > 1) return;
+    this.config.client.once('ready', () => {
+      const retries = [...this.reconnectRetries];
+      this.reconnectRetries.clear();
+      for (const run of retries) run();
+    });
   }
 
   /**
@@ -151,4 +166,10 @@ export class RedisCommands {
       unavailable(`not connected within ${connectTimeoutMs} ms (connectTimeoutMs; status ${client.status})`),
     );
   }
+}
+
+/** Whether the client sends unanswered commands again when it reconnects (ioredis's default). */
+function resendsUnanswered(client: RedisClientLike): boolean {
+  const options = (client as { options?: { autoResendUnfulfilledCommands?: boolean; redisOptions?: { autoResendUnfulfilledCommands?: boolean } } }).options;
+  return (options?.autoResendUnfulfilledCommands ?? options?.redisOptions?.autoResendUnfulfilledCommands) !== false;
 }
