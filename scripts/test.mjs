@@ -6,7 +6,8 @@
 //   npm test -- <jest args>   passed on to jest (e.g. a path pattern)
 //   npm test -- --long        everything, and the long stress specs (*.long.spec.ts: minutes each)
 import { spawn, spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
 import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
@@ -32,7 +33,16 @@ if (tsc.status !== 0) {
 }
 
 const servers = [];
-const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules`.trim() };
+// A jest worker force-exited after its last file ("failed to exit gracefully") writes what held it
+// here (test/harness/exit-probe.mjs); printed after the run.
+const exitProbeDir = path.join(root, '.tmp', 'exit-probe');
+rmSync(exitProbeDir, { recursive: true, force: true });
+const exitProbe = pathToFileURL(path.join(root, 'test', 'harness', 'exit-probe.mjs')).href;
+const env = {
+  ...process.env,
+  NDL_EXIT_PROBE_DIR: exitProbeDir,
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --experimental-vm-modules --import=${exitProbe}`.trim(),
+};
 let exitCode = 1;
 try {
   if (unitOnly) {
@@ -83,6 +93,9 @@ try {
     forwardTo.jest = jest;
     const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
     if (code !== 0) exitCode = code;
+  }
+  if (existsSync(exitProbeDir)) {
+    for (const file of readdirSync(exitProbeDir)) console.error(`[test] ${readFileSync(path.join(exitProbeDir, file), 'utf8').trimEnd()}`);
   }
 } catch (error) {
   console.error(`[test] ${error.message}`);

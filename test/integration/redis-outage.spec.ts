@@ -111,6 +111,58 @@ describe('Redis backend: server outages', () => {
     }
   }, 30_000);
 
+  it('leaves no ghost lock either when Redis comes back only after the ttl: the resent SET would hold the key for a whole ttl again', async () => {
+    const key = uniqueKey('resent-late');
+    const ttl = 3_000;
+    await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
+    server.pause();
+    const attempt = app.locks.tryAcquire(key, { purpose: 'efficiency', ttl }).catch((e: unknown) => e);
+    await until(() => unanswered(app) >= 1, 10_000, 'the SET sent');
+    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
+    process.kill(server.pid!, 'SIGKILL');
+    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    // The fault: Redis stays down for longer than the ttl (the clean-up's own bound).
+    await new Promise((r) => setTimeout(r, ttl + 1_000));
+    await server.restart();
+    const client = (backendsOf(app.app).get('redis') as unknown as { client: { status: string } }).client;
+    await until(() => client.status === 'ready', 15_000, 'the app reconnected');
+    // ioredis resent the unanswered SET as it reconnected (a fresh 3 s ttl on the new server); the
+    // clean-up's delete follows it (a round trip or two: the restarted server has no scripts yet).
+    const raw = new Redis(server.url);
+    try {
+      await until(async () => (await raw.exists(`lock:{${key}}`)) === 0, 1_000, 'the key free within 1 s of the reconnection, not after the resent ttl');
+    } finally {
+      raw.disconnect();
+    }
+    const lease = await app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 1_000 });
+    expect(lease).not.toBeNull();
+    await lease!.release();
+  }, 30_000);
+
+  it('the same for a multi-key acquire: the resent all-or-nothing script leaves no key behind', async () => {
+    const keys = [uniqueKey('resent-multi-a'), uniqueKey('resent-multi-b')];
+    await app.locks.tryAcquire(keys, { purpose: 'efficiency' }).then((l) => l?.release());
+    server.pause();
+    const attempt = app.locks.tryAcquire(keys, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
+    await until(() => unanswered(app) >= 1, 10_000, 'the script sent');
+    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
+    process.kill(server.pid!, 'SIGKILL');
+    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    // Down for longer than the clean-up's wait for a connection (500 ms), shorter than the ttl.
+    await new Promise((r) => setTimeout(r, 1_500));
+    await server.restart();
+    const client = (backendsOf(app.app).get('redis') as unknown as { client: { status: string } }).client;
+    await until(() => client.status === 'ready', 15_000, 'the app reconnected');
+    const raw = new Redis(server.url);
+    try {
+      await until(async () => (await raw.exists(...keys.map((k) => `lock:{${k}}`))) === 0, 2_000, 'both keys free within 2 s of the reconnection, not after the resent 30 s ttl');
+    } finally {
+      raw.disconnect();
+    }
+  }, 30_000);
+
   it('closing the app while an acquire is unanswered gives the key back when the answer comes, before the client closes (review finding F2)', async () => {
     const closing = await startLockApp({ redis: { url: server.url, connectTimeoutMs: 500, commandTimeoutMs: 500 } });
     const key = uniqueKey('close-in-flight');

@@ -34,14 +34,21 @@ export async function acquireAllOnRedis(host: RedisAcquireAllHost, keys: readonl
   });
   const taken: number[] = [];
   const giveBack = (indexes: number[]): Promise<unknown> => Promise.all(indexes.map((i) => host.release(keys[i], owners[i]).catch(() => undefined)));
+  const giveBackAll = async (indexes: number[]): Promise<boolean> => {
+    const given = await Promise.allSettled(indexes.map((i) => host.release(keys[i], owners[i])));
+    const failed = given.find((g): g is PromiseRejectedResult => g.status === 'rejected');
+    if (failed) throw failed.reason;
+    return true;
+  };
   for (const group of groups.values()) {
     const reply = await commands
       .call(
         'acquire',
         keys[group[0]],
         () => commands.script(SET_ALL_NX, group.map((i) => locks[i]), [...group.map((i) => owners[i]), ttlMs]),
-        // An answer that never came may still be applied: every key of the group is deleted behind it.
-        { owner: owners[group[0]], ttlMs, release: async () => (await giveBack(group), true) },
+        // An answer that never came may still be applied: every key of the group is deleted behind
+        // it — a give-back that failed fails the clean-up's try, so it is tried again.
+        { owner: owners[group[0]], ttlMs, release: () => giveBackAll(group) },
       )
       .catch(async (error: unknown) => {
         await giveBack(taken);

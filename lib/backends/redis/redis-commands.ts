@@ -30,6 +30,8 @@ export interface RedisCommandsConfig {
 export class RedisCommands {
   private readonly deadlines: AnswerDeadlines;
   private connected?: Promise<void>;
+  /** Clean-ups past their ttl waiting for the client's next reconnection (see cleanUp). */
+  private readonly reconnectRetries = new Set<() => void>();
   private corked = false;
 
   constructor(private readonly config: RedisCommandsConfig) {
@@ -85,15 +87,49 @@ export class RedisCommands {
    * behind the acquire on the same connection — after ioredis has resent it, when the connection
    * broke under it. If Redis cannot be reached yet (a reconnect slower than connectTimeoutMs), the
    * delete is tried again (50, 100, then every 200 ms, each try bounded) until Redis answers, the
-   * key's ttl has passed (it is gone by then anyway) or the backend closes: else the resent SET
-   * would block the key for its ttl.
+   * key's ttl has passed or the backend closes — and past the ttl, once after each reconnection
+   * (a client that resends sends the SET again then, with a fresh ttl): else the resent SET would
+   * block the key for its ttl.
    */
   private cleanUp(key: string, owner: string, ttlMs: number, release: (key: string, owner: string) => Promise<boolean>, until = performance.now() + ttlMs, attempt = 0): void {
+    // ioredis makes a new socket per connection: the one this try went out on (or waited for).
+    const triedOn = this.socket();
     release(key, owner).catch(() => {
+      if (this.config.closed()) return;
       const left = until - performance.now();
-      if (this.config.closed() || left <= 0) return;
-      // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
-      setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+      if (left > 0) {
+        // Soon: a key left by a resent SET blocks everyone (this owner's next try too) until deleted.
+        setTimeout(() => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1), Math.min(left, 50 * 2 ** Math.min(attempt, 2))).unref();
+        return;
+      }
+      // Past the ttl. But a client that resends unanswered commands when it reconnects (ioredis's
+      // default) sends the SET again with a fresh ttl, however long Redis was away: then once more
+      // after a reconnection this try did not follow (no polling: on the next 'ready').
+      // (A Cluster client has no socket of its own to compare: while it is ready this ends here,
+      // and a single node's reconnection is not seen.)
+      const { client } = this.config;
+      if (!resendsUnanswered(client)) return;
+      const retry = (): void => this.cleanUp(key, owner, ttlMs, release, until, attempt + 1);
+      if (client.status === 'ready') {
+        if (this.socket() !== triedOn) retry();
+      } else if (client.status !== 'end') {
+        this.onReconnect(retry);
+      }
+    });
+  }
+
+  private socket(): unknown {
+    return (this.config.client as { stream?: unknown }).stream;
+  }
+
+  /** Run `retry` at the client's next 'ready' (one listener however many clean-ups wait). */
+  private onReconnect(retry: () => void): void {
+    this.reconnectRetries.add(retry);
+    if (this.reconnectRetries.size > 1) return;
+    this.config.client.once('ready', () => {
+      const retries = [...this.reconnectRetries];
+      this.reconnectRetries.clear();
+      for (const run of retries) run();
     });
   }
 
@@ -130,4 +166,10 @@ export class RedisCommands {
       unavailable(`not connected within ${connectTimeoutMs} ms (connectTimeoutMs; status ${client.status})`),
     );
   }
+}
+
+/** Whether the client sends unanswered commands again when it reconnects (ioredis's default). */
+function resendsUnanswered(client: RedisClientLike): boolean {
+  const options = (client as { options?: { autoResendUnfulfilledCommands?: boolean; redisOptions?: { autoResendUnfulfilledCommands?: boolean } } }).options;
+  return (options?.autoResendUnfulfilledCommands ?? options?.redisOptions?.autoResendUnfulfilledCommands) !== false;
 }
