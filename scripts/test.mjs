@@ -57,7 +57,7 @@ try {
     ensurePgBouncer();
     ensureBinary('faketime');
     env.TEST_CHROMIUM = ensureBinary('chromium');
-    const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1 })]);
+    const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1, logLevel: 'warn' })]);
     servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;
     env.TEST_ETCD_HOSTS = etcd.hosts.join(',');
@@ -94,6 +94,9 @@ try {
     const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
     if (code !== 0) exitCode = code;
   }
+  // A spec that failed on an etcd answer past its bound: what the shared etcd said of its own slowness.
+  const slow = servers.flatMap((server) => server.members?.flatMap((member) => member.slow ?? []) ?? []);
+  if (exitCode !== 0 && slow.length > 0) console.error(`[test] the shared etcd reported being slow (last ${slow.length}):\n${slow.join('\n')}`);
   if (existsSync(exitProbeDir)) {
     for (const file of readdirSync(exitProbeDir)) console.error(`[test] ${readFileSync(path.join(exitProbeDir, file), 'utf8').trimEnd()}`);
   }

@@ -406,11 +406,17 @@ export class EtcdMember {
       '--initial-cluster-state', state,
       '--heartbeat-interval', String(this.tuning.heartbeatMs),
       '--election-timeout', String(this.tuning.electionMs),
-      '--log-level', 'error',
+      '--log-level', this.tuning.logLevel ?? 'error',
     ];
     const child = spawn(this.binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.stderr = '';
-    child.stderr.on('data', (d) => (this.stderr = (this.stderr + d).slice(-4000)));
+    this.slow ??= [];
+    child.stderr.on('data', (d) => {
+      this.stderr = (this.stderr + d).slice(-4000);
+      // With logLevel 'warn': etcd's own word that it was slow (a disk sync, an apply, a read), kept apart.
+      for (const line of String(d).split('\n')) if (/took too long|slow fdatasync|leader failed to send out heartbeat/.test(line)) this.slow.push(line.slice(0, 400));
+      if (this.slow.length > 50) this.slow.splice(0, this.slow.length - 50);
+    });
     started.add(child);
     reapWithUs(child);
     child.once('exit', () => started.delete(child));
@@ -464,7 +470,7 @@ export class EtcdMember {
 export class EtcdCluster {
   static async start(options = {}) {
     const size = options.size ?? 1;
-    const tuning = { heartbeatMs: options.heartbeatMs ?? 50, electionMs: options.electionMs ?? 500 };
+    const tuning = { heartbeatMs: options.heartbeatMs ?? 50, electionMs: options.electionMs ?? 500, logLevel: options.logLevel };
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-etcd-'));
     const members = [];
     for (let i = 0; i < size; i++) members.push(new EtcdMember(`n${i + 1}`, await freePort(), await freePort(), dir, tuning));
