@@ -8,6 +8,21 @@ import { backendsOf } from '../harness/backends-of.js';
 const unanswered = (app: LockApp): number =>
   (backendsOf(app.app).get('redis') as unknown as { client: { commandQueue: { length: number } } }).client.commandQueue.length;
 
+/**
+ * `send` goes out to a paused server, which is then SIGKILLed before it answers (the harness's kill9
+ * would let it run first, and answer): the client keeps the unanswered write to resend on reconnect.
+ * Resolves with what `send` settled to.
+ */
+async function killUnderUnansweredWrite(server: RedisServer, app: LockApp, send: () => Promise<unknown>): Promise<unknown> {
+  server.pause();
+  const attempt = send().catch((e: unknown) => e);
+  await until(() => unanswered(app) >= 1, 10_000, 'the write sent, unanswered');
+  const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
+  process.kill(server.pid!, 'SIGKILL');
+  while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+  return attempt;
+}
+
 describe('Redis backend: server outages', () => {
   let server: RedisServer;
   let app: LockApp;
@@ -81,14 +96,7 @@ describe('Redis backend: server outages', () => {
     await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
     // The SET goes out to a paused server; the server dies before answering; the reconnect comes
     // only after the cleanup's own wait for a connection (500 ms) has run out.
-    server.pause();
-    const attempt = app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
-    // The SET is on the wire (written, unanswered) before the server dies.
-    await until(() => unanswered(app) >= 1, 10_000, 'the SET sent');
-    // SIGKILL while stopped (the harness's kill9 would let it run first, and answer).
-    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
-    process.kill(server.pid!, 'SIGKILL');
-    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
+    const attempt = killUnderUnansweredWrite(server, app, () => app.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 30_000 }));
     expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
     await new Promise((r) => setTimeout(r, 1_500));
     await server.restart();
@@ -115,13 +123,7 @@ describe('Redis backend: server outages', () => {
     const key = uniqueKey('resent-late');
     const ttl = 3_000;
     await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
-    server.pause();
-    const attempt = app.locks.tryAcquire(key, { purpose: 'efficiency', ttl }).catch((e: unknown) => e);
-    await until(() => unanswered(app) >= 1, 10_000, 'the SET sent');
-    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
-    process.kill(server.pid!, 'SIGKILL');
-    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
-    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    expect(await killUnderUnansweredWrite(server, app, () => app.locks.tryAcquire(key, { purpose: 'efficiency', ttl }))).toBeInstanceOf(LockBackendUnavailableError);
     // The fault: Redis stays down for longer than the ttl (the clean-up's own bound).
     await new Promise((r) => setTimeout(r, ttl + 1_000));
     await server.restart();
@@ -143,13 +145,7 @@ describe('Redis backend: server outages', () => {
   it('the same for a multi-key acquire: the resent all-or-nothing script leaves no key behind', async () => {
     const keys = [uniqueKey('resent-multi-a'), uniqueKey('resent-multi-b')];
     await app.locks.tryAcquire(keys, { purpose: 'efficiency' }).then((l) => l?.release());
-    server.pause();
-    const attempt = app.locks.tryAcquire(keys, { purpose: 'efficiency', ttl: 30_000 }).catch((e: unknown) => e);
-    await until(() => unanswered(app) >= 1, 10_000, 'the script sent');
-    const child = (server as unknown as { child: { exitCode: number | null; signalCode: string | null } }).child;
-    process.kill(server.pid!, 'SIGKILL');
-    while (child.exitCode === null && child.signalCode === null) await new Promise((r) => setTimeout(r, 10));
-    expect(await attempt).toBeInstanceOf(LockBackendUnavailableError);
+    expect(await killUnderUnansweredWrite(server, app, () => app.locks.tryAcquire(keys, { purpose: 'efficiency', ttl: 30_000 }))).toBeInstanceOf(LockBackendUnavailableError);
     // Down for longer than the clean-up's wait for a connection (500 ms), shorter than the ttl.
     await new Promise((r) => setTimeout(r, 1_500));
     await server.restart();
