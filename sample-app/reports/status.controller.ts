@@ -2,7 +2,7 @@ import { Controller, Get } from '@nestjs/common';
 import { DistributedLockService, type LockInfo } from 'nest-distributed-lock';
 import { LEADER } from '../leader/leadership.service.js';
 import { SweepJob } from '../leader/sweep.job.js';
-import { DigestJob } from './digest.job.js';
+import { DIGEST, DigestJob } from './digest.job.js';
 
 /** A LockInfo as JSON (its token is a bigint). */
 const plain = (info: LockInfo | null) => (info ? { ...info, token: info.token?.toString() } : null);
@@ -25,7 +25,7 @@ export class StatusController {
   @Get('locks')
   async locksNow(): Promise<Record<string, ReturnType<typeof plain>>> {
     const [digest, leader] = await Promise.all([
-      this.locks.inspect('digest', { purpose: 'efficiency' }),
+      this.locks.inspect(DIGEST, { purpose: 'efficiency' }),
       this.locks.inspect(LEADER, { purpose: 'correctness' }),
     ]);
     return { digest: plain(digest), [LEADER]: plain(leader) };
