@@ -46,7 +46,12 @@ describe.each([
   const leases: Lease[] = [];
 
   beforeAll(async () => {
-    const backends = { redis: { url: redisUrl() }, etcd: { hosts: etcdHosts() } };
+    // A namespace of its own on the suite's shared servers: the board lists every hold under its
+    // backends' prefix and waits four times as long as a listing took before the next, so other
+    // specs' holds (list-etcd-pages keeps 1,150 on etcd: a listing of ~0.4–0.7 s, a refresh every
+    // 2–3 s) would decide whether a new lock shows within 2 s (CI on 77a2952, run c47-1).
+    const space = uniqueKey('board-ui').replaceAll(':', '-');
+    const backends = { redis: { url: redisUrl(), keyPrefix: `${space}:` }, etcd: { hosts: etcdHosts(), prefix: `${space}/` } };
     holder = await startLockApp(backends);
     @Module({ imports: [DistributedLockModule.forRoot(backends), DistributedLockBoardModule.forRoot({ guard: TokenGuard, readOnly: false })] })
     class BoardApp {}
