@@ -236,6 +236,10 @@ export class RedisServer {
    */
   static async start(options = {}) {
     const server = new RedisServer(options.port ?? (await freePort()), options.appendonly ?? false, options.cluster ?? false);
+    // Cluster mode also listens on a bus port, by default port + 10,000: a port nobody reserved, and
+    // for ports above 22,767 one in the ephemeral range that any client socket may hold — the node
+    // then exits at start ("Failed listening on port … (cluster), aborting"). Reserve it like the other.
+    if (server.cluster) server.busPort = await freePort();
     await server.launch();
     return server;
   }
@@ -244,6 +248,7 @@ export class RedisServer {
     this.port = port;
     this.appendonly = appendonly;
     this.cluster = cluster;
+    this.busPort = undefined;
     this.dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-redis-'));
     this.binary = ensureBinary('redis-server');
     this.child = undefined;
@@ -262,15 +267,18 @@ export class RedisServer {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir, '--daemonize', 'no'];
     args.push(...(this.appendonly ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']));
     if (this.cluster) {
-      args.push('--cluster-enabled', 'yes', '--cluster-config-file', path.join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1');
+      args.push('--cluster-enabled', 'yes', '--cluster-config-file', path.join(this.dir, 'nodes.conf'), '--cluster-announce-ip', '127.0.0.1', '--cluster-port', String(this.busPort));
     }
     return this.launchWith(args);
   }
 
   async launchWith(args) {
-    const child = spawn(this.binary, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    // redis-server logs to stdout: why it stopped at start ("Address already in use") is there.
+    const child = spawn(this.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
-    child.stderr.on('data', (d) => (stderr += d));
+    const keep = (d) => (stderr = (stderr + d).slice(-2_000));
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     started.add(child);
     reapWithUs(child);
     child.once('exit', () => started.delete(child));
@@ -286,6 +294,11 @@ export class RedisServer {
       }
       throw new Error(`${error.message}${stderr ? `: ${stderr.trim()}` : ''}`);
     }
+    // Started: what it logs from now on is not kept (a long-lived server would fill the buffer for nothing).
+    child.stdout.removeListener('data', keep);
+    child.stderr.removeListener('data', keep);
+    child.stdout.resume();
+    child.stderr.resume();
   }
 
   /** A Sentinel (redis-server --sentinel) monitoring `master` as "mymaster" with quorum 1. */

@@ -24,6 +24,33 @@ describe('test harness: ports and servers', () => {
     }
   });
 
+  it('a Redis Cluster node starts while another process listens on its port + 10,000 (its bus port is reserved, not assumed)', async () => {
+    // Run c47-2: a cluster node of multi-key.spec exited at start. Its bus port was port + 10,000,
+    // reserved by nobody, and for half the ports in the ephemeral range where client sockets live.
+    let port = 0;
+    const other = net.createServer();
+    for (let tries = 0; tries < 50 && port === 0; tries++) {
+      const candidate = await freePort();
+      const bound = await new Promise<boolean>((resolve) => {
+        other.once('error', () => resolve(false));
+        other.listen(candidate + 10_000, '127.0.0.1', () => resolve(true));
+      });
+      if (bound) port = candidate;
+    }
+    expect(port).toBeGreaterThan(0);
+    try {
+      const node = await RedisServer.start({ cluster: true, port });
+      try {
+        expect(node.running).toBe(true);
+        expect(listensOn(node.pid!, port)).not.toBe(false);
+      } finally {
+        await node.stop();
+      }
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
   it('the same for ZooKeeper, whose JVM exits on a taken port only after the port has answered', async () => {
     const theirs = await ZooKeeperServer.start();
     const ours = new (ZooKeeperServer as unknown as new (port: number, options: object) => ZooKeeperServer)(theirs.port, {});
