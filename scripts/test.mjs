@@ -77,8 +77,13 @@ try {
   const phases = jestArgs.length > 0 || unitOnly
     ? [jestArgs]
     : [['--runInBand', ...TIMED], ['--maxWorkers=3', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)]];
-  const forwardTo = { jest: undefined };
-  const forward = (sig) => forwardTo.jest?.kill(sig);
+  // Ctrl-C (or a SIGTERM) ends the run: the running jest gets it, and no later phase starts
+  // (it used to: a Ctrl-C in the fault suite started the other 114 files).
+  const forwardTo = { jest: undefined, signal: undefined };
+  const forward = (sig) => {
+    forwardTo.signal = sig;
+    forwardTo.jest?.kill(sig);
+  };
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
   // A leaked socket must fail the run, not hang it: stop jest after 15 minutes.
@@ -89,6 +94,11 @@ try {
   guard.unref();
   exitCode = 0;
   for (const phaseArgs of phases) {
+    if (forwardTo.signal) {
+      console.error(`[test] stopped by ${forwardTo.signal}`);
+      exitCode = exitCode || 1;
+      break;
+    }
     const jest = spawn(bin('jest'), phaseArgs, { cwd: root, env, stdio: 'inherit' });
     forwardTo.jest = jest;
     const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
