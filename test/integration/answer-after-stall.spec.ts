@@ -41,8 +41,12 @@ function stallAfterWrites(clients: Redis[], count: number, ms: number): void {
   });
 }
 
-const TIMEOUT_MS = 100;
-const STALL_MS = 400;
+// The timeout is also every other command's here (the warm-up, the release): 100 ms, with a
+// 400 ms stall, failed a warm-up acquire once in ~300 on Node 24 with 3 workers and a CPU-bound
+// process on 2 cores (2 of 3 masters past 100 ms; run c47-1 the same for a release), where the
+// slowest of 150 measured was 22 ms. 1 s is the bound that is not under test; the stall is twice it.
+const TIMEOUT_MS = 1_000;
+const STALL_MS = 2_000;
 
 describe('an answer that arrived while the process was stalled counts (no false "unavailable")', () => {
   const apps: LockApp[] = [];
@@ -112,7 +116,7 @@ describe('an answer that arrived while the process was stalled counts (no false 
       expect(error).toBeInstanceOf(LockBackendUnavailableError);
       expect((error as Error).message).toContain(`no answer within ${TIMEOUT_MS} ms`);
       expect(took).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
-      expect(took).toBeLessThan(2_000);
+      expect(took).toBeLessThan(TIMEOUT_MS + 3_000);
     } finally {
       m.resume();
     }
