@@ -12,6 +12,7 @@ const dir = process.env.NDL_EXIT_PROBE_DIR;
 const isJestWorker = process.argv.some((arg) => arg.includes(`${path.sep}jest-worker${path.sep}`));
 
 if (dir && isJestWorker) {
+  const realSetTimeout = globalThis.setTimeout;
   /** Live timers: the Timeout object → what set it. Fired and cleared ones are dropped. */
   const live = new Map();
   // Timers cleared by id or by close() never come back here: drop the ended ones now and then
@@ -59,8 +60,9 @@ if (dir && isJestWorker) {
     globalThis[name] = wrapped;
   }
 
-  process.on('SIGTERM', () => {
-    const lines = [`jest worker ${process.env.JEST_WORKER_ID ?? '?'} (pid ${process.pid}) force-exited; still holding it: ${JSON.stringify(process.getActiveResourcesInfo())}`];
+  /** What still holds this worker: its live resources, ref'd timers (with what set them), sockets, children. */
+  const snapshot = (headline) => {
+    const lines = [`jest worker ${process.env.JEST_WORKER_ID ?? '?'} (pid ${process.pid}) ${headline}; still holding it: ${JSON.stringify(process.getActiveResourcesInfo())}`];
     for (const [timer, { kind, ms, callback }] of live) {
       if (timer._destroyed || (typeof timer.hasRef === 'function' && !timer.hasRef())) continue;
       const source = String(callback).replace(/\s+/g, ' ').slice(0, 240);
@@ -77,9 +79,42 @@ if (dir && isJestWorker) {
         lines.push(`  ${name}`);
       }
     }
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `worker-${process.pid}.txt`), `${lines.join('\n')}\n`);
+  };
+
+  // jest's end message (CHILD_MESSAGE_END, 2): a worker still alive 350 ms later is about to be
+  // force-exited (at 500 ms). Looked at then, from inside, rather than only on jest's SIGTERM,
+  // which a busy parent may send late or to a worker already gone (runs c46–c49: jest printed its
+  // message every run and no SIGTERM handler ever ran). A worker that then exits on its own says
+  // how long it took.
+  let endAt;
+  const onMessage = (message) => {
+    if (!Array.isArray(message) || message[0] !== 2) return;
+    process.removeListener('message', onMessage); // a 'message' listener keeps the IPC channel, and the worker, alive
+    endAt = performance.now();
+    realSetTimeout(() => snapshot('alive 350 ms after jest asked it to end'), 350).unref();
+  };
+  // Listened to only once jest's own listener is there: the IPC channel starts reading at the first
+  // 'message' listener, and a message read before processChild.js has loaded (its initialize call)
+  // would reach only ours — the worker then never runs a test.
+  process.on('newListener', function watch(event) {
+    if (event !== 'message') return;
+    process.removeListener('newListener', watch);
+    process.nextTick(() => process.on('message', onMessage));
+  });
+  process.on('exit', (code) => {
+    if (endAt === undefined || performance.now() - endAt < 350) return;
     try {
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(path.join(dir, `worker-${process.pid}.txt`), `${lines.join('\n')}\n`);
+      writeFileSync(path.join(dir, `worker-${process.pid}.txt`), `  … exited (code ${code}) ${Math.round(performance.now() - endAt)} ms after the end message\n`, { flag: 'a' });
+    } catch {
+      /* the probe must never change how the worker exits */
+    }
+  });
+
+  process.on('SIGTERM', () => {
+    try {
+      snapshot(`force-exited (SIGTERM ${endAt === undefined ? 'before any end message' : `${Math.round(performance.now() - endAt)} ms after the end message`})`);
     } finally {
       process.exit(143);
     }
