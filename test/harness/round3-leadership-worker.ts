@@ -1,7 +1,7 @@
 // Round 3, defect 4: the README's `Leadership` provider (section "Leader election: campaign()"),
 // in a Nest application of its own process. Prints "leading" once inspect() shows the name held,
 // and the provider's term is held (its campaign() resolved), then "closing", then — if app.close() ever returns — "closed in <ms> ms" and exits.
-// The parent (test/integration/composition-round3-readme-leadership.spec.ts) kills this process
+// The parent (test/integration/readme-leadership-example.spec.ts) kills this process
 // by its PID when "closed in" does not come: a close() that never returns spins in microtasks,
 // and no timer of this process would ever fire.
 //
