@@ -16,7 +16,7 @@ export interface BackendServer {
 const nothing = async (): Promise<void> => undefined;
 
 /** One MemoryBackend instance, named 'shared', that several applications of a spec share. */
-export const sharedMemory = async (): Promise<BackendServer> => ({ options: { backends: { shared: new MemoryBackend('shared') } }, stop: nothing });
+export const sharedMemory = async (): Promise<BackendServer> => ({ options: { backends: { shared: new MemoryBackend('shared') }, purposes: { correctness: 'shared' } }, stop: nothing });
 
 /** The redis-server `npm test` started for the run. */
 export const suiteRedis = async (): Promise<BackendServer> => ({ options: { redis: { url: redisUrl() } }, stop: nothing });
@@ -60,18 +60,55 @@ export async function freshRedisCluster(): Promise<BackendServer> {
   };
 }
 
-/** One backend a spec runs against: its name, the purpose it serves, and how to start its server. */
+/**
+ * One backend a spec runs against, as the suite knows it: its name in the module, what it promises
+ * (the capabilities a spec's checks depend on) and how to start its server. A spec takes its cases
+ * from `backendCases()`, filtered by what it needs: a new backend is one entry in BACKENDS (and its
+ * server starter above), and every spec whose needs it meets runs against it.
+ */
 export interface BackendCase {
+  /** Distinct per case, for titles: 'memory', 'redis', 'redis-cluster', 'redlock', 'etcd', 'postgres', 'zookeeper'. */
+  name: string;
+  /** Its name in the module: what `{ backend }` selects. */
   backend: string;
+  /** The purpose a spec asks for on it (correctness where it may serve it). */
   purpose: LockPurpose;
+  /** It issues fencing tokens that grow across holders. */
+  fencing: boolean;
+  /** Callers queue on the server (Redlock only retries). */
+  queues: boolean;
+  /** Queued waiters are served in arrival order. */
+  fifo: boolean;
+  /** A release reserves the key for the head waiter and tells it by a message (Redis, PostgreSQL: their `waiters` keep the hand-off). */
+  handsOff: boolean;
+  /** Semaphore keys (`permits` ≥ 2). */
+  semaphores: boolean;
+  /** A hold ends on the server at its ttl by itself (ZooKeeper's end with their session instead). */
+  expires: boolean;
+  /** A holder whose key is force-released is told: by a message ('message') or only at its next extend ('extend'). */
+  lossNotice: 'message' | 'extend';
+  /** A Redis Cluster: a script's keys must share a slot. */
+  cluster: boolean;
+  /** The run's own server (shared by the spec files running beside it: keys must be unique), or one of the spec's own. */
+  shared: boolean;
   server: () => Promise<BackendServer>;
 }
 
-/** Every backend that queues, with the purpose it serves (for `describe.each`). */
-export const EVERY_BACKEND: readonly BackendCase[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
+/** Every backend and topology the suite runs. */
+export const BACKENDS: readonly BackendCase[] = [
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: false, server: sharedMemory },
+  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: true, server: suiteRedis },
+  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: true, shared: false, server: freshRedisCluster },
+  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, expires: true, lossNotice: 'extend', cluster: false, shared: false, server: freshRedlock },
+  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: true, server: suiteEtcd },
+  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: false, server: freshPostgres },
+  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: false, lossNotice: 'message', cluster: false, shared: false, server: freshZooKeeper },
 ];
+
+/** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */
+export function backendCases(needs: (c: BackendCase) => boolean = () => true): BackendCase[] {
+  return BACKENDS.filter(needs);
+}
+
+/** Every backend that queues (for `describe.each`): one topology per backend. */
+export const EVERY_BACKEND: readonly BackendCase[] = backendCases((c) => c.queues && !c.cluster);

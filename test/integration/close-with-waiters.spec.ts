@@ -1,5 +1,4 @@
-import type { LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 2: app.close() of an application X while many of its
@@ -8,28 +7,14 @@ import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-ap
 // Must hold: close() returns within a few seconds; once it has, X holds nothing and waits for
 // nothing (no queue entry, no key): when H gives its keys back, every key is free for another app.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-  semaphores: boolean;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory, semaphores: true },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis, semaphores: true },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd, semaphores: true },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres, semaphores: true },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper, semaphores: true },
-  { backend: 'redlock', purpose: 'efficiency', server: freshRedlock, semaphores: false },
-];
+const CASES = backendCases((c) => !c.cluster);
 
 const CLOSE_WITHIN_MS = 5_000;
 /** A timer that does not keep jest running. */
 const after = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms).unref());
 const N = 12;
 
-describe.each(CASES)('close() while many callers wait ($backend)', ({ backend, purpose, server, semaphores }) => {
+describe.each(CASES)('close() while many callers wait ($name)', ({ backend, purpose, server, semaphores }) => {
   let running: BackendServer;
   let h: LockApp;
   let x: LockApp;

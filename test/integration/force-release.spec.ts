@@ -1,69 +1,13 @@
-import { LeaseLostError, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { PostgresServer } from '../harness/postgres.mjs';
-import { RedisServer } from '../harness/servers.mjs';
-import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { LeaseLostError } from '../../lib/index.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
+import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // inspect() and forceRelease() against real servers, one case per backend: three application
 // instances — a holder, a waiter, an operator — share the server and nothing else.
 
-interface Case {
-  /** Hand-offs: a release grants the key to the next waiter by message (Redis, PostgreSQL). */
-  handsOff?: boolean;
-  backend: string;
-  /** The server of this case (started by the spec when the suite's own is not enough): the module options, and how to stop it. */
-  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
-  purpose: LockPurpose;
-  /** The backend issues tokens: the next holder's is larger, and inspect() from another process shows the holder's. */
-  fencing: boolean;
-  /** Waiters queue on the server (inspect counts them); else they retry (Redlock). */
-  queues: boolean;
-  /** A holder elsewhere hears of a forced release by message; else at its next renewal (Redlock). */
-  told: 'message' | 'renewal';
-}
-
-const CASES: Case[] = [
-  { backend: 'redis', handsOff: true, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }), purpose: 'efficiency', fencing: false, queues: true, told: 'message' },
-  { backend: 'etcd', server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }), purpose: 'correctness', fencing: true, queues: true, told: 'message' },
-  {
-    backend: 'postgres',
-    handsOff: true,
-    server: async () => {
-      const pg = await PostgresServer.start();
-      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
-    },
-    purpose: 'correctness',
-    fencing: true,
-    queues: true,
-    told: 'message',
-  },
-  {
-    backend: 'zookeeper',
-    server: async () => {
-      const zk = await ZooKeeperServer.start();
-      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
-    },
-    purpose: 'correctness',
-    fencing: true,
-   
-    queues: true,
-    told: 'message',
-  },
-  {
-    backend: 'redlock',
-    server: async () => {
-      const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
-      return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
-    },
-    purpose: 'efficiency',
-    fencing: false,
-   
-    queues: false,
-    told: 'renewal',
-  },
-];
+const CASES = backendCases((c) => !c.cluster);
 
 async function eventually(check: () => boolean | Promise<boolean>, withinMs: number): Promise<void> {
   const deadline = Date.now() + withinMs;
@@ -97,9 +41,9 @@ describe('forceRelease() on etcd: a holder farther from etcd than the operator (
   }, 60_000);
 });
 
-describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, server, purpose, fencing, queues, told, handsOff }) => {
+describe.each(CASES)('inspect() and forceRelease() on $name', ({ backend, server, purpose, fencing, queues, lossNotice, handsOff }) => {
   const apps: LockApp[] = [];
-  let running: Awaited<ReturnType<Case['server']>>;
+  let running: BackendServer;
   const start = async (): Promise<LockApp> => {
     const app = await startLockApp(running.options);
     apps.push(app);
@@ -124,7 +68,11 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     const waiting = b.locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
     if (queues) await eventually(async () => (await operator.locks.inspect(key, { purpose }))?.waiters === 1, 5_000);
     const info = await operator.locks.inspect(key, { purpose });
-    expect(info).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(fencing ? { token: stuck.token } : {}) });
+    // The memory backend is the server itself: it knows, and says, how long the key has been held.
+    const { heldForMs, ...seen } = info!;
+    expect(seen).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(fencing ? { token: stuck.token } : {}) });
+    if (backend === 'shared') expect(heldForMs).toBeGreaterThanOrEqual(0);
+    else expect(heldForMs).toBeUndefined();
     // etcd, ZooKeeper: the holder's session (renewed while its process lives); the others: the ttl.
     expect(info!.remainingMs).toBeGreaterThan(backend === 'etcd' || backend === 'zookeeper' ? 1_000 : 15_000);
     expect(info!.remainingMs).toBeLessThanOrEqual(20_000);
@@ -133,7 +81,7 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
 
     expect(await operator.locks.forceRelease(key, target)).toBe(true);
     const next = await waiting;
-    if (told === 'message') {
+    if (lossNotice === 'message') {
       // Another process's holder hears of it through the backend, long before its 20 s ran out.
       await eventually(() => stuck.signal.aborted, 2_000);
     } else {
@@ -142,7 +90,7 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
       await expect(stuck.extend(20_000)).rejects.toBeInstanceOf(LeaseLostError);
     }
     expect(stuck.signal.reason).toBeInstanceOf(LeaseLostError);
-    expect((stuck.signal.reason as LeaseLostError).reason).toBe(told === 'message' ? 'force-released' : 'not-owner');
+    expect((stuck.signal.reason as LeaseLostError).reason).toBe(lossNotice === 'message' ? 'force-released' : 'not-owner');
     expect(stuck.remainingMs()).toBe(0);
     if (fencing) expect(next.token! > stuck.token!).toBe(true);
     expect(next.signal.aborted).toBe(false);
@@ -155,7 +103,7 @@ describe.each(CASES)('inspect() and forceRelease() on $backend', ({ backend, ser
     expect(await operator.locks.inspect(key, target)).toBeNull();
   }, 30_000);
 
-  if (told === 'message') {
+  if (lossNotice === 'message') {
     it("a process's first grant is told too, even when the release is forced at once (adversarial review)", async () => {
       // Pub/sub keeps nothing for a subscriber still connecting (Redis): the first grant of a fresh
       // process waits for its subscription, then checks the key is still its own.

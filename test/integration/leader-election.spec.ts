@@ -1,5 +1,5 @@
-import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type Lease, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { InvalidLockOptionsError, LeaseLostError, MemoryBackend, type Lease } from '../../lib/index.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
@@ -7,23 +7,7 @@ import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 // campaign() against real servers, one case per backend: candidates in separate applications
 // (separate engines and clients) share the server and nothing else.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  fencing: boolean;
-  /** Candidates are served in arrival order (all but Redlock, whose waiters retry). */
-  fifo: boolean;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', fencing: true, fifo: true, server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', fencing: false, fifo: true, server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', fencing: true, fifo: true, server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', fencing: true, fifo: true, server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', fencing: true, fifo: true, server: freshZooKeeper },
-  { backend: 'redlock', purpose: 'efficiency', fencing: false, fifo: false, server: freshRedlock },
-];
+const CASES = backendCases((c) => !c.cluster);
 
 async function eventually(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
   const deadline = Date.now() + withinMs;
@@ -33,8 +17,8 @@ async function eventually(check: () => boolean | Promise<boolean>, withinMs: num
   }
 }
 
-describe.each(CASES)('campaign() on $backend', ({ backend, purpose, fencing, fifo, server }) => {
-  let running: Awaited<ReturnType<Case['server']>>;
+describe.each(CASES)('campaign() on $name', ({ backend, purpose, fencing, fifo, server }) => {
+  let running: BackendServer;
   const apps: LockApp[] = [];
   const start = async (): Promise<LockApp> => {
     const app = await startLockApp(running.options);

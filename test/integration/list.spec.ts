@@ -1,42 +1,24 @@
 import { Redis } from 'ioredis';
-import { InvalidLockOptionsError, LockBackendUnavailableError, type Lease, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { InvalidLockOptionsError, LockBackendUnavailableError, type Lease } from '../../lib/index.js';
+import { backendCases, freshRedlock, type BackendServer } from '../harness/backend-servers.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 
 // list() against real servers: a holder's application and an operator's (another process as far
 // as the backend knows) share the server; the operator lists what the holder holds.
 
-interface Case {
-  backend: string;
-  server: () => Promise<BackendServer>;
-  purpose: LockPurpose;
-  /** Semaphore keys can be held (permits 2). */
-  semaphores: boolean;
-  /** Another process's holder shows its token (the server keeps it). */
-  tokenOnServer: boolean;
-}
-
 async function slowerRedlock(): Promise<BackendServer> {
   const started = await freshRedlock();
   return { ...started, options: { redlock: { ...started.options.redlock!, nodeTimeoutMs: 1_000 } } };
 }
 
-const CASES: Case[] = [
-  { backend: 'shared', server: sharedMemory, purpose: 'efficiency', semaphores: true, tokenOnServer: true },
-  { backend: 'redis', server: suiteRedis, purpose: 'efficiency', semaphores: true, tokenOnServer: false },
-  { backend: 'redis', server: freshRedisCluster, purpose: 'efficiency', semaphores: true, tokenOnServer: false },
-  { backend: 'etcd', server: suiteEtcd, purpose: 'correctness', semaphores: true, tokenOnServer: false },
-  { backend: 'postgres', server: freshPostgres, purpose: 'correctness', semaphores: true, tokenOnServer: true },
-  { backend: 'zookeeper', server: freshZooKeeper, purpose: 'correctness', semaphores: true, tokenOnServer: false },
-  // A node timeout above the 200 ms default: a full run's two workers on two cores delayed a batch of inspections past it.
-  { backend: 'redlock', server: slowerRedlock, purpose: 'efficiency', semaphores: false, tokenOnServer: false },
-];
+// Redlock with a node timeout above the 200 ms default: a full run's two workers on two cores delayed a batch of inspections past it.
+const CASES = backendCases().map((c) => (c.name === 'redlock' ? { ...c, server: slowerRedlock } : c));
 
 /** Keys an attacker or an unlucky naming scheme would pick; each must come back exactly as named. */
 const ODD = ['a', 'ab', 'a/b', 'a.b', '{tag}x', 'x}y', 'pct%25', 'x%y', 'x_y', 'xzy', 'sp ace', 'quote"\'', '<img src=x onerror=alert(1)>', 'emoji-😀', 'ünï'];
 
-describe.each(CASES)('list() on $backend ($server.name)', ({ backend, server, purpose, semaphores, tokenOnServer }) => {
+describe.each(CASES)('list() on $name', ({ backend, server, purpose, semaphores, fencing }) => {
   let running: BackendServer;
   let holder: LockApp;
   let operator: LockApp;
@@ -66,7 +48,7 @@ describe.each(CASES)('list() on $backend ($server.name)', ({ backend, server, pu
       expect(info.remainingMs).toBeLessThanOrEqual(20_000);
       // Seen from another process: no local knowledge.
       expect(info.local).toBeUndefined();
-      if (tokenOnServer && info.permits === undefined) expect(info.token).toBe(leases[ODD.indexOf(info.key.slice(p.length))].token);
+      if (fencing && info.permits === undefined) expect(info.token).toBe(leases[ODD.indexOf(info.key.slice(p.length))].token);
     }
     if (sem) expect(listed.find((info) => info.key === `${p}sem`)).toMatchObject({ permits: 2, holders: 1 });
 
