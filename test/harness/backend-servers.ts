@@ -83,26 +83,22 @@ export interface BackendCase {
   handsOff: boolean;
   /** Semaphore keys (`permits` ≥ 2). */
   semaphores: boolean;
-  /** A hold ends on the server at its ttl by itself (ZooKeeper's end with their session instead). */
-  expires: boolean;
   /** A holder whose key is force-released is told: by a message ('message') or only at its next extend ('extend'). */
   lossNotice: 'message' | 'extend';
   /** A Redis Cluster: a script's keys must share a slot. */
   cluster: boolean;
-  /** The run's own server (shared by the spec files running beside it: keys must be unique), or one of the spec's own. */
-  shared: boolean;
   server: () => Promise<BackendServer>;
 }
 
 /** Every backend and topology the suite runs. */
 export const BACKENDS: readonly BackendCase[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: false, server: sharedMemory },
-  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: true, server: suiteRedis },
-  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: true, shared: false, server: freshRedisCluster },
-  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, expires: true, lossNotice: 'extend', cluster: false, shared: false, server: freshRedlock },
-  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: true, server: suiteEtcd },
-  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, expires: true, lossNotice: 'message', cluster: false, shared: false, server: freshPostgres },
-  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, expires: false, lossNotice: 'message', cluster: false, shared: false, server: freshZooKeeper },
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: sharedMemory },
+  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, server: suiteRedis },
+  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, server: freshRedisCluster },
+  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, server: freshRedlock },
+  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: suiteEtcd },
+  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, server: freshPostgres },
+  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: freshZooKeeper },
 ];
 
 /** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */
