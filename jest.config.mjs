@@ -17,4 +17,11 @@ export default {
   },
   testMatch: ['<rootDir>/lib/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
   testTimeout: 30_000,
+  // A worker is replaced between spec files once its heap passes 1 GB. Without it each of the three
+  // workers grew to 1-2 GB over its ~35 files (jest keeps part of every file's ESM module graph), and
+  // tearing that down at the end took 437, 491 and 558 ms after jest's end message (measured in the
+  // parent): past jest's 500 ms, so one was SIGTERMed and jest printed "A worker process has failed
+  // to exit gracefully". With the limit the workers exited 130-228 ms after it and the run was no
+  // slower (docs/findings/flakes.md, "the exit message").
+  workerIdleMemoryLimit: '1GB',
 };
