@@ -87,18 +87,20 @@ export interface BackendCase {
   lossNotice: 'message' | 'extend';
   /** A Redis Cluster: a script's keys must share a slot. */
   cluster: boolean;
+  /** Lives in this process (the memory backend, one object every app of the spec shares): a worker process cannot reach it, and a fault injected on one app's backend object reaches them all. */
+  inProcess: boolean;
   server: () => Promise<BackendServer>;
 }
 
 /** Every backend and topology the suite runs. */
 export const BACKENDS: readonly BackendCase[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: sharedMemory },
-  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, server: suiteRedis },
-  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, server: freshRedisCluster },
-  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, server: freshRedlock },
-  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: suiteEtcd },
-  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, server: freshPostgres },
-  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, server: freshZooKeeper },
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: true, server: sharedMemory },
+  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: suiteRedis },
+  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, inProcess: false, server: freshRedisCluster },
+  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, inProcess: false, server: freshRedlock },
+  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: suiteEtcd },
+  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: freshPostgres },
+  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: freshZooKeeper },
 ];
 
 /** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */

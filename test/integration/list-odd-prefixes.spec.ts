@@ -1,27 +1,14 @@
-import type { Lease, LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import type { Lease } from '../../lib/index.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 6: list() with odd prefixes. The README: `prefix` is
 // the start of the key as you name it; `%`, `_`, `*` and `\` in it are literal. For keys that
 // differ only in such characters, list(prefix) must give exactly the held keys starting with it.
 
-interface Case {
-  name: string;
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { name: 'redis', backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', server: freshRedisCluster },
-  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', server: freshRedlock },
-  { name: 'etcd', backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { name: 'postgres', backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+// Every backend and topology: a prefix is matched by each backend's own listing (SCAN patterns,
+// SQL LIKE, etcd ranges, ZooKeeper children), and each could read these characters as its syntax.
+const CASES = backendCases();
 
 const MIDDLES = ['%', '_', 'A', '*', '?', '[a]', '[', '\\', '.', '%2E', '}', '{', '{}', '/', '%25', '^', '$', '|', '(', ' '];
 

@@ -1,7 +1,7 @@
 import type { LockBackend } from '../../lib/backends/lock-backend.interface.js';
 import type { Lease, LockPurpose } from '../../lib/index.js';
 import { backendsOf } from '../harness/backends-of.js';
-import { freshPostgres, freshZooKeeper, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 import { sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
@@ -21,26 +21,15 @@ import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 // keys[0] — A either holds keys[0] on the server (the backend shows A's own id there) so C's try is
 // refused, or its lease is not trusted.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-// (Not the memory backend: its queue is in the process, and it shows a waiter as holder only once
-// that waiter has taken the key — there is no head-of-line place to force before A hears of it.)
-const CASES: Case[] = [
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+// Every backend that queues, but the in-process one: A's late answer is injected on A's own backend
+// object, which the memory backend's apps all share.
+const CASES = EVERY_BACKEND.filter((c) => !c.inProcess);
 
 const RUNS = 3;
 const LATE_MS = 400;
 
 
-describe.each(CASES)('a multi-key attempt\'s queue place force-released at the head of the line before it heard it was first ($backend)', ({ backend, purpose, server }) => {
+describe.each(CASES)('a multi-key attempt\'s queue place force-released at the head of the line before it heard it was first ($name)', ({ backend, purpose, server }) => {
   let running: BackendServer;
   let a: LockApp;
   let b: LockApp;

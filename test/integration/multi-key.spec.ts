@@ -3,34 +3,19 @@ import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { DistributedLockTestingModule, TestingLockBackend } from '../../lib/testing/index.js';
 import { NestFactory } from '@nestjs/core';
-import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type Lease, type LockPurpose } from '../../lib/index.js';
+import { DistributedLock, DistributedLockModule, DistributedLockService, InvalidLockOptionsError, MemoryBackend, RedisFence, type Lease } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
 import { backendsOf } from '../harness/backends-of.js';
-import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { backendCases, type BackendCase } from '../harness/backend-servers.js';
 import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 // Multi-key leases against real servers: callers in separate applications share the server only.
 
-interface Case {
-  backend: string;
-  title?: string;
-  purpose: LockPurpose;
-  fencing: boolean;
-  server: () => Promise<BackendServer>;
-}
+// Every backend and topology.
+const CASES = backendCases();
 
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', fencing: true, server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', fencing: false, server: suiteRedis },
-  { backend: 'redis', title: 'a Redis Cluster', purpose: 'efficiency', fencing: false, server: freshRedisCluster },
-  { backend: 'etcd', purpose: 'correctness', fencing: true, server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', fencing: true, server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', fencing: true, server: freshZooKeeper },
-  { backend: 'redlock', purpose: 'efficiency', fencing: false, server: freshRedlock },
-];
-
-describe.each(CASES.map((c) => ({ ...c, title: c.title ?? c.backend })))('multi-key leases on $title', ({ backend, purpose, fencing, server }) => {
-  let running: Awaited<ReturnType<Case['server']>>;
+describe.each(CASES)('multi-key leases on $name', ({ backend, purpose, fencing, server }) => {
+  let running: Awaited<ReturnType<BackendCase['server']>>;
   let a: LockApp;
   let b: LockApp;
   let c: LockApp;

@@ -1,5 +1,5 @@
-import { InvalidLockOptionsError, type LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshRedisCluster, freshZooKeeper, sharedMemory, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { InvalidLockOptionsError } from '../../lib/index.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // Adversarial review round 3 (adv2), attack 6: odd but valid keys (the README: non-empty,
@@ -27,24 +27,12 @@ function astral(n: number, seed: number): string {
   return s;
 }
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: sharedMemory },
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'redis', purpose: 'efficiency', server: freshRedisCluster },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+// Every backend that queues (each key is also handed on to a waiter), every topology.
+const CASES = backendCases((c) => c.queues);
 
 const describeError = (e: unknown): string => `${(e as Error)?.name}${(e as { field?: string }).field ? `(field ${(e as { field?: string }).field})` : ''}: ${String((e as Error)?.message).slice(0, 160)}`;
 
-describe.each(CASES)('odd keys on $backend', ({ backend, purpose, server }) => {
+describe.each(CASES)('odd keys on $name', ({ backend, purpose, server }) => {
   let running: BackendServer;
   let a: LockApp;
   let b: LockApp;

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { LockPurpose } from '../../lib/index.js';
-import { freshPostgres, freshZooKeeper, suiteEtcd, suiteRedis, type BackendServer } from '../harness/backend-servers.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { uniqueKey } from '../harness/lock-app.js';
 
 // Round 3, defect 4 (MAJOR, adversarial report): the README's `Leadership` example (section
@@ -17,18 +17,8 @@ import { uniqueKey } from '../harness/lock-app.js';
 
 const worker = path.resolve('.tmp/compiled/test/harness/round3-leadership-worker.js');
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<BackendServer>;
-}
-
-const CASES: Case[] = [
-  { backend: 'redis', purpose: 'efficiency', server: suiteRedis },
-  { backend: 'etcd', purpose: 'correctness', server: suiteEtcd },
-  { backend: 'postgres', purpose: 'correctness', server: freshPostgres },
-  { backend: 'zookeeper', purpose: 'correctness', server: freshZooKeeper },
-];
+// Every backend a child process can reach (one topology each).
+const CASES = backendCases((c) => c.queues && !c.cluster && !c.inProcess);
 
 /** How long close() may take (it releases one lease and closes the clients). */
 const CLOSE_WITHIN_MS = 1_000;
@@ -78,7 +68,7 @@ function runLeadership(options: BackendServer['options'], backend: string, purpo
   });
 }
 
-describe.each(CASES)("the README's Leadership example on $backend", ({ backend, purpose, server }) => {
+describe.each(CASES)("the README's Leadership example on $name", ({ backend, purpose, server }) => {
   let running: BackendServer;
   beforeAll(async () => {
     running = await server();
