@@ -1,32 +1,26 @@
-import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { etcdHosts, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 
 // Adversarial review: a multi-key acquisition that FAILS (rejects) after it took its first keys
 // must leave none of them held ("all or nothing").
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  options: () => DistributedLockModuleOptions;
-}
+// Every backend that queues (each serves semaphores, which the refusal below needs).
+const CASES = EVERY_BACKEND;
 
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', options: () => ({ backends: { shared: new MemoryBackend('shared') } }) },
-  { backend: 'redis', purpose: 'efficiency', options: () => ({ redis: { url: redisUrl() } }) },
-  { backend: 'etcd', purpose: 'correctness', options: () => ({ etcd: { hosts: etcdHosts() } }) },
-];
-
-describe.each(CASES)('failed multi-key acquisition on $backend', ({ backend, purpose, options }) => {
+describe.each(CASES)('failed multi-key acquisition on $name', ({ backend, purpose, server }) => {
+  let running: BackendServer;
   let a: LockApp;
   let b: LockApp;
   let c: LockApp;
   const opts = (more: object = {}) => ({ purpose, backend, ...more });
   beforeAll(async () => {
-    const o = options();
+    running = await server();
+    const o = running.options;
     [a, b, c] = await Promise.all([startLockApp(o), startLockApp(o), startLockApp(o)]);
   }, 60_000);
   afterAll(async () => {
     for (const app of [a, b, c]) await app?.close();
+    await running?.stop();
   });
 
   it('a later key held as a semaphore: the acquisition is refused and leaves the earlier key free', async () => {

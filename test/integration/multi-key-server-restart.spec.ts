@@ -1,5 +1,6 @@
-import { MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
+import type { Lease } from '../../lib/index.js';
+import { startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 
 // Adversarial review: a multi-key acquisition that restarts from nothing (an earlier key was lost
 // while it waited for a later one: here an operator's forceRelease) gives back the keys it held —
@@ -8,30 +9,23 @@ import { etcdHosts, redisUrl, startLockApp, uniqueKey, until, type LockApp } fro
 // waits with a caller holding the first key and waiting for the second (the promised "no deadlock"
 // is broken until one of the waits runs out).
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  options: () => DistributedLockModuleOptions;
-}
+// Every backend that queues.
+const CASES = EVERY_BACKEND;
 
-const shared = new MemoryBackend('shared');
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', options: () => ({ backends: { shared } }) },
-  { backend: 'redis', purpose: 'efficiency', options: () => ({ redis: { url: redisUrl() } }) },
-  { backend: 'etcd', purpose: 'correctness', options: () => ({ etcd: { hosts: etcdHosts() } }) },
-];
-
-describe.each(CASES)('multi-key restart on $backend', ({ backend, purpose, options }) => {
+describe.each(CASES)('multi-key restart on $name', ({ backend, purpose, server }) => {
+  let running: BackendServer;
   let a: LockApp;
   let b: LockApp;
   let c: LockApp;
   const opts = (more: object = {}) => ({ purpose, backend, ...more });
   beforeAll(async () => {
-    const o = options();
+    running = await server();
+    const o = running.options;
     [a, b, c] = await Promise.all([startLockApp(o), startLockApp(o), startLockApp(o)]);
   }, 60_000);
   afterAll(async () => {
     for (const app of [a, b, c]) await app?.close();
+    await running?.stop();
   });
 
   it('after a restart, the caller holding the first key gets the second as soon as its holder gives it back', async () => {

@@ -1,22 +1,13 @@
-import { MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import type { Lease } from '../../lib/index.js';
+import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 
 // Adversarial review: overlapping multi-key sets (and plain single-key callers on the same keys)
 // from three applications, with a ttl short enough that the keep-alive of earlier keys runs while
 // callers wait for later ones. Never two holders of one key; everybody finishes (no deadlock).
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  options: () => DistributedLockModuleOptions;
-}
-
-const shared = new MemoryBackend('shared');
-const CASES: Case[] = [
-  { backend: 'shared', purpose: 'correctness', options: () => ({ backends: { shared } }) },
-  { backend: 'redis', purpose: 'efficiency', options: () => ({ redis: { url: redisUrl() } }) },
-  { backend: 'etcd', purpose: 'correctness', options: () => ({ etcd: { hosts: etcdHosts() } }) },
-];
+// Every backend that queues.
+const CASES = EVERY_BACKEND;
 
 const HOLD_MIN = Number(process.env.RV_HOLD_MIN ?? 5);
 const HOLD_SPREAD = Number(process.env.RV_HOLD_SPREAD ?? 30);
@@ -32,14 +23,17 @@ function rng(seed: number): () => number {
   };
 }
 
-describe.each(CASES)('multi-key stress on $backend', ({ backend, purpose, options }) => {
+describe.each(CASES)('multi-key stress on $name', ({ backend, purpose, server }) => {
+  let running: BackendServer;
   let apps: LockApp[];
   beforeAll(async () => {
-    const o = options();
+    running = await server();
+    const o = running.options;
     apps = await Promise.all([startLockApp(o), startLockApp(o), startLockApp(o)]);
   }, 60_000);
   afterAll(async () => {
     for (const app of apps ?? []) await app.close();
+    await running?.stop();
   });
 
   it('overlapping random key sets and single-key callers: no key ever has two holders, every call completes', async () => {
