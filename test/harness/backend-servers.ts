@@ -87,6 +87,10 @@ export interface BackendCase {
   lossNotice: 'message' | 'extend';
   /** A Redis Cluster: a script's keys must share a slot. */
   cluster: boolean;
+  /** The server ends a hold at its ttl by itself (ZooKeeper's znodes have no ttl: its sessions end them). */
+  expires: boolean;
+  /** Each `server()` call starts a server (or store) of its own: a listing shows only what the spec holds (Redis and etcd are the run's shared servers). */
+  ownServer: boolean;
   /** Lives in this process (the memory backend, one object every app of the spec shares): a worker process cannot reach it, and a fault injected on one app's backend object reaches them all. */
   inProcess: boolean;
   server: () => Promise<BackendServer>;
@@ -94,13 +98,13 @@ export interface BackendCase {
 
 /** Every backend and topology the suite runs. */
 export const BACKENDS: readonly BackendCase[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: true, server: sharedMemory },
-  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: suiteRedis },
-  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, inProcess: false, server: freshRedisCluster },
-  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, inProcess: false, server: freshRedlock },
-  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: suiteEtcd },
-  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: freshPostgres },
-  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, inProcess: false, server: freshZooKeeper },
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
+  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: false, inProcess: false, server: suiteRedis },
+  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
+  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
+  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
+  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
+  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
 ];
 
 /** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */

@@ -1,9 +1,9 @@
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
-import { LockBackendUnavailableError, RedlockBackend, ZooKeeperBackend, type Lease, type LockPurpose } from '../../lib/index.js';
+import { LockBackendUnavailableError, RedlockBackend, ZooKeeperBackend, type Lease } from '../../lib/index.js';
 import type { LockBackend } from '../../lib/backends/lock-backend.interface.js';
-import { freshPostgres, freshRedlock, freshZooKeeper, type BackendServer } from '../harness/backend-servers.js';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
@@ -14,22 +14,8 @@ const when = (applies: boolean): typeof it => (applies ? it : ((() => undefined)
 // notice — a held key missing, a free one shown, a name changed on the way, a prefix that matches
 // too much, more names than asked for.
 
-interface Case {
-  backend: 'postgres' | 'zookeeper' | 'redlock';
-  server: () => Promise<BackendServer>;
-  purpose: LockPurpose;
-  /** The server ends a hold at its ttl by itself (ZooKeeper's znodes have no ttl). */
-  expires: boolean;
-  semaphores: boolean;
-  /** Waiters wait on the server (Redlock's retry). */
-  queues: boolean;
-}
-
-const CASES: Case[] = [
-  { backend: 'postgres', server: freshPostgres, purpose: 'correctness', expires: true, semaphores: true, queues: true },
-  { backend: 'zookeeper', server: freshZooKeeper, purpose: 'correctness', expires: false, semaphores: true, queues: true },
-  { backend: 'redlock', server: freshRedlock, purpose: 'efficiency', expires: true, semaphores: false, queues: false },
-];
+// Every backend whose server is the spec's own (a listing of '' shows only what it holds), every topology.
+const CASES = backendCases((c) => c.ownServer);
 
 /** Names that an encoding, a LIKE pattern, a path or a hash tag could change or confuse. */
 const ODD = ['{a}', '}x', '%', '100%_off', 'a/b/c', 'a.b', 'with space', '🔑 ключ', `"q'uote`, '<img src=x onerror=alert(1)>', 'back\\slash', '%7D%25'];
@@ -38,7 +24,7 @@ const BARE = ['.', '..', '}', '}{x}', '%2E'];
 
 const sorted = (names: readonly string[]): string[] => [...names].sort();
 
-describe.each(CASES)('listKeys on $backend', (c) => {
+describe.each(CASES)('listKeys on $name', (c) => {
   let server: BackendServer;
   let holder: LockApp;
   let other: LockApp;
