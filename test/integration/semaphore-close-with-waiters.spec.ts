@@ -1,45 +1,17 @@
-import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { PostgresServer } from '../harness/postgres.mjs';
-import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 
 // Adversarial review: an application that shuts down while its callers wait for a semaphore's
 // permit leaves nothing queued behind it — the next waiter of another application is admitted as
 // soon as a permit is given back, not after the closed application's queue entries lapse.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
-}
-
-const shared = new MemoryBackend('shared');
-const ALL: Case[] = [
-  { backend: 'shared', purpose: 'correctness', server: async () => ({ options: { backends: { shared } }, stop: async () => undefined }) },
-  { backend: 'redis', purpose: 'efficiency', server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }) },
-  { backend: 'etcd', purpose: 'correctness', server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }) },
-  {
-    backend: 'postgres',
-    purpose: 'correctness',
-    server: async () => {
-      const pg = await PostgresServer.start();
-      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
-    },
-  },
-  {
-    backend: 'zookeeper',
-    purpose: 'correctness',
-    server: async () => {
-      const zk = await ZooKeeperServer.start();
-      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
-    },
-  },
-];
+// Every backend that queues and serves semaphores.
+const ALL = EVERY_BACKEND.filter((c) => c.semaphores);
 const only = process.env.RV_SEM_BACKENDS?.split(',');
-const CASES = only ? ALL.filter((c) => only.includes(c.backend)) : ALL;
+const CASES = only ? ALL.filter((c) => only.includes(c.name) || only.includes(c.backend)) : ALL;
 
-describe.each(CASES)('semaphore waiters of a closing application on $backend', (c) => {
-  let running: Awaited<ReturnType<Case['server']>>;
+describe.each(CASES)('semaphore waiters of a closing application on $name', (c) => {
+  let running: BackendServer;
   const apps: LockApp[] = [];
   beforeAll(async () => {
     running = await c.server();

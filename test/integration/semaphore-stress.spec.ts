@@ -1,7 +1,6 @@
-import { MemoryBackend, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
-import { PostgresServer } from '../harness/postgres.mjs';
-import { ZooKeeperServer } from '../harness/zookeeper.mjs';
+import type { Lease } from '../../lib/index.js';
+import { sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+import { EVERY_BACKEND, type BackendServer } from '../harness/backend-servers.js';
 
 // Adversarial review of semaphores (`permits`): many callers from three applications race for the
 // permits of one key while holders release, let their ttl run out (a paused holder), extend, give
@@ -10,39 +9,10 @@ import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 // than `permits` at once; on fencing backends a grant's token is larger than that of every lease
 // granted before this grant's acquisition was sent; and nothing is left held or queued afterwards.
 
-interface Case {
-  backend: string;
-  purpose: LockPurpose;
-  fencing: boolean;
-  server: () => Promise<{ options: DistributedLockModuleOptions; stop(): Promise<void> }>;
-}
-
-const shared = new MemoryBackend('shared');
-const ALL: Case[] = [
-  { backend: 'shared', purpose: 'correctness', fencing: true, server: async () => ({ options: { backends: { shared } }, stop: async () => undefined }) },
-  { backend: 'redis', purpose: 'efficiency', fencing: false, server: async () => ({ options: { redis: { url: redisUrl() } }, stop: async () => undefined }) },
-  { backend: 'etcd', purpose: 'correctness', fencing: true, server: async () => ({ options: { etcd: { hosts: etcdHosts() } }, stop: async () => undefined }) },
-  {
-    backend: 'postgres',
-    purpose: 'correctness',
-    fencing: true,
-    server: async () => {
-      const pg = await PostgresServer.start();
-      return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
-    },
-  },
-  {
-    backend: 'zookeeper',
-    purpose: 'correctness',
-    fencing: true,
-    server: async () => {
-      const zk = await ZooKeeperServer.start();
-      return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
-    },
-  },
-];
+// Every backend that queues and serves semaphores.
+const ALL = EVERY_BACKEND.filter((c) => c.semaphores);
 const only = process.env.RV_SEM_BACKENDS?.split(',');
-const CASES = only ? ALL.filter((c) => only.includes(c.backend)) : ALL;
+const CASES = only ? ALL.filter((c) => only.includes(c.name) || only.includes(c.backend)) : ALL;
 
 const PERMITS = 3;
 const WORKERS = Number(process.env.RV_WORKERS ?? 9);
@@ -64,8 +34,8 @@ interface Held {
   releasing: boolean;
 }
 
-describe.each(CASES)('semaphore stress on $backend', (c) => {
-  let running: Awaited<ReturnType<Case['server']>>;
+describe.each(CASES)('semaphore stress on $name', (c) => {
+  let running: BackendServer;
   let apps: LockApp[] = [];
   beforeAll(async () => {
     running = await c.server();
