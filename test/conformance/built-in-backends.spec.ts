@@ -1,10 +1,8 @@
-import { Cluster } from 'ioredis';
 import { BACKEND_PLUGINS } from '../../lib/backends/backend-registry.js';
 import type { LockBackend } from '../../lib/backends/lock-backend.interface.js';
-import { MemoryBackend } from '../../lib/index.js';
+import type { DistributedLockModuleOptions } from '../../lib/index.js';
 import { verifyLockBackend, type BackendConformanceReport } from '../../lib/testing/index.js';
-import { freshPostgres, freshRedisCluster, freshRedlock, freshZooKeeper, type BackendServer } from '../harness/backend-servers.js';
-import { etcdHosts, redisUrl } from '../harness/lock-app.js';
+import { backendCases, type BackendCase, type BackendServer } from '../harness/backend-servers.js';
 import { freePort } from '../harness/servers.mjs';
 
 // Every built-in backend, and each Redis client shape the module accepts, held to the one
@@ -20,122 +18,43 @@ async function built(field: keyof typeof BACKEND_PLUGINS, raw: unknown): Promise
   return plugin.create(plugin.resolve(raw, field), field, { driftFactor: 0.01, log: quiet });
 }
 
-interface Case {
-  /** What the report is about. */
-  name: string;
-  /** The checks it is not held to: those of capabilities it does not claim (or of a hook it is not given). */
-  skips: string[];
-  /** The server (started in beforeAll), and the factories over it. */
-  start(): Promise<{ server?: BackendServer; create(): Promise<LockBackend>; unreachable?(): Promise<LockBackend>; cleanup?(): void }>;
+/** A port reserved for this process and never listened on. */
+const closedPort = freePort;
+
+/** A backend as forRoot() builds it from these options: through its plugin, or the instance passed in `backends`. */
+async function instance(options: DistributedLockModuleOptions): Promise<LockBackend> {
+  if (options.backends) return Object.values(options.backends)[0] as LockBackend;
+  const field = (Object.keys(BACKEND_PLUGINS) as Array<keyof typeof BACKEND_PLUGINS>).find((name) => options[name as keyof DistributedLockModuleOptions] !== undefined);
+  if (!field) throw new Error(`no backend in ${Object.keys(options).join(', ')}`);
+  return built(field, options[field as keyof DistributedLockModuleOptions]);
 }
 
-const closedPort = freePort; // reserved for this process and never listened on
-
-const CASES: Case[] = [
-  {
-    name: 'memory',
-    skips: ['unreachable-bounded', 'acquire-all-all-or-nothing'],
-    async start() {
-      const one = new MemoryBackend();
-      return { create: async () => one };
-    },
-  },
-  {
-    name: 'redis (ioredis, standalone)',
-    skips: ['tokens-increase'],
-    async start() {
-      const port = await closedPort();
-      return {
-        create: () => built('redis', { url: redisUrl() }),
-        unreachable: () => built('redis', { url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 500, commandTimeoutMs: 500 }),
-      };
-    },
-  },
-  {
-    name: 'redis (ioredis Cluster client, passed in)',
-    skips: ['tokens-increase'],
-    async start() {
-      const server = await freshRedisCluster();
-      const nodes = server.nodes!;
-      const clients: Cluster[] = [];
-      return {
-        server,
-        create: () => {
-          const client = new Cluster(nodes);
-          clients.push(client);
-          return built('redis', { client });
-        },
-        unreachable: async () => {
-          const client = new Cluster([{ host: '127.0.0.1', port: await closedPort() }]);
-          clients.push(client);
-          return built('redis', { client, commandTimeoutMs: 500 });
-        },
-        cleanup: () => clients.forEach((client) => client.disconnect()),
-      };
-    },
-  },
-  {
-    name: 'redlock (3 masters)',
-    skips: ['tokens-increase', 'waiters-served-in-order', 'semaphore-admits-at-most-permits', 'semaphore-permits-agree', 'acquire-all-all-or-nothing'],
-    async start() {
-      const server = await freshRedlock();
-      const ports = await Promise.all([closedPort(), closedPort(), closedPort()]);
-      return {
-        server,
-        create: () => built('redlock', server.options.redlock),
-        unreachable: () => built('redlock', { urls: ports.map((port) => `redis://127.0.0.1:${port}`) }),
-      };
-    },
-  },
-  {
-    name: 'etcd',
-    skips: [],
-    async start() {
-      const port = await closedPort();
-      return {
-        create: () => built('etcd', { hosts: etcdHosts() }),
-        unreachable: () => built('etcd', { hosts: [`127.0.0.1:${port}`], commandTimeoutMs: 500 }),
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    skips: ['acquire-all-all-or-nothing'],
-    async start() {
-      const server = await freshPostgres();
-      const port = await closedPort();
-      return {
-        server,
-        create: () => built('postgres', server.options.postgres),
-        unreachable: () => built('postgres', { connectionString: `postgres://127.0.0.1:${port}/none` }),
-      };
-    },
-  },
-  {
-    name: 'zookeeper',
-    skips: ['acquire-all-all-or-nothing'],
-    async start() {
-      const server = await freshZooKeeper();
-      const port = await closedPort();
-      return {
-        server,
-        create: () => built('zookeeper', server.options.zookeeper),
-        unreachable: () => built('zookeeper', { connectionString: `127.0.0.1:${port}`, connectTimeoutMs: 500 }),
-      };
-    },
-  },
+/** The checks a case is not held to: those of the capabilities it does not claim. */
+const skipsOf = (c: BackendCase): string[] => [
+  ...(c.fencing ? [] : ['tokens-increase']),
+  ...(c.fifo ? [] : ['waiters-served-in-order']),
+  ...(c.semaphores ? [] : ['semaphore-admits-at-most-permits', 'semaphore-permits-agree']),
+  ...(c.atomicMultiKey ? [] : ['acquire-all-all-or-nothing']),
+  // No server to be cut off from.
+  ...(c.inProcess ? ['unreachable-bounded'] : []),
 ];
 
-describe.each(CASES)('conformance: $name', ({ start, skips }) => {
-  let setup: Awaited<ReturnType<Case['start']>>;
+// Every backend and topology (each Redis client shape is a case of its own).
+const CASES = backendCases();
+
+describe.each(CASES)('conformance: $name', (c) => {
+  let server: BackendServer;
   let report: BackendConformanceReport;
   beforeAll(async () => {
-    setup = await start();
-    report = await verifyLockBackend({ create: setup.create, unreachable: setup.unreachable });
+    server = await c.server();
+    report = await verifyLockBackend({
+      // Each instance as one more process on the server (a client of its own where the options carry one).
+      create: () => instance(server.another?.() ?? server.options),
+      unreachable: server.unreachable ? async () => instance(await server.unreachable!(closedPort)) : undefined,
+    });
   }, 240_000);
   afterAll(async () => {
-    setup?.cleanup?.();
-    await setup?.server?.stop();
+    await server?.stop();
   }, 60_000);
 
   it('passes every check of every capability it claims', () => {
@@ -144,6 +63,6 @@ describe.each(CASES)('conformance: $name', ({ start, skips }) => {
   });
 
   it('skips exactly the checks of capabilities it does not claim', () => {
-    expect([...report.skipped].sort()).toEqual([...skips].sort());
+    expect([...report.skipped].sort()).toEqual(skipsOf(c).sort());
   });
 });

@@ -10,6 +10,18 @@ export interface BackendServer {
   options: DistributedLockModuleOptions;
   /** Where a client of one's own connects (set where a spec may need a second client). */
   nodes?: Array<{ host: string; port: number }>;
+  /**
+   * The options of one more process on this server, with clients of its own where the options carry
+   * a client (stop() closes them). Absent: `options` serve any number of processes.
+   */
+  another?(): DistributedLockModuleOptions;
+  /**
+   * Options that reach no server of this kind (a port nobody listens on), with short timeouts: what
+   * the conformance suite's `unreachable-bounded` check builds; `closedPort` gives a port nobody listens on
+   * (a new one per call). Absent: the backend has no server
+   * (the in-process memory backend).
+   */
+  unreachable?(closedPort: () => Promise<number>): Promise<DistributedLockModuleOptions>;
   stop(): Promise<void>;
 }
 
@@ -19,27 +31,48 @@ const nothing = async (): Promise<void> => undefined;
 export const sharedMemory = async (): Promise<BackendServer> => ({ options: { backends: { shared: new MemoryBackend('shared') }, purposes: { correctness: 'shared' } }, stop: nothing });
 
 /** The redis-server `npm test` started for the run. */
-export const suiteRedis = async (): Promise<BackendServer> => ({ options: { redis: { url: redisUrl() } }, stop: nothing });
+export const suiteRedis = async (): Promise<BackendServer> => ({
+  options: { redis: { url: redisUrl() } },
+  unreachable: async (closedPort) => ({ redis: { url: `redis://127.0.0.1:${await closedPort()}`, connectTimeoutMs: 500, commandTimeoutMs: 500 } }),
+  stop: nothing,
+});
 
 /** The etcd `npm test` started for the run. */
-export const suiteEtcd = async (): Promise<BackendServer> => ({ options: { etcd: { hosts: etcdHosts() } }, stop: nothing });
+export const suiteEtcd = async (): Promise<BackendServer> => ({
+  options: { etcd: { hosts: etcdHosts() } },
+  unreachable: async (closedPort) => ({ etcd: { hosts: [`127.0.0.1:${await closedPort()}`], commandTimeoutMs: 500 } }),
+  stop: nothing,
+});
 
 /** A PostgreSQL of the spec's own. */
 export async function freshPostgres(): Promise<BackendServer> {
   const pg = await PostgresServer.start();
-  return { options: { postgres: { connectionString: pg.url } }, stop: () => pg.stop() };
+  return {
+    options: { postgres: { connectionString: pg.url } },
+    unreachable: async (closedPort) => ({ postgres: { connectionString: `postgres://127.0.0.1:${await closedPort()}/none` } }),
+    stop: () => pg.stop(),
+  };
 }
 
 /** A ZooKeeper of the spec's own (4 s sessions). */
 export async function freshZooKeeper(): Promise<BackendServer> {
   const zk = await ZooKeeperServer.start();
-  return { options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } }, stop: () => zk.stop() };
+  return {
+    options: { zookeeper: { connectionString: zk.connectionString, sessionTimeoutMs: 4_000 } },
+    unreachable: async (closedPort) => ({ zookeeper: { connectionString: `127.0.0.1:${await closedPort()}`, connectTimeoutMs: 500 } }),
+    stop: () => zk.stop(),
+  };
 }
 
 /** Three independent Redis masters for Redlock. */
 export async function freshRedlock(): Promise<BackendServer> {
   const masters = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
-  return { options: { redlock: { urls: masters.map((m) => m.url) } }, stop: async () => void (await Promise.all(masters.map((m) => m.stop()))) };
+  return {
+    options: { redlock: { urls: masters.map((m) => m.url) } },
+    // Three masters, none answering (each its own port: the module refuses one server named twice).
+    unreachable: async (closedPort) => ({ redlock: { urls: (await Promise.all([closedPort(), closedPort(), closedPort()])).map((port) => `redis://127.0.0.1:${port}`) } }),
+    stop: async () => void (await Promise.all(masters.map((m) => m.stop()))),
+  };
 }
 
 /** A one-node Redis Cluster owning every slot, through a Cluster client: a script spanning slots fails there (CROSSSLOT). */
@@ -49,12 +82,17 @@ export async function freshRedisCluster(): Promise<BackendServer> {
   await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
   for (let i = 0; i < 200 && !String(await admin.call('CLUSTER', 'INFO')).includes('cluster_state:ok'); i++) await sleep(25);
   admin.disconnect();
-  const cluster = new Cluster([{ host: '127.0.0.1', port: server.port }]);
+  const nodes = [{ host: '127.0.0.1', port: server.port }];
+  // The application's clients (passed in: the module never closes them), one per process.
+  const clients = [new Cluster(nodes)];
+  const own = (client: Cluster): Cluster => (clients.push(client), client);
   return {
-    options: { redis: { client: cluster } },
-    nodes: [{ host: '127.0.0.1', port: server.port }],
+    options: { redis: { client: clients[0] } },
+    nodes,
+    another: () => ({ redis: { client: own(new Cluster(nodes)) } }),
+    unreachable: async (closedPort) => ({ redis: { client: own(new Cluster([{ host: '127.0.0.1', port: await closedPort() }])), commandTimeoutMs: 500 } }),
     stop: async () => {
-      cluster.disconnect();
+      for (const client of clients) client.disconnect();
       await server.stop();
     },
   };
@@ -87,6 +125,8 @@ export interface BackendCase {
   lossNotice: 'message' | 'extend';
   /** A Redis Cluster: a script's keys must share a slot. */
   cluster: boolean;
+  /** `acquireAll` takes every key in one step on the server (all or nothing), not key by key. */
+  atomicMultiKey: boolean;
   /** The server ends a hold at its ttl by itself (ZooKeeper's znodes have no ttl: its sessions end them). */
   expires: boolean;
   /** Each `server()` call starts a server (or store) of its own: a listing shows only what the spec holds (Redis and etcd are the run's shared servers). */
@@ -98,13 +138,13 @@ export interface BackendCase {
 
 /** Every backend and topology the suite runs. */
 export const BACKENDS: readonly BackendCase[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
-  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: false, inProcess: false, server: suiteRedis },
-  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
-  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
-  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
-  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
-  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
+  { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedis },
+  { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
+  { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
+  { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
+  { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
+  { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
 ];
 
 /** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */
