@@ -8,8 +8,16 @@ import { checkNonNegativeMs, checkPositiveMs, checkTtl, isWellFormed } from '../
 import type { ResolvedModuleOptions } from './module-options.util.js';
 import { MAX_PERMITS } from '../backends/semaphore.util.js';
 import { routeBackend } from './purpose-routing.util.js';
+import { BACKEND_PLUGINS } from '../backends/backend-registry.js';
 
 /** Longest key accepted; longer keys are almost always a bug (a serialized object). */
+/** The built-in backends that serve semaphores, for the error that names them (from the registry: a new one is named too). */
+const semaphoreBackends = (): string =>
+  Object.entries(BACKEND_PLUGINS)
+    .filter(([, plugin]) => plugin.capabilities.semaphore)
+    .map(([name]) => name)
+    .join(', ');
+
 export const MAX_KEY_LENGTH = 1024;
 
 const LIFETIME_FIELDS = ['watchdog', 'maxHold', 'lockAtLeastFor', 'lockDelay', 'rejectOnLoss'];
@@ -140,7 +148,7 @@ function checkPermits(permits: unknown, backend: string, module: ResolvedModuleO
     throw new InvalidLockOptionsError(
       'permits',
       `backend "${backend}" does not serve semaphores (permits > 1): ` +
-        (serving.length > 0 ? `name one that does with \`backend\` (${serving.join(', ')})` : 'configure redis, etcd, postgres or zookeeper') +
+        (serving.length > 0 ? `name one that does with \`backend\` (${serving.join(', ')})` : `configure one that does (${semaphoreBackends()})`) +
         ', or use permits: 1',
       where,
     );
