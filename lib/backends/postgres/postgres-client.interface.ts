@@ -11,6 +11,7 @@ export interface PgPoolClientLike {
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
   on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown;
   on(event: 'error' | 'end', listener: (error?: Error) => void): unknown;
+  removeListener(event: 'error', listener: (error?: Error) => void): unknown;
   removeAllListeners(event?: string): unknown;
   /** Give it back to the pool; with an error (or `true`), the pool closes it instead. */
   release(destroy?: Error | boolean): void;
@@ -27,6 +28,8 @@ export interface PgQueryConfigLike {
 export interface PgPoolLike {
   query(text: string | PgQueryConfigLike, values?: unknown[]): Promise<PgQueryResultLike>;
   connect(): Promise<PgPoolClientLike>;
+  /** The callback form: called in the same turn as the pool hands the client over (see pg-checkout.ts). */
+  connect(callback: (error: Error | undefined, client: PgPoolClientLike | undefined, release: (destroy?: Error | boolean) => void) => void): void;
   end(): Promise<void>;
   on(event: 'error', listener: (error: Error) => void): unknown;
 }

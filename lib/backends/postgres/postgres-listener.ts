@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { checkout } from './pg-checkout.js';
 import type { PgPoolClientLike, PgPoolLike } from './postgres-client.interface.js';
 
 /** The NOTIFY of a forced release: '!lost <owner>'. */
@@ -64,7 +65,8 @@ export class PostgresListener {
 
   private async connect(): Promise<void> {
     if (this.closed || this.client) return;
-    const client = await this.pool.connect();
+    const checked = await checkout(this.pool);
+    const { client } = checked;
     if (this.closed) {
       client.release(true);
       return;
@@ -81,6 +83,9 @@ export class PostgresListener {
     };
     client.on('error', lost);
     client.on('end', lost);
+    checked.unguard();
+    // Died between the checkout and here: heard by the guard, told now.
+    if (checked.error()) lost();
     try {
       await Promise.race([client.query(`LISTEN "${this.channel}"`).then(() => this.probe()), dead]);
     } catch (error) {

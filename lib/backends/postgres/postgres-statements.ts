@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PgPoolLike, PgQueryConfigLike } from './postgres-client.interface.js';
+import { checkout } from './pg-checkout.js';
 import { fastStatements } from './postgres-fast.sql.js';
 import { objectNames, SEMAPHORE_MARK, type PostgresNames } from './postgres-sql.util.js';
 
@@ -63,7 +64,7 @@ const SETUP_LOCK = 0x6e646c31; // "ndl1"
 
 /** Run the schema statements (postgres.sql.ts) in one transaction, one start-up at a time. */
 export async function createSchema(pool: PgPoolLike, statements: readonly string[]): Promise<void> {
-  const client = await pool.connect();
+  const { client, unguard } = await checkout(pool);
   try {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock($1)', [SETUP_LOCK]);
@@ -73,6 +74,8 @@ export async function createSchema(pool: PgPoolLike, statements: readonly string
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   } finally {
+    // A client that errored (heard by the guard) is not queryable: the pool closes it at release.
+    unguard();
     client.release();
   }
 }
