@@ -27,6 +27,7 @@ export type {
   AcquireRequest,
   AcquireResult,
   HeldLock,
+  HoldKind,
   LockBackend,
   LockBackendCapabilities,
   LockLossListener,

@@ -6,8 +6,21 @@ export interface LockBackendCapabilities {
   readonly fairQueue: boolean;
   /** Shared between processes and machines (false for the in-memory backend). */
   readonly distributed: boolean;
-  /** Serves semaphores (`permits` > 1) through `semaphore()`. Absent: false. */
+  /**
+   * Serves semaphores: an `acquire` whose request has `permits` ≥ 2, and the calls on that hold
+   * with `hold.permits` (see `HoldKind`). Absent: false, and the engine never sends `permits`.
+   */
   readonly semaphore?: boolean;
+}
+
+/**
+ * What kind of hold a call on a key is about, as the acquisition asked for it: `permits` ≥ 2 is a
+ * semaphore of that many holders; absent (or 1) a plain lock. `waitForTurn`, `extend` and `release`
+ * get the same kind as the acquisition of that owner. A backend without `capabilities.semaphore`
+ * is only ever called for plain locks.
+ */
+export interface HoldKind {
+  readonly permits?: number;
 }
 
 export interface AcquireRequest {
@@ -29,6 +42,16 @@ export interface AcquireRequest {
   readonly queue: boolean;
   /** When busy and not queueing, say how long the holder's lease has left (may cost a round trip). */
   readonly reportHolder?: boolean;
+  /**
+   * A semaphore of this many holders (≥ 2; only when `capabilities.semaphore`): at most `permits`
+   * owners hold the key at once, each with its own expiry and (fencing backends) its own token,
+   * larger than any token granted on the key before; waiters are served in arrival order, woken
+   * without polling. An acquisition that finds the key held or queued with another `permits` (a
+   * plain lock counts as 1) rejects with `InvalidLockOptionsError` (field `permits`), and so does a
+   * plain acquisition that finds a semaphore on the key (it may find out only when the key is
+   * busy). Absent or 1: a plain lock.
+   */
+  readonly permits?: number;
 }
 
 export type AcquireResult =
@@ -95,7 +118,7 @@ export interface LockBackend {
    * or `timeoutMs` passed (the fallback for holders that died without releasing).
    * Rejects with the signal's reason if `signal` aborts.
    */
-  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void>;
 
   /**
    * Keep `owner`'s key for `ttlMs` from now if `owner` still holds it; false: it does not. The
@@ -111,13 +134,13 @@ export interface LockBackend {
    * backend says how long the session vouches for the key through `validUntil()`, and the engine
    * trusts a lease until the earlier of that and `ttlMs`.
    */
-  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean>;
 
   /**
    * Give up the key if `owner` holds it, and leave the wait queue if it is queued (a waiter that
    * stops waiting calls this too). Never touches another owner's key. false: `owner` did not hold it.
    */
-  release(key: string, owner: string): Promise<boolean>;
+  release(key: string, owner: string, hold?: HoldKind): Promise<boolean>;
 
   /**
    * Optional: refuse a key this backend can never hold (PostgreSQL: a NUL), throwing
@@ -134,18 +157,6 @@ export interface LockBackend {
    * either way each key is then extended and released by its own owner.
    */
   acquireAll?(keys: readonly string[], owners: readonly string[], ttlMs: number): Promise<AcquireResult>;
-
-  /**
-   * A view of this backend whose keys are semaphores of `permits` (≥ 2) holders each: the same
-   * operations, with at most `permits` owners holding a key at once, each with its own expiry and
-   * (fencing backends) its own token, larger than any token granted on the key before. Waiters are
-   * served in arrival order, woken without polling. An acquisition that finds the key held or
-   * queued with another `permits` (a plain lock counts as 1) rejects with `InvalidLockOptionsError`
-   * (field `permits`), and so does this backend's own `acquire` when it finds a semaphore on the
-   * key (it may find out only when the key is busy). Loss is reported through this backend's `onLeaseLost`. Only when
-   * `capabilities.semaphore`; the engine asks once per permits value and keeps the view.
-   */
-  semaphore?(permits: number): LockBackend;
 
   /**
    * Who holds `key` now, as the server sees it; null when nobody does. Must not hang. A semaphore

@@ -9,6 +9,7 @@ import type { LeaseGrants } from './lease-grants.js';
 import type { LeaseRegistry } from './lease-registry.js';
 import type { LockEvents } from './lock-events.js';
 import { kindOf, type LockRequest } from './lock-request.js';
+import { withPermits } from '../backends/semaphore.util.js';
 import { MultiKeyBackend } from './multi-key.backend.js';
 import { newOwnerId } from './owner-id.js';
 import { reenter } from './reentrancy.js';
@@ -170,12 +171,12 @@ export class Acquisition {
   }
 
   /**
-   * The backend of a request: its semaphore view when it asks for more than one permit; for
+   * The backend of a request: as a semaphore's holders see it when it asks for more than one permit; for
    * several keys, a MultiKeyBackend of its own (all or nothing, taken in sorted order).
    */
   private backendFor(o: LockRequest): LockBackend {
     const backend = this.deps.backends.get(o.backend)!;
     if (o.keys) return new MultiKeyBackend(backend, o.keys);
-    return o.permits > 1 ? backend.semaphore!(o.permits) : backend;
+    return o.permits > 1 ? withPermits(backend, o.permits) : backend;
   }
 }

@@ -45,9 +45,6 @@ function checkBackend(name: string, backend: unknown): LockBackend {
   if (!isPlainObject(caps) || typeof caps.fencing !== 'boolean') {
     fail(`${field}.capabilities`, 'must declare { fencing, fairQueue, distributed } booleans');
   }
-  if (caps!.semaphore === true && typeof b.semaphore !== 'function') {
-    fail(`${field}.capabilities.semaphore`, 'is true but the backend has no semaphore(permits) method');
-  }
   return backend as LockBackend;
 }
 

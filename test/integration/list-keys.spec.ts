@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import { withPermits } from '../../lib/backends/semaphore.util.js';
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
 import { LockBackendUnavailableError, RedlockBackend, ZooKeeperBackend, type Lease } from '../../lib/index.js';
@@ -123,7 +124,7 @@ describe.each(CASES)('listKeys on $name', (c) => {
     expect((await backend().acquire({ key: plain, owner: 'waiter', ttlMs: 30_000, queue: true })).acquired).toBe(false);
     // A semaphore whose holders died: its mark lives on for its waiter alone.
     const sem = `${ns}sem`;
-    const view = backend().semaphore!(2);
+    const view = withPermits(backend(), 2);
     for (const owner of ['dead-1', 'dead-2']) expect((await view.acquire({ key: sem, owner, ttlMs: 300, queue: false })).acquired).toBe(true);
     expect((await view.acquire({ key: sem, owner: 'sem-waiter', ttlMs: 30_000, queue: true })).acquired).toBe(false);
     expect(sorted(await list(ns))).toEqual([plain, sem]);

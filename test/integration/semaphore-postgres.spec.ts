@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError, PostgresBackend, type Lease } from '../../lib/index.js';
+import { withPermits } from '../../lib/backends/semaphore.util.js';
 import type { LockBackend } from '../../lib/backends/lock-backend.interface.js';
 import { describeSemaphore } from '../harness/semaphore-contract.js';
 import { closablePool } from '../harness/pg-pool.js';
@@ -29,7 +30,7 @@ describe('PostgreSQL semaphores: races, dead holders, late answers', () => {
     apps.push(app);
     return app;
   };
-  const view = (app: LockApp, permits: number): LockBackend => backendsOf(app.app).get('postgres')!.semaphore!(permits);
+  const view = (app: LockApp, permits: number): LockBackend => withPermits(backendsOf(app.app).get('postgres')!, permits);
   /** What the server keeps of `key`: semaphore holders, waiters, and the lease row (the mark). */
   const rows = async (key: string): Promise<{ held: number; queued: number; lease: number }> => {
     const count = async (table: string): Promise<number> =>

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { withPermits } from '../../lib/backends/semaphore.util.js';
 import { LockBusyError, RedisBackend, type Lease } from '../../lib/index.js';
 import { redisHashTag } from '../../lib/backends/redis/redis-keys.util.js';
 import { freshRedisCluster } from '../harness/backend-servers.js';
@@ -78,7 +79,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     const key = uniqueKey('sem-dead-holder');
     const dead = bareBackend();
     try {
-      expect((await dead.semaphore(2).acquire({ key, owner: 'dead-owner', ttlMs: 1_200, queue: false })).acquired).toBe(true);
+      expect((await dead.acquire({ permits: 2,  key, owner: 'dead-owner', ttlMs: 1_200, queue: false })).acquired).toBe(true);
       const kept = await apps[0].locks.acquire(key, opts(2, { ttl: 20_000 }));
       // The process "dies": its connection closes, nothing is given back.
       await dead.close();
@@ -101,7 +102,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     const holders = [await apps[0].locks.acquire(key, opts(2, { ttl: 30_000 })), await apps[0].locks.acquire(key, opts(2, { ttl: 30_000 }))];
     const dead = bareBackend();
     try {
-      expect((await dead.semaphore(2).acquire({ key, owner: 'dead-waiter', ttlMs: 30_000, queue: true })).acquired).toBe(false);
+      expect((await dead.acquire({ permits: 2,  key, owner: 'dead-waiter', ttlMs: 30_000, queue: true })).acquired).toBe(false);
       const live = apps[1].locks.acquire(key, opts(2, { ttl: 30_000, wait: 20_000 }));
       // The live waiter is in line behind the dead one before the dead one goes.
       await until(async () => ((await apps[1].locks.inspect(key, { purpose: 'efficiency' }))?.waiters ?? 0) >= 2, 10_000, 'the live waiter queued');
@@ -147,8 +148,8 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     for (let i = 0; i < 3; i++) {
       const fresh = bareBackend();
       try {
-        const attempt = fresh.semaphore(2).acquire({ key, owner: `late-${i}`, ttlMs: 20_000, queue: true });
-        const released = fresh.semaphore(2).release(key, `late-${i}`);
+        const attempt = fresh.acquire({ permits: 2,  key, owner: `late-${i}`, ttlMs: 20_000, queue: true });
+        const released = fresh.release(key, `late-${i}`, { permits: 2 });
         expect((await attempt).acquired).toBe(true);
         expect(await released).toBe(true);
         // (A queue entry of the last abandoned attempt may still be leaving: its answer came late.)
@@ -198,7 +199,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     const other = uniqueKey('sem-waiters-only');
     const bare = bareBackend();
     try {
-      const view = bare.semaphore(2);
+      const view = withPermits(bare, 2);
       for (const owner of ['h1', 'h2']) expect((await view.acquire({ key: other, owner, ttlMs: 20_000, queue: false })).acquired).toBe(true);
       expect((await view.acquire({ key: other, owner: 'w1', ttlMs: 20_000, queue: true })).acquired).toBe(false);
       await raw.del(`lock:{${other}}`);

@@ -1,6 +1,6 @@
 import { LossListeners } from '../loss-listeners.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
 import { EtcdCleanup, etcdLockPrefix } from './etcd-requests.util.js';
@@ -9,7 +9,7 @@ import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
 import { EtcdSemaphore } from './etcd-semaphore.js';
-import { viewCache, viewFor } from '../semaphore.util.js';
+import { viewCache, viewFor, permitsOf } from '../semaphore.util.js';
 import { EtcdCalls } from './etcd-calls.js';
 import { EtcdHolders } from './etcd-holders.js';
 import { EtcdAcquisition } from './etcd-acquire.js';
@@ -36,7 +36,7 @@ import { EtcdAcquisition } from './etcd-acquire.js';
  * session lease expires on the server and takes the key with it: a lock outlives its ttl only by
  * at most the session ttl, and only when its holder is unhealthy.
  *
- * Semaphores (`semaphore(permits)`, etcd-semaphore.ts) use the same keys with the permits as the
+ * Semaphores (requests with `permits`, etcd-semaphore.ts) use the same keys with the permits as the
  * value; a plain acquire that finds the key busy reads its oldest key's value (in the full txn, or
  * one read after a busy single try) and refuses a semaphore's key.
  */
@@ -115,7 +115,7 @@ export class EtcdBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2): the same keys, sessions, queues and forced-release watch. */
-  semaphore(permits: number): EtcdSemaphore {
+  private semaphoreOf(permits: number): EtcdSemaphore {
     const { client, queued, cleanup } = this;
     const host = {
       backend: this,
@@ -139,6 +139,7 @@ export class EtcdBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
     const queued = this.queued.get(request.owner);
     if (queued && !queued.session.lost) {
       const result = await this.acquisition.recheck(request, queued);
@@ -154,7 +155,8 @@ export class EtcdBackend implements LockBackend {
     return this.acquisition.acquireAll(keys, owners, ttlMs);
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
     return this.queued.wait(owner, timeoutMs, signal);
   }
 
@@ -164,7 +166,8 @@ export class EtcdBackend implements LockBackend {
    * — its expiry, or a lockAtLeastFor release's delayed delete — and trusts it no longer than
    * `validUntil(owner)`. So existing now, on a session not lost, is all an extend can check.
    */
-  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
+  async extend(key: string, owner: string, _ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, _ttlMs);
     const session = this.holders.sessionOf(owner);
     if (!session || session.lost) return false;
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
@@ -172,7 +175,8 @@ export class EtcdBackend implements LockBackend {
     return response.kvs.length === 1 && !session.lost;
   }
 
-  async release(key: string, owner: string): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
     const waitedOn = this.queued.get(owner)?.session;
     this.queued.drop(owner);

@@ -1,8 +1,8 @@
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
-import { permitsMismatch, viewCache, viewFor } from '../semaphore.util.js';
+import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
 import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
 
 export type { MemoryLockHolder } from './memory-semaphore.js';
@@ -29,7 +29,7 @@ export class MemoryBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2), sharing its keys, queues and token counter. */
-  semaphore(permits: number): MemorySemaphore {
+  private semaphoreOf(permits: number): MemorySemaphore {
     const { name, holders, queues, semaphores, turns, lossListeners } = this;
     const store: MemoryStore = {
       name,
@@ -51,7 +51,9 @@ export class MemoryBackend implements LockBackend {
     return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners(), semaphoreViewCache: viewCache(views) };
   }
 
-  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+  async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    const { key, owner, ttlMs, queue } = request;
     const now = performance.now();
     if (this.semaphores.size > 0) {
       const semaphore = this.liveSemaphore(key, now);
@@ -75,21 +77,24 @@ export class MemoryBackend implements LockBackend {
     return { acquired: false, holderRemainingMs: holder ? Math.ceil(holder.expiresAt - now) : undefined };
   }
 
-  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(key, owner, timeoutMs, signal);
     const holder = this.liveHolder(key, performance.now());
     // A holder that never releases still frees the key at expiry: wake the head then.
     const untilExpiry = holder ? holder.expiresAt - performance.now() + 1 : timeoutMs;
     return this.turns.wait(owner, Math.min(timeoutMs, untilExpiry), signal);
   }
 
-  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+  async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
     const holder = this.liveHolder(key, performance.now());
     if (holder?.owner !== owner) return false;
     holder.expiresAt = performance.now() + ttlMs;
     return true;
   }
 
-  async release(key: string, owner: string): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
     this.dequeue(key, owner);
     this.turns.forget(owner);
     const holder = this.liveHolder(key, performance.now());

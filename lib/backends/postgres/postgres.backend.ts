@@ -1,7 +1,7 @@
 import { LossListeners } from '../loss-listeners.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
-import { permitsMismatch, viewCache, viewFor } from '../semaphore.util.js';
+import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike } from './postgres-client.interface.js';
@@ -72,7 +72,7 @@ export class PostgresBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2): the same pool, tables beside the leases', one token sequence. */
-  semaphore(permits: number): PostgresSemaphore {
+  private semaphoreOf(permits: number): PostgresSemaphore {
     const { name, capabilities, sql, heartbeatMs, queries } = this;
     const host = { name, capabilities, sql, turns: this.semaphoreTurns, heartbeatMs, closed: () => this.closed, call: queries.call.bind(queries) };
     return viewFor(this.views, permits, () => new PostgresSemaphore(host, permits));
@@ -120,6 +120,7 @@ export class PostgresBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
     const { key, owner, ttlMs, queue } = request;
     this.checkKey(key);
     if (queue && this.waiters.hasHandOff(owner)) {
@@ -182,16 +183,19 @@ export class PostgresBackend implements LockBackend {
   }
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
     return this.waiters.wait(owner, Math.min(timeoutMs, this.heartbeatMs), signal);
   }
 
-  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+  async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
     const row = await this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]);
     return row.held === true;
   }
 
-  async release(key: string, owner: string): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
     const queued = this.waiters.isQueued(owner);
     this.waiters.forget(owner);
     try {

@@ -1,5 +1,5 @@
 import { LossListeners } from '../loss-listeners.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, RedisKeys } from './redis-keys.util.js';
@@ -12,7 +12,7 @@ import { acquireAllOnRedis } from './redis-acquire-all.js';
 import { RedisAdmin } from './redis-admin.js';
 import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
 import { RedisSemaphore } from './redis-semaphore.js';
-import { permitsMismatch, viewCache, viewFor } from '../semaphore.util.js';
+import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
 
 const GRANTED: AcquireResult = Object.freeze({ acquired: true });
 
@@ -92,7 +92,7 @@ export class RedisBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2): same keys, client, wake channel and loss listeners. */
-  semaphore(permits: number): RedisSemaphore {
+  private semaphoreOf(permits: number): RedisSemaphore {
     const { name, capabilities, channel, entryLifeMs, waiters, keys, wake, commands } = this;
     return viewFor(this.views, permits, () => new RedisSemaphore({ name, capabilities, channel, entryLifeMs, waiters, keys, wake, commands }, permits));
   }
@@ -104,6 +104,7 @@ export class RedisBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
     const { key, owner, ttlMs, queue, reportHolder } = request;
     if (queue && this.waiters.hasHandOff(owner)) {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
@@ -210,16 +211,19 @@ export class RedisBackend implements LockBackend {
     return { acquired: true, provisional: { ...reservation, confirmed } };
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
     return this.waiters.wait(owner, timeoutMs, signal);
   }
 
-  async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+  async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
     const reply = await this.commands.call('extend', key, () => this.commands.script(EXTEND, [this.keys.lock(key)], [owner, ttlMs]));
     return reply === 1;
   }
 
-  async release(key: string, owner: string): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
     if (this.config.queueing === false) {
       return (await this.commands.call('release', key, () => this.commands.script(DELETE_IF_OWNER, [this.keys.lock(key)], [owner]))) === 1;
     }

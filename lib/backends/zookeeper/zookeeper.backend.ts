@@ -3,12 +3,12 @@ import { LossListeners } from '../loss-listeners.js';
 import { monotonicNow } from '../../common/validity.util.js';
 import { AnswerDeadlines } from '../answer-deadlines.js';
 import { boundedCall } from '../backend-call.util.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { lockParent } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests } from './zookeeper-requests.js';
 import { ZooKeeperSemaphore } from './zookeeper-semaphore.js';
-import { viewCache, viewFor } from '../semaphore.util.js';
+import { viewCache, viewFor, permitsOf } from '../semaphore.util.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
 import { ZooKeeperAdmin } from './zookeeper-admin.js';
 import { ZooKeeperHolds } from './zookeeper-holds.js';
@@ -106,7 +106,7 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2): lines of the same kind, the first `permits` hold. */
-  semaphore(permits: number): ZooKeeperSemaphore {
+  private semaphoreOf(permits: number): ZooKeeperSemaphore {
     const { requests, holds, acquisition } = this;
     const host = {
       backend: this,
@@ -136,6 +136,7 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
     const node = this.holds.nodes.get(request.owner);
     if (node && !node.holding) {
       if (!node.session.lost) {
@@ -147,7 +148,8 @@ export class ZooKeeperBackend implements LockBackend {
     return this.acquisition.enqueue(request, this.acquisition.plain);
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
     return this.holds.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
   }
 
@@ -155,7 +157,8 @@ export class ZooKeeperBackend implements LockBackend {
    * `ttlMs` is not sent: znodes have no expiry of their own (see the class comment). Our znode
    * existing now, on a session not lost, is all an extend can check.
    */
-  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
+  async extend(key: string, owner: string, _ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, _ttlMs);
     const node = this.holds.nodes.get(owner);
     if (!node?.holding || node.session.lost) return false;
     const sentAt = monotonicNow();
@@ -164,7 +167,8 @@ export class ZooKeeperBackend implements LockBackend {
     return stat !== null && !node.session.lost;
   }
 
-  async release(key: string, owner: string): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
     const node = this.holds.nodes.get(owner);
     this.holds.drop(owner);
     if (!node) return false;

@@ -56,8 +56,8 @@ class TryStaysQueued extends MemoryBackend {
 
 /** A semaphore that admits one holder too many. */
 class SemaphoreOverAdmits extends MemoryBackend {
-  override semaphore(permits: number): ReturnType<MemoryBackend['semaphore']> {
-    return super.semaphore(permits + 1);
+  override async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    return super.acquire(request.permits !== undefined && request.permits > 1 ? { ...request, permits: request.permits + 1 } : request);
   }
 }
 
