@@ -224,8 +224,8 @@ export interface LockBackend {
    * sessions' holders, operations in flight — by record name, each with its entries (owner ids,
    * keys). Once every lease and wait through this instance has ended and its own clean-up has run
    * (seconds at most), every record is back to what it held when idle: anything left is a leak.
-   * Records bounded per key rather than per owner (caches of recently busy keys, of lines, of
-   * semaphore views) end their name in `Cache`; they may stay, bounded by the keys in use. Records
+   * Records bounded per key rather than per owner (caches of recently busy keys, of lines) end
+   * their name in `Cache`; they may stay, bounded by the keys in use. Records
    * that empty by themselves on a timer of the backend's (a retried clean-up) are left out.
    * For tests and diagnostics only (the conformance suite's `bookkeeping-drains` check, the
    * randomized simulation): never on a lock's path. Optional.

@@ -1,5 +1,5 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { EtcdQueue, Queued } from './etcd-queue.js';
@@ -7,10 +7,10 @@ import { isLeaseNotFound, permitsOf, recordGrantTxn, type EtcdCleanup } from './
 import type { EtcdSession } from './etcd-session.js';
 import { semaphoreEnterTxn, semaphoreRecheckTxn, semaphoreWindowRange } from './etcd-semaphore-requests.util.js';
 
-/** What an etcd backend shares with its semaphore views: one client, one set of sessions and queues. */
-export interface EtcdSemaphoreHost {
-  /** The backend itself: extend, release, waitForTurn and validUntil are the plain lock's. */
-  readonly backend: LockBackend & { validUntil(owner: string): number | undefined };
+/** The parts of an etcd backend its semaphores run on: one client, one set of sessions and queues. */
+export interface EtcdSemaphoreParts {
+  /** The backend's name, for errors. */
+  readonly name: string;
   readonly client: EtcdClientLike;
   readonly queued: EtcdQueue;
   readonly cleanup: EtcdCleanup;
@@ -32,7 +32,7 @@ interface Kv {
 }
 
 /**
- * An etcd backend's semaphores of `permits` holders: etcd's semaphore recipe on the plain lock's
+ * An etcd backend's semaphores (requests with `permits` ≥ 2): etcd's semaphore recipe on the plain lock's
  * keys. Every acquirer puts `<prefix><key>/<owner>` on its session lease, with the permits as its
  * value; the first `permits` entries by create revision hold. A holder's entry stays among them
  * until it goes (entries created later sort after it), so at any revision every holder is among
@@ -45,19 +45,12 @@ interface Kv {
  * a permit lives while its session does; the engine deletes it at its ttl, the session lease
  * takes it if its process stops, and the delete wakes the waiters.
  */
-export class EtcdSemaphore implements LockBackend {
-  readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
+export class EtcdSemaphores {
+  constructor(private readonly host: EtcdSemaphoreParts) {}
 
-  constructor(
-    private readonly host: EtcdSemaphoreHost,
-    readonly permits: number,
-  ) {
-    this.name = host.backend.name;
-    this.capabilities = host.backend.capabilities;
-  }
-
+  /** Holding, extending, releasing and waiting are the plain lock's: only the acquisition differs. */
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
+    const permits = request.permits ?? 1;
     const queued = this.host.queued.get(request.owner);
     if (queued && !queued.session.lost) {
       const result = await this.recheck(request, queued);
@@ -68,41 +61,22 @@ export class EtcdSemaphore implements LockBackend {
     if (!request.queue) {
       // A single try looks before it writes: busy or refused, it leaves nothing on the server.
       const response = await this.host.call('acquire', request.key, () =>
-        this.host.client.kv.range(semaphoreWindowRange(this.host.lockPrefix(request.key), this.permits), this.host.deadline()),
+        this.host.client.kv.range(semaphoreWindowRange(this.host.lockPrefix(request.key), permits), this.host.deadline()),
       );
       const kvs = response.kvs as Kv[];
-      this.refuseMismatch(request.key, kvs);
-      if (kvs.length >= this.permits) return { acquired: false };
+      this.refuseMismatch(request.key, kvs, permits);
+      if (kvs.length >= permits) return { acquired: false };
     }
     return this.enter(request);
   }
 
-  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.host.backend.waitForTurn(key, owner, timeoutMs, signal);
-  }
-
-  extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    return this.host.backend.extend(key, owner, ttlMs);
-  }
-
-  release(key: string, owner: string): Promise<boolean> {
-    return this.host.backend.release(key, owner);
-  }
-
-  validUntil(owner: string): number | undefined {
-    return this.host.backend.validUntil(owner);
-  }
-
-  /** The backend closes what is shared. */
-  async close(): Promise<void> {}
-
   /** Put our entry and see where it stands: a permit, a place in line, or (single try) nothing left behind. */
   private async enter(request: AcquireRequest, retried = false): Promise<AcquireResult> {
-    const { key, owner, queue } = request;
+    const { key, owner, queue, permits = 1 } = request;
     const prefix = this.host.lockPrefix(key);
     const myKey = prefix + owner;
     if (this.host.cleanup.has(myKey)) {
-      throw new LockBackendUnavailableError(this.name, 'acquire', 'an earlier write of this owner had an unknown outcome; retry with a new owner id', { key });
+      throw new LockBackendUnavailableError(this.host.name, 'acquire', 'an earlier write of this owner had an unknown outcome; retry with a new owner id', { key });
     }
     const session = await this.host.session(key);
     session.pending += 1;
@@ -112,7 +86,7 @@ export class EtcdSemaphore implements LockBackend {
         response = await this.host.call(
           'acquire',
           key,
-          () => this.host.client.kv.txn(semaphoreEnterTxn(prefix, myKey, session.id, this.permits), this.host.deadline()),
+          () => this.host.client.kv.txn(semaphoreEnterTxn(prefix, myKey, session.id, permits), this.host.deadline()),
           myKey,
           session,
         );
@@ -124,11 +98,11 @@ export class EtcdSemaphore implements LockBackend {
       }
       if (session.lost) {
         this.host.cleanup.schedule(myKey);
-        throw new LockBackendUnavailableError(this.name, 'acquire', 'the session lease was lost while acquiring', { key });
+        throw new LockBackendUnavailableError(this.host.name, 'acquire', 'the session lease was lost while acquiring', { key });
       }
       const rev = BigInt(response.responses[1].response_range.kvs[0].create_revision);
       const window = response.responses[2].response_range.kvs as Kv[];
-      const mismatch = this.mismatchIn(key, window, myKey);
+      const mismatch = this.mismatchIn(key, window, permits, myKey);
       if (mismatch || (!queue && !window.some((kv) => kv.key.toString() === myKey))) {
         // Refused, or a single try that found every permit taken: our entry goes at once.
         await this.deleteEntry(key, myKey, session);
@@ -144,10 +118,10 @@ export class EtcdSemaphore implements LockBackend {
   }
 
   /** A waiter's next attempt: one read; a permit ours is recorded (its token). undefined: our entry is gone, start over. */
-  private async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
+  private async recheck({ key, owner, permits = 1 }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
     const prefix = this.host.lockPrefix(key);
     const response = await this.host.call('acquire', key, () =>
-      this.host.client.kv.txn(semaphoreRecheckTxn(prefix, entry.key, entry.rev, this.permits), this.host.deadline()),
+      this.host.client.kv.txn(semaphoreRecheckTxn(prefix, entry.key, entry.rev, permits), this.host.deadline()),
     );
     if (!response.succeeded || entry.session.lost) {
       this.host.queued.drop(owner);
@@ -155,7 +129,7 @@ export class EtcdSemaphore implements LockBackend {
     }
     const window = response.responses[0].response_range.kvs as Kv[];
     // Thrown while queued: the engine's release takes our entry.
-    this.refuseMismatch(key, window, entry.key);
+    this.refuseMismatch(key, window, permits, entry.key);
     if (!window.some((kv) => kv.key.toString() === entry.key)) return { acquired: false };
     const recorded = await this.host.call('acquire', key, () => this.host.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.host.deadline()));
     if (!recorded.succeeded || entry.session.lost) {
@@ -168,8 +142,8 @@ export class EtcdSemaphore implements LockBackend {
     return result;
   }
 
-  private refuseMismatch(key: string, kvs: Kv[], myKey?: string): void {
-    const mismatch = this.mismatchIn(key, kvs, myKey);
+  private refuseMismatch(key: string, kvs: Kv[], permits: number, myKey?: string): void {
+    const mismatch = this.mismatchIn(key, kvs, permits, myKey);
     if (mismatch) throw mismatch;
   }
 
@@ -179,11 +153,11 @@ export class EtcdSemaphore implements LockBackend {
    * and must not get an agreeing caller refused meanwhile; it still takes its place in the window
    * until it is gone, so nothing is admitted beyond the permits.
    */
-  private mismatchIn(key: string, kvs: Kv[], myKey?: string): Error | undefined {
+  private mismatchIn(key: string, kvs: Kv[], permits: number, myKey?: string): Error | undefined {
     const oldest = kvs[0];
     if (!oldest || oldest.key.toString() === myKey) return undefined;
     const found = permitsOf(oldest.value);
-    return found !== this.permits ? permitsMismatch(key, found, this.permits) : undefined;
+    return found !== permits ? permitsMismatch(key, found, permits) : undefined;
   }
 
   /** Delete our own entry (a timed-out delete is retried in the background, see EtcdCleanup). */

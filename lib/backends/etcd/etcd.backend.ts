@@ -1,6 +1,6 @@
 import { LossListeners } from '../loss-listeners.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
 import { EtcdCleanup, etcdLockPrefix } from './etcd-requests.util.js';
@@ -8,8 +8,8 @@ import { EtcdQueue } from './etcd-queue.js';
 import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
 import { DEFAULT_DRIFT_FACTOR } from '../../common/checks.util.js';
-import { EtcdSemaphore } from './etcd-semaphore.js';
-import { viewCache, viewFor, permitsOf } from '../semaphore.util.js';
+import { EtcdSemaphores } from './etcd-semaphore.js';
+import { permitsOf } from '../semaphore.util.js';
 import { EtcdCalls } from './etcd-calls.js';
 import { EtcdHolders } from './etcd-holders.js';
 import { EtcdAcquisition } from './etcd-acquire.js';
@@ -58,7 +58,7 @@ export class EtcdBackend implements LockBackend {
   private closed = false;
   private holdsProcess = true;
   private readonly ownsClient: boolean;
-  private readonly views = new Map<number, EtcdSemaphore>();
+  private semaphores?: EtcdSemaphores;
 
   constructor(config: EtcdBackendConfig) {
     this.client = config.client;
@@ -114,11 +114,11 @@ export class EtcdBackend implements LockBackend {
     return this.holders.validUntil(owner);
   }
 
-  /** This backend's semaphores (`permits` ≥ 2): the same keys, sessions, queues and forced-release watch. */
-  private semaphoreOf(permits: number): EtcdSemaphore {
-    const { client, queued, cleanup } = this;
-    const host = {
-      backend: this,
+  /** This backend's semaphores (requests with `permits` ≥ 2): the same keys, sessions, queues and forced-release watch. */
+  private semaphoreOf(): EtcdSemaphores {
+    const { name, client, queued, cleanup } = this;
+    return (this.semaphores ??= new EtcdSemaphores({
+      name,
       client,
       queued,
       cleanup,
@@ -128,18 +128,17 @@ export class EtcdBackend implements LockBackend {
       deadline: () => this.calls.deadline(),
       granted: this.holders.granted.bind(this.holders),
       endIfDrained: this.sessions.endIfDrained.bind(this.sessions),
-    };
-    return viewFor(this.views, permits, () => new EtcdSemaphore(host, permits));
+    }));
   }
 
   /** See LockBackend.bookkeeping (not EtcdCleanup's keys: their retried deletes end by themselves within 10 s). */
   bookkeeping(): Record<string, string[]> {
-    const { holders, queued, sessions, acquisition, views } = this;
-    return { holders: holders.owners(), ...queued.bookkeeping(), ...sessions.bookkeeping(), busyKeyCache: acquisition.busyKeyCache(), semaphoreViewCache: viewCache(views) };
+    const { holders, queued, sessions, acquisition } = this;
+    return { holders: holders.owners(), ...queued.bookkeeping(), ...sessions.bookkeeping(), busyKeyCache: acquisition.busyKeyCache() };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    if (permitsOf(request) > 1) return this.semaphoreOf().acquire(request);
     const queued = this.queued.get(request.owner);
     if (queued && !queued.session.lost) {
       const result = await this.acquisition.recheck(request, queued);
@@ -155,8 +154,7 @@ export class EtcdBackend implements LockBackend {
     return this.acquisition.acquireAll(keys, owners, ttlMs);
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return this.queued.wait(owner, timeoutMs, signal);
   }
 
@@ -166,8 +164,7 @@ export class EtcdBackend implements LockBackend {
    * — its expiry, or a lockAtLeastFor release's delayed delete — and trusts it no longer than
    * `validUntil(owner)`. So existing now, on a session not lost, is all an extend can check.
    */
-  async extend(key: string, owner: string, _ttlMs: number, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, _ttlMs);
+  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
     const session = this.holders.sessionOf(owner);
     if (!session || session.lost) return false;
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
@@ -175,8 +172,7 @@ export class EtcdBackend implements LockBackend {
     return response.kvs.length === 1 && !session.lost;
   }
 
-  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
+  async release(key: string, owner: string): Promise<boolean> {
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
     const waitedOn = this.queued.get(owner)?.session;
     this.queued.drop(owner);

@@ -1,7 +1,6 @@
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
-import type { LossListeners } from '../loss-listeners.js';
 
 /** One holder of a key (a lock's, or one of a semaphore's): its owner, expiry and token. */
 export interface MemoryLockHolder {
@@ -19,16 +18,13 @@ export interface MemorySemaphoreState {
   queue: string[];
 }
 
-/** What a memory backend shares with its semaphore views (one process, one set of maps). */
+/** The parts of a memory backend its semaphores run on (one process, one set of maps). */
 export interface MemoryStore {
-  readonly name: string;
-  readonly holders: Map<string, MemoryLockHolder>;
   readonly queues: Map<string, string[]>;
   readonly semaphores: Map<string, MemorySemaphoreState>;
   readonly turns: TurnWaiters;
-  readonly lossListeners: LossListeners;
   nextToken(): bigint;
-  /** Runs before every operation of a view (the testing backend's outage and delay controls). */
+  /** Runs before every semaphore operation (the testing backend's outage and delay controls). */
   gate(operation: string, key: string): Promise<void>;
   liveHolder(key: string, now: number): MemoryLockHolder | undefined;
 }
@@ -45,34 +41,24 @@ export function liveSemaphore(semaphores: Map<string, MemorySemaphoreState>, key
   return state;
 }
 
-/** The in-memory backend's semaphores: at most `permits` holders per key, FIFO, one token counter. */
-export class MemorySemaphore implements LockBackend {
-  readonly name: string;
-  readonly capabilities;
+/** The in-memory backend's semaphores (requests with `permits` ≥ 2): at most `permits` holders per key, FIFO, one token counter. */
+export class MemorySemaphores {
+  constructor(private readonly store: MemoryStore) {}
 
-  constructor(
-    private readonly store: MemoryStore,
-    readonly permits: number,
-    capabilities: LockBackend['capabilities'],
-  ) {
-    this.name = store.name;
-    this.capabilities = capabilities;
-  }
-
-  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+  async acquire({ key, owner, ttlMs, queue, permits = 1 }: AcquireRequest): Promise<AcquireResult> {
     await this.store.gate('acquire', key);
     const now = performance.now();
     const plain = this.store.liveHolder(key, now);
-    if (plain || (this.store.queues.get(key)?.length ?? 0) > 0) throw permitsMismatch(key, 1, this.permits);
+    if (plain || (this.store.queues.get(key)?.length ?? 0) > 0) throw permitsMismatch(key, 1, permits);
     let state = liveSemaphore(this.store.semaphores, key, now);
-    if (state && state.permits !== this.permits) throw permitsMismatch(key, state.permits, this.permits);
-    state ??= { permits: this.permits, holders: new Map(), queue: [] };
+    if (state && state.permits !== permits) throw permitsMismatch(key, state.permits, permits);
+    state ??= { permits, holders: new Map(), queue: [] };
     this.store.semaphores.set(key, state);
     const mine = state.holders.get(owner);
     if (mine) return { acquired: true, token: mine.token };
     const place = state.queue.indexOf(owner);
     const ahead = place >= 0 ? place : state.queue.length;
-    if (state.holders.size + ahead < this.permits) {
+    if (state.holders.size + ahead < permits) {
       if (place >= 0) state.queue.splice(place, 1);
       this.store.turns.forget(owner);
       const token = this.store.nextToken();
@@ -117,13 +103,6 @@ export class MemorySemaphore implements LockBackend {
     liveSemaphore(this.store.semaphores, key, performance.now());
     return wasOwner;
   }
-
-  async inspect(key: string): Promise<HeldLock | null> {
-    await this.store.gate('inspect', key);
-    return inspectSemaphore(this.store.semaphores, key);
-  }
-
-  async close(): Promise<void> {}
 
   /** Wake every waiter a free permit now admits (the first `permits - holders` of the queue). */
   private wakeAdmissible(state: MemorySemaphoreState): void {

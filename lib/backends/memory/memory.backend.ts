@@ -2,8 +2,8 @@ import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossList
 import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
-import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
-import { inspectSemaphore, liveSemaphore, MemorySemaphore, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
+import { permitsMismatch, permitsOf } from '../semaphore.util.js';
+import { inspectSemaphore, liveSemaphore, MemorySemaphores, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
 
 export type { MemoryLockHolder } from './memory-semaphore.js';
 
@@ -18,7 +18,6 @@ export class MemoryBackend implements LockBackend {
   protected readonly queues = new Map<string, string[]>();
   protected readonly turns = new TurnWaiters();
   protected readonly semaphores = new Map<string, MemorySemaphoreState>();
-  private readonly views = new Map<number, MemorySemaphore>();
   private lastToken = 0n;
   private readonly lossListeners = new LossListeners();
 
@@ -28,31 +27,24 @@ export class MemoryBackend implements LockBackend {
     return this.lossListeners.add(listener);
   }
 
-  /** This backend's semaphores (`permits` ≥ 2), sharing its keys, queues and token counter. */
-  private semaphoreOf(permits: number): MemorySemaphore {
-    const { name, holders, queues, semaphores, turns, lossListeners } = this;
-    const store: MemoryStore = {
-      name,
-      holders,
-      queues,
-      semaphores,
-      turns,
-      lossListeners,
-      nextToken: () => ++this.lastToken,
-      liveHolder: (key, now) => this.liveHolder(key, now),
-      gate: (operation, key) => this.gate(operation, key),
-    };
-    return viewFor(this.views, permits, () => new MemorySemaphore(store, permits, this.capabilities));
-  }
+  /** This backend's semaphores (requests with `permits` ≥ 2), sharing its keys, queues and token counter. */
+  private readonly semaphoreStore = new MemorySemaphores({
+    queues: this.queues,
+    semaphores: this.semaphores,
+    turns: this.turns,
+    nextToken: () => ++this.lastToken,
+    liveHolder: (key, now) => this.liveHolder(key, now),
+    gate: (operation, key) => this.gate(operation, key),
+  });
 
   /** See LockBackend.bookkeeping: the store itself (keys held, lines, semaphores) and the waiters. */
   bookkeeping(): Record<string, string[]> {
-    const { holders, queues, semaphores, turns, views } = this;
-    return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners(), semaphoreViewCache: viewCache(views) };
+    const { holders, queues, semaphores, turns } = this;
+    return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners() };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    if (permitsOf(request) > 1) return this.semaphoreStore.acquire(request);
     const { key, owner, ttlMs, queue } = request;
     const now = performance.now();
     if (this.semaphores.size > 0) {
@@ -78,7 +70,7 @@ export class MemoryBackend implements LockBackend {
   }
 
   waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(key, owner, timeoutMs, signal);
+    if (permitsOf(hold) > 1) return this.semaphoreStore.waitForTurn(key, owner, timeoutMs, signal);
     const holder = this.liveHolder(key, performance.now());
     // A holder that never releases still frees the key at expiry: wake the head then.
     const untilExpiry = holder ? holder.expiresAt - performance.now() + 1 : timeoutMs;
@@ -86,7 +78,7 @@ export class MemoryBackend implements LockBackend {
   }
 
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
+    if (permitsOf(hold) > 1) return this.semaphoreStore.extend(key, owner, ttlMs);
     const holder = this.liveHolder(key, performance.now());
     if (holder?.owner !== owner) return false;
     holder.expiresAt = performance.now() + ttlMs;
@@ -94,7 +86,7 @@ export class MemoryBackend implements LockBackend {
   }
 
   async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
+    if (permitsOf(hold) > 1) return this.semaphoreStore.release(key, owner);
     this.dequeue(key, owner);
     this.turns.forget(owner);
     const holder = this.liveHolder(key, performance.now());

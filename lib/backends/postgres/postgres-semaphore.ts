@@ -1,14 +1,13 @@
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import type { PgQueryConfigLike } from './postgres-client.interface.js';
 import { refuseUnstorable } from './postgres-sql.util.js';
 import type { BackendStatements } from './postgres-statements.js';
 
-/** What a PostgreSQL backend shares with its semaphore views: its pool (through `call`), its wake-ups. */
+/** The parts of a PostgreSQL backend its semaphores run on: its pool (through `call`), its wake-ups. */
 export interface PostgresSemaphoreStore {
   readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
   readonly sql: BackendStatements;
   /** Semaphore waiters of this process, woken by the LISTEN session's '!sem <owner>'. */
   readonly turns: TurnWaiters;
@@ -35,14 +34,12 @@ export function semaphoreHeld(row: Record<string, any>): HeldLock | null {
 }
 
 /**
- * The PostgreSQL backend's semaphores of `permits` (see postgres-semaphore.sql.ts): every operation
+ * The PostgreSQL backend's semaphores, requests with `permits` ≥ 2 (see postgres-semaphore.sql.ts): every operation
  * one function call under the key's advisory lock. A waiter waits for its '!sem' NOTIFY; without
  * one it asks again at its heartbeat (refreshing its place) or when the earliest holder's permit
  * expires, whichever is first.
  */
-export class PostgresSemaphore implements LockBackend {
-  readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
+export class PostgresSemaphores {
   /** Per queued owner of this process: when the earliest holder's permit ends (performance.now()). */
   private readonly soonest = new Map<string, number>();
 
@@ -51,21 +48,15 @@ export class PostgresSemaphore implements LockBackend {
     return [...this.soonest.keys()];
   }
 
-  constructor(
-    private readonly store: PostgresSemaphoreStore,
-    readonly permits: number,
-  ) {
-    this.name = store.name;
-    this.capabilities = store.capabilities;
-  }
+  constructor(private readonly store: PostgresSemaphoreStore) {}
 
-  async acquire({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
-    refuseUnstorable(key, `${this.name} backend, acquire(${JSON.stringify(key)})`);
+  async acquire({ key, owner, ttlMs, queue, permits = 1 }: AcquireRequest): Promise<AcquireResult> {
+    refuseUnstorable(key, `${this.store.name} backend, acquire(${JSON.stringify(key)})`);
     // Tracked before the request: its wake-up may arrive before its answer.
     if (queue) this.store.turns.track(owner);
     let row: Record<string, any>;
     try {
-      const values = [key, owner, this.permits, ttlMs, queue, this.store.heartbeatMs * 3];
+      const values = [key, owner, permits, ttlMs, queue, this.store.heartbeatMs * 3];
       row = await this.store.call('acquire', key, this.store.sql.semAcquire, values, () => void this.release(key, owner).catch(() => undefined));
     } catch (error) {
       this.forget(owner);
@@ -73,7 +64,7 @@ export class PostgresSemaphore implements LockBackend {
     }
     if (row.permits !== null && row.permits !== undefined) {
       this.forget(owner);
-      throw permitsMismatch(key, Number(row.permits), this.permits);
+      throw permitsMismatch(key, Number(row.permits), permits);
     }
     if (row.acquired) {
       this.forget(owner);
@@ -108,14 +99,6 @@ export class PostgresSemaphore implements LockBackend {
       throw error;
     }
   }
-
-  async inspect(key: string): Promise<HeldLock | null> {
-    refuseUnstorable(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
-    return semaphoreHeld(await this.store.call('inspect', key, this.store.sql.semInspect, [key]));
-  }
-
-  /** The backend closes the pool and the LISTEN session. */
-  async close(): Promise<void> {}
 
   private forget(owner: string): void {
     this.soonest.delete(owner);

@@ -1,14 +1,14 @@
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
-import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
+import { permitsMismatch, permitsOf } from '../semaphore.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
 import type { PgPoolLike } from './postgres-client.interface.js';
 import { PostgresListener } from './postgres-listener.js';
 import { PostgresQueries } from './postgres-queries.js';
 import { objectNames, refuseNul, refuseUnstorable, SEMAPHORE_MARK } from './postgres-sql.util.js';
-import { PostgresSemaphore, semaphoreHeld } from './postgres-semaphore.js';
+import { PostgresSemaphores, semaphoreHeld } from './postgres-semaphore.js';
 import { backendStatements, type BackendStatements } from './postgres-statements.js';
 import { setupStatements } from './postgres.sql.js';
 
@@ -31,9 +31,9 @@ export class PostgresBackend implements LockBackend {
   private readonly sql: BackendStatements;
   private closed = false;
   private readonly lossListeners = new LossListeners();
-  /** Semaphore waiters of this process (woken by '!sem <owner>'), and the views by permits. */
+  /** Semaphore waiters of this process (woken by '!sem <owner>'), and its semaphores from the first request with `permits` on. */
   private readonly semaphoreTurns = new TurnWaiters();
-  private readonly views = new Map<number, PostgresSemaphore>();
+  private semaphores?: PostgresSemaphores;
 
   constructor(private readonly config: PostgresBackendConfig) {
     this.name = config.name ?? 'postgres';
@@ -72,17 +72,15 @@ export class PostgresBackend implements LockBackend {
   }
 
   /** This backend's semaphores (`permits` ≥ 2): the same pool, tables beside the leases', one token sequence. */
-  private semaphoreOf(permits: number): PostgresSemaphore {
-    const { name, capabilities, sql, heartbeatMs, queries } = this;
-    const host = { name, capabilities, sql, turns: this.semaphoreTurns, heartbeatMs, closed: () => this.closed, call: queries.call.bind(queries) };
-    return viewFor(this.views, permits, () => new PostgresSemaphore(host, permits));
+  private semaphoreOf(): PostgresSemaphores {
+    const { name, sql, heartbeatMs, queries } = this;
+    return (this.semaphores ??= new PostgresSemaphores({ name, sql, turns: this.semaphoreTurns, heartbeatMs, closed: () => this.closed, call: queries.call.bind(queries) }));
   }
 
   /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
-    const waits = [...this.views.values()].flatMap((view) => view.waitingOwners());
-    const { waiters, semaphoreTurns, listener, views } = this;
-    return { waiters: waiters.owners(), semaphoreTurns: semaphoreTurns.owners(), semaphoreWaits: waits, listenProbes: listener.probeIds(), busyKeyCache: waiters.busyKeyCache(), semaphoreViewCache: viewCache(views) };
+    const { waiters, semaphoreTurns, listener } = this;
+    return { waiters: waiters.owners(), semaphoreTurns: semaphoreTurns.owners(), semaphoreWaits: this.semaphores?.waitingOwners() ?? [], listenProbes: listener.probeIds(), busyKeyCache: waiters.busyKeyCache() };
   }
 
   /** Create the tables and functions if absent and start listening, at bootstrap when the database answers (see PostgresQueries.start). */
@@ -120,7 +118,7 @@ export class PostgresBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    if (permitsOf(request) > 1) return this.semaphoreOf().acquire(request);
     const { key, owner, ttlMs, queue } = request;
     this.checkKey(key);
     if (queue && this.waiters.hasHandOff(owner)) {
@@ -184,18 +182,18 @@ export class PostgresBackend implements LockBackend {
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().waitForTurn(_key, owner, timeoutMs, signal);
     return this.waiters.wait(owner, Math.min(timeoutMs, this.heartbeatMs), signal);
   }
 
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().extend(key, owner, ttlMs);
     const row = await this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]);
     return row.held === true;
   }
 
   async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().release(key, owner);
     const queued = this.waiters.isQueued(owner);
     this.waiters.forget(owner);
     try {

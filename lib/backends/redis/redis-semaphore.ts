@@ -1,4 +1,4 @@
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { RedisCommands } from './redis-commands.js';
 import type { RedisKeys } from './redis-keys.util.js';
@@ -6,10 +6,8 @@ import type { RedisWakeChannel } from './redis-wake-channel.js';
 import { SEMAPHORE_ACQUIRE, SEMAPHORE_EXTEND, SEMAPHORE_RELEASE } from './redis-semaphore.scripts.js';
 import type { RedisWaiters } from './redis-waiters.js';
 
-/** What a Redis backend shares with its semaphore views: its client, wake channel and waiters. */
-export interface RedisSemaphoreHost {
-  readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
+/** The parts of a Redis backend its semaphores run on: its keys, client calls, wake channel and waiters. */
+export interface RedisSemaphoreParts {
   readonly channel: string;
   /** How long a queue entry lives without a refresh (3 heartbeats). */
   readonly entryLifeMs: number;
@@ -28,24 +26,16 @@ export interface RedisSemaphoreHost {
 const GRANTED: AcquireResult = Object.freeze({ acquired: true });
 
 /**
- * A Redis backend's semaphores of `permits` holders each: one Lua script per operation over a set
- * of holders at the lock key itself (each with its own expiry), a FIFO queue beside it, and
+ * A Redis backend's semaphores (requests with `permits` ≥ 2): one Lua script per operation over a
+ * set of holders at the lock key itself (each with its own expiry), a FIFO queue beside it, and
  * wake-ups on the backend's channel. Loss (a forced release) is told through the backend's own
  * listeners: its subscriber hears "!lost <owner>" for every holder.
  */
-export class RedisSemaphore implements LockBackend {
-  readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
+export class RedisSemaphores {
   /** Acquisitions in flight by owner: a release of the same owner goes out after them, never before. */
   private readonly sending = new Map<string, Promise<unknown>>();
 
-  constructor(
-    private readonly host: RedisSemaphoreHost,
-    readonly permits: number,
-  ) {
-    this.name = host.name;
-    this.capabilities = host.capabilities;
-  }
+  constructor(private readonly host: RedisSemaphoreParts) {}
 
   /** Owners with an acquisition in flight (see LockBackend.bookkeeping). */
   sendingOwners(): string[] {
@@ -63,7 +53,7 @@ export class RedisSemaphore implements LockBackend {
     return attempt;
   }
 
-  private async attempt({ key, owner, ttlMs, queue }: AcquireRequest): Promise<AcquireResult> {
+  private async attempt({ key, owner, ttlMs, queue, permits = 1 }: AcquireRequest): Promise<AcquireResult> {
     const { host } = this;
     if (queue) host.waiters.joining(owner);
     // Not waited for before the request (a process's first waiter keeps its place in line): a
@@ -74,7 +64,7 @@ export class RedisSemaphore implements LockBackend {
       reply = (await host.commands.call(
         'acquire',
         key,
-        () => host.commands.script(SEMAPHORE_ACQUIRE, host.keys.all(key), [owner, ttlMs, this.permits, host.entryLifeMs, queue ? '1' : '0']),
+        () => host.commands.script(SEMAPHORE_ACQUIRE, host.keys.all(key), [owner, ttlMs, permits, host.entryLifeMs, queue ? '1' : '0']),
         { owner, ttlMs, release: (k, o) => this.release(k, o) },
       )) as [number, number?];
     } catch (error) {
@@ -87,7 +77,7 @@ export class RedisSemaphore implements LockBackend {
     }
     if (reply[0] === -1) {
       host.waiters.forget(owner);
-      throw permitsMismatch(key, Number(reply[1]), this.permits);
+      throw permitsMismatch(key, Number(reply[1]), permits);
     }
     const soonestMs = Number(reply[1] ?? -1);
     if (queue) {
@@ -136,7 +126,4 @@ export class RedisSemaphore implements LockBackend {
     if (pending) await pending.catch(() => undefined);
     return (await host.commands.call('release', key, () => host.commands.script(SEMAPHORE_RELEASE, host.keys.all(key), [owner, host.channel]))) === 1;
   }
-
-  /** The backend closes the client; a view has nothing of its own. */
-  async close(): Promise<void> {}
 }

@@ -11,8 +11,8 @@ import { RedisWakeChannel } from './redis-wake-channel.js';
 import { acquireAllOnRedis } from './redis-acquire-all.js';
 import { RedisAdmin } from './redis-admin.js';
 import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
-import { RedisSemaphore } from './redis-semaphore.js';
-import { permitsMismatch, viewCache, viewFor, permitsOf } from '../semaphore.util.js';
+import { RedisSemaphores } from './redis-semaphore.js';
+import { permitsMismatch, permitsOf } from '../semaphore.util.js';
 
 const GRANTED: AcquireResult = Object.freeze({ acquired: true });
 
@@ -34,8 +34,8 @@ export class RedisBackend implements LockBackend {
   private readonly commands: RedisCommands;
   private readonly wake: RedisWakeChannel;
   private readonly lossListeners = new LossListeners();
-  /** Semaphore views by permits (the engine asks once per permits value). */
-  private readonly views = new Map<number, RedisSemaphore>();
+  /** Its semaphores, from the first request with `permits` on. */
+  private semaphores?: RedisSemaphores;
   /** inspect(), listKeys(), forceRelease(). */
   private readonly admin: RedisAdmin;
 
@@ -91,20 +91,19 @@ export class RedisBackend implements LockBackend {
     return this.keys.all(key);
   }
 
-  /** This backend's semaphores (`permits` ≥ 2): same keys, client, wake channel and loss listeners. */
-  private semaphoreOf(permits: number): RedisSemaphore {
-    const { name, capabilities, channel, entryLifeMs, waiters, keys, wake, commands } = this;
-    return viewFor(this.views, permits, () => new RedisSemaphore({ name, capabilities, channel, entryLifeMs, waiters, keys, wake, commands }, permits));
+  /** This backend's semaphores (requests with `permits` ≥ 2): same keys, client, wake channel and loss listeners. */
+  private semaphoreOf(): RedisSemaphores {
+    const { channel, entryLifeMs, waiters, keys, wake, commands } = this;
+    return (this.semaphores ??= new RedisSemaphores({ channel, entryLifeMs, waiters, keys, wake, commands }));
   }
 
   /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
-    const sending = [...this.views.values()].flatMap((view) => view.sendingOwners());
-    return { waiters: this.waiters.owners(), semaphoreSending: sending, busyKeyCache: this.waiters.busyKeyCache(), semaphoreViewCache: viewCache(this.views) };
+    return { waiters: this.waiters.owners(), semaphoreSending: this.semaphores?.sendingOwners() ?? [], busyKeyCache: this.waiters.busyKeyCache() };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    if (permitsOf(request) > 1) return this.semaphoreOf().acquire(request);
     const { key, owner, ttlMs, queue, reportHolder } = request;
     if (queue && this.waiters.hasHandOff(owner)) {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
@@ -124,7 +123,7 @@ export class RedisBackend implements LockBackend {
         // that will report it — a skipped @Cron tick must not pay a second round trip.
         // A process that uses semaphores here also learns on a busy try whether the key is one
         // (a mismatch); one that never does skips that round trip, and learns when it queues.
-        if (!reportHolder && this.views.size === 0) return { acquired: false };
+        if (!reportHolder && this.semaphores === undefined) return { acquired: false };
         return this.busy(key, lock, reportHolder === true);
       }
     }
@@ -212,18 +211,18 @@ export class RedisBackend implements LockBackend {
   }
 
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().waitForTurn(_key, owner, timeoutMs, signal);
     return this.waiters.wait(owner, timeoutMs, signal);
   }
 
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, ttlMs);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().extend(key, owner, ttlMs);
     const reply = await this.commands.call('extend', key, () => this.commands.script(EXTEND, [this.keys.lock(key)], [owner, ttlMs]));
     return reply === 1;
   }
 
   async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
+    if (permitsOf(hold) > 1) return this.semaphoreOf().release(key, owner);
     if (this.config.queueing === false) {
       return (await this.commands.call('release', key, () => this.commands.script(DELETE_IF_OWNER, [this.keys.lock(key)], [owner]))) === 1;
     }

@@ -1,5 +1,5 @@
 import { monotonicNow } from '../../common/validity.util.js';
-import type { AcquireRequest, AcquireResult, LockBackend } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
@@ -31,10 +31,10 @@ export interface Placement {
   decide(request: AcquireRequest, node: ZooKeeperNode, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult>;
 }
 
-/** What a semaphore view uses of its backend: the same sessions, znodes and waiters. */
-export interface ZooKeeperSemaphoreHost {
-  /** The backend itself: extend, release, waitForTurn and validUntil work on any znode of ours. */
-  readonly backend: LockBackend;
+/** The parts of a ZooKeeper backend its semaphores run on: the same sessions, znodes and waiters. */
+export interface ZooKeeperSemaphoreParts {
+  /** The backend's name, for errors. */
+  readonly name: string;
   readonly requests: ZooKeeperRequests;
   readonly nodes: Map<string, ZooKeeperNode>;
   readonly turns: TurnWaiters;
@@ -85,24 +85,10 @@ export const HELD = Buffer.from('held');
  * the ttl, the session's end takes it otherwise; a forced release deletes it and its holder hears
  * it by the data watch on its own znode.
  */
-export class ZooKeeperSemaphore implements LockBackend {
-  readonly name: string;
-  readonly capabilities: LockBackend['capabilities'];
-  private readonly placement: Placement;
+export class ZooKeeperSemaphores {
+  constructor(private readonly host: ZooKeeperSemaphoreParts) {}
 
-  constructor(
-    private readonly host: ZooKeeperSemaphoreHost,
-    readonly permits: number,
-  ) {
-    this.name = host.backend.name;
-    this.capabilities = host.backend.capabilities;
-    this.placement = {
-      namePrefix: (owner) => semaphoreNamePrefix(owner, permits, this.name),
-      stamp: true,
-      decide: (request, node, line, order, place) => this.decide(request, node, line, order, place),
-    };
-  }
-
+  /** Holding, extending, releasing and waiting are the plain lock's (any znode of ours): only the acquisition differs. */
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     const node = this.host.nodes.get(request.owner);
     if (node && !node.holding) {
@@ -112,55 +98,41 @@ export class ZooKeeperSemaphore implements LockBackend {
       }
       this.host.drop(request.owner);
     }
-    return this.host.enqueue(request, this.placement);
+    const permits = request.permits ?? 1;
+    return this.host.enqueue(request, {
+      namePrefix: (owner) => semaphoreNamePrefix(owner, permits, this.host.name),
+      stamp: true,
+      decide: (request, node, line, order, place) => this.decide(request, node, line, order, place),
+    });
   }
-
-  waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.host.backend.waitForTurn(key, owner, timeoutMs, signal);
-  }
-
-  extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
-    return this.host.backend.extend(key, owner, ttlMs);
-  }
-
-  release(key: string, owner: string): Promise<boolean> {
-    return this.host.backend.release(key, owner);
-  }
-
-  validUntil(owner: string): number | undefined {
-    return this.host.backend.validUntil?.(owner);
-  }
-
-  /** The backend closes what this view used (one session for both). */
-  async close(): Promise<void> {}
 
   /** The first read of the line after our create (the stamp written right after it). */
-  private async decide({ key, owner, queue }: AcquireRequest, node: ZooKeeperNode, line: Line, order: string[], place: number): Promise<AcquireResult> {
-    const found = this.mismatch(order, place);
+  private async decide({ key, owner, queue, permits = 1 }: AcquireRequest, node: ZooKeeperNode, line: Line, order: string[], place: number): Promise<AcquireResult> {
+    const found = this.mismatch(order, place, permits);
     if (found !== undefined) {
       // Refused whatever the delete's answer (unanswered, it is retried in the background).
       await this.host.leave(node).catch(() => undefined);
-      throw permitsMismatch(key, found, this.permits);
+      throw permitsMismatch(key, found, permits);
     }
-    if (place < this.permits) return this.host.granted(owner, node, line.stamp!, true);
+    if (place < permits) return this.host.granted(owner, node, line.stamp!, true);
     if (!queue) {
       await this.host.leave(node);
       return { acquired: false };
     }
     this.host.nodes.set(owner, node);
     this.host.turns.track(owner);
-    this.watch(node, order, place);
+    this.watch(node, order, place, permits);
     return { acquired: false };
   }
 
   /** A queued owner's next attempt: read the line; admitted, write the mark (the token) first. */
-  private async recheck({ key, owner }: AcquireRequest, node: ZooKeeperNode): Promise<AcquireResult | undefined> {
+  private async recheck({ key, owner, permits = 1 }: AcquireRequest, node: ZooKeeperNode): Promise<AcquireResult | undefined> {
     const read = await this.host.readLine(owner, node);
     if (!read) return undefined;
-    const found = this.mismatch(read.order, read.place);
-    if (found !== undefined) throw permitsMismatch(key, found, this.permits);
-    if (read.place >= this.permits) {
-      this.watch(node, read.order, read.place);
+    const found = this.mismatch(read.order, read.place, permits);
+    if (found !== undefined) throw permitsMismatch(key, found, permits);
+    if (read.place >= permits) {
+      this.watch(node, read.order, read.place, permits);
       return { acquired: false };
     }
     const sentAt = monotonicNow();
@@ -176,10 +148,10 @@ export class ZooKeeperSemaphore implements LockBackend {
    * itself (it sees the oldest too), and must not get an agreeing acquirer refused meanwhile; it
    * keeps its place in the window until it is gone, so nothing is admitted beyond the permits.
    */
-  private mismatch(order: string[], place: number): number | undefined {
+  private mismatch(order: string[], place: number, permits: number): number | undefined {
     if (place === 0) return undefined;
-    const permits = permitsOfNode(order[0]);
-    return permits !== this.permits ? permits : undefined;
+    const found = permitsOfNode(order[0]);
+    return found !== permits ? found : undefined;
   }
 
   /** Write HELD to our znode: the zxid of that write, or undefined when the znode is gone. */
@@ -192,13 +164,13 @@ export class ZooKeeperSemaphore implements LockBackend {
    * it), a later one its predecessor (gone, or marked HELD: it moved up). A watch that finds its
    * cue already there wakes at once; a failed one too (the re-read decides).
    */
-  private watch(node: ZooKeeperNode, order: string[], place: number): void {
+  private watch(node: ZooKeeperNode, order: string[], place: number, permits: number): void {
     const { client } = node.session;
     const cue: Promise<boolean> =
-      place === this.permits
+      place === permits
         ? this.host
             .call('acquire', node.key, () => promised<string[]>((cb) => client.getChildren(node.parent, node.watcher, cb)))
-            .then(([children]) => inLineOrder(children).indexOf(node.name) < this.permits)
+            .then(([children]) => inLineOrder(children).indexOf(node.name) < permits)
         : this.host
             .call('acquire', node.key, () => promised<Buffer | undefined>((cb) => client.getData(`${node.parent}/${order[place - 1]}`, node.watcher, cb)))
             .then(

@@ -3,12 +3,12 @@ import { LossListeners } from '../loss-listeners.js';
 import { monotonicNow } from '../../common/validity.util.js';
 import { AnswerDeadlines } from '../answer-deadlines.js';
 import { boundedCall } from '../backend-call.util.js';
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ZOOKEEPER_CAPABILITIES, ZOOKEEPER_DEFAULTS, type ZooKeeperBackendConfig } from './zookeeper-backend.options.js';
 import { lockParent } from './zookeeper-paths.util.js';
 import { ZooKeeperRequests } from './zookeeper-requests.js';
-import { ZooKeeperSemaphore } from './zookeeper-semaphore.js';
-import { viewCache, viewFor, permitsOf } from '../semaphore.util.js';
+import { ZooKeeperSemaphores } from './zookeeper-semaphore.js';
+import { permitsOf } from '../semaphore.util.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
 import { ZooKeeperAdmin } from './zookeeper-admin.js';
 import { ZooKeeperHolds } from './zookeeper-holds.js';
@@ -59,8 +59,8 @@ export class ZooKeeperBackend implements LockBackend {
   private readonly holds: ZooKeeperHolds;
   private readonly acquisition: ZooKeeperAcquisition;
   private closed = false;
-  /** Semaphore views by permits (zookeeper-semaphore.ts): the same sessions, znodes and waiters. */
-  private readonly views = new Map<number, ZooKeeperSemaphore>();
+  /** Its semaphores (zookeeper-semaphore.ts), from the first request with `permits` on: the same sessions, znodes and waiters. */
+  private semaphores?: ZooKeeperSemaphores;
 
   constructor(private readonly config: ZooKeeperBackendConfig) {
     this.name = config.name ?? 'zookeeper';
@@ -105,11 +105,11 @@ export class ZooKeeperBackend implements LockBackend {
     return this.holds.validUntil(owner);
   }
 
-  /** This backend's semaphores (`permits` ≥ 2): lines of the same kind, the first `permits` hold. */
-  private semaphoreOf(permits: number): ZooKeeperSemaphore {
-    const { requests, holds, acquisition } = this;
-    const host = {
-      backend: this,
+  /** This backend's semaphores (requests with `permits` ≥ 2): lines of the same kind, the first `permits` hold. */
+  private semaphoreOf(): ZooKeeperSemaphores {
+    const { name, requests, holds, acquisition } = this;
+    return (this.semaphores ??= new ZooKeeperSemaphores({
+      name,
       requests,
       nodes: holds.nodes,
       turns: holds.turns,
@@ -119,15 +119,14 @@ export class ZooKeeperBackend implements LockBackend {
       leave: acquisition.leave.bind(acquisition),
       granted: holds.granted.bind(holds),
       drop: holds.drop.bind(holds),
-    };
-    return viewFor(this.views, permits, () => new ZooKeeperSemaphore(host, permits));
+    }));
   }
 
   /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
     const { holds, acquisition, sessions, requests } = this;
     const creates = [...acquisition.enqueuing].map((_, i) => `create #${i + 1}`);
-    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lineCache(), semaphoreViewCache: viewCache(this.views) };
+    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lineCache() };
   }
 
   /** The parent znode of one lock's line. */
@@ -136,7 +135,7 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) return this.semaphoreOf(permitsOf(request)).acquire(request);
+    if (permitsOf(request) > 1) return this.semaphoreOf().acquire(request);
     const node = this.holds.nodes.get(request.owner);
     if (node && !node.holding) {
       if (!node.session.lost) {
@@ -148,8 +147,7 @@ export class ZooKeeperBackend implements LockBackend {
     return this.acquisition.enqueue(request, this.acquisition.plain);
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).waitForTurn(_key, owner, timeoutMs, signal);
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return this.holds.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
   }
 
@@ -157,8 +155,7 @@ export class ZooKeeperBackend implements LockBackend {
    * `ttlMs` is not sent: znodes have no expiry of their own (see the class comment). Our znode
    * existing now, on a session not lost, is all an extend can check.
    */
-  async extend(key: string, owner: string, _ttlMs: number, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).extend(key, owner, _ttlMs);
+  async extend(key: string, owner: string, _ttlMs?: number): Promise<boolean> {
     const node = this.holds.nodes.get(owner);
     if (!node?.holding || node.session.lost) return false;
     const sentAt = monotonicNow();
@@ -167,8 +164,7 @@ export class ZooKeeperBackend implements LockBackend {
     return stat !== null && !node.session.lost;
   }
 
-  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf(permitsOf(hold)).release(key, owner);
+  async release(key: string, owner: string): Promise<boolean> {
     const node = this.holds.nodes.get(owner);
     this.holds.drop(owner);
     if (!node) return false;
