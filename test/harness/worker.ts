@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import type { DistributedLockModuleOptions } from '../../lib/index.js';
 import type { WorkerCommand, WorkerEvent } from '../workers/lock-worker.js';
 
 const compiled = path.resolve('.tmp/compiled/test/workers/lock-worker.js');
@@ -16,10 +17,21 @@ export class LockWorker {
     });
   }
 
-  /** `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL, a ZooKeeper connection string (correctness), Redlock's master URLs (efficiency). */
+  /**
+   * `backends`: a Redis URL (efficiency) and/or etcd hosts and session ttl, a PostgreSQL URL, a
+   * ZooKeeper connection string (correctness), Redlock's master URLs (efficiency) — or `options`,
+   * the module options whole (a BackendCase's `server().options`; they must survive JSON, so no
+   * client objects), which is how any backend reaches a worker without the worker naming it.
+   */
   static async start(
-    backends: string | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
+    backends:
+      | string
+      | { options: DistributedLockModuleOptions }
+      | { redisUrl?: string; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
   ): Promise<LockWorker> {
+    if (typeof backends === 'object' && 'options' in backends) {
+      return LockWorker.forked({ ...process.env, WORKER_OPTIONS: JSON.stringify(backends.options) });
+    }
     const b = typeof backends === 'string' ? { redisUrl: backends } : backends;
     const env: NodeJS.ProcessEnv = {
       ...process.env,
@@ -31,6 +43,10 @@ export class LockWorker {
     };
     if (b.zkSessionMs !== undefined) env.WORKER_ZK_SESSION_MS = String(b.zkSessionMs);
     if (b.sessionTtlSeconds !== undefined) env.WORKER_SESSION_TTL = String(b.sessionTtlSeconds);
+    return LockWorker.forked(env);
+  }
+
+  private static async forked(env: NodeJS.ProcessEnv): Promise<LockWorker> {
     const child = fork(compiled, [], { env, stdio: 'inherit' });
     const worker = new LockWorker(child);
     await worker.next('ready', 20_000);

@@ -60,31 +60,6 @@ describe('PostgreSQL backend: leases with fencing tokens from the database', () 
     }
   });
 
-  it('excludes across processes: while a worker process holds the key, this one cannot take it; then it takes it with a larger token, and the events say postgres', async () => {
-    const key = uniqueKey('pg-processes');
-    const worker = await LockWorker.start({ postgresUrl: server.url });
-    const acquired: Array<{ backend: string; token?: bigint }> = [];
-    const onAcquired = (e: { backend: string; token?: bigint }): void => void acquired.push(e);
-    a.locks.events.on('acquired', onAcquired);
-    try {
-      worker.send({ op: 'acquire', key, ttl: 10_000, wait: 0, purpose: 'correctness' });
-      const held = await worker.next('acquired');
-      expect(await a.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
-      const waiting = a.locks.acquire(key, { purpose: 'correctness', wait: 5_000 });
-      // This one is in line behind the worker's hold before the worker lets go.
-      await untilQueued(a.locks, key, { purpose: 'correctness' }, 1);
-      worker.send({ op: 'release' });
-      await worker.next('released');
-      const mine = await waiting;
-      expect(mine.token!).toBeGreaterThan(BigInt(held.token!));
-      await mine.release();
-      expect(acquired.at(-1)).toMatchObject({ backend: 'postgres', token: mine.token });
-    } finally {
-      a.locks.events.off('acquired', onAcquired);
-      worker.send({ op: 'exit' });
-    }
-  }, 30_000);
-
   it('a busy key reports how long its holder has left, and a waiter is served at the release (FIFO, woken by NOTIFY)', async () => {
     const key = uniqueKey('pg-fifo');
     const [a, b] = [quietA, quietB];

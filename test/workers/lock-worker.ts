@@ -4,7 +4,7 @@ import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type Lease } from '../../lib/index.js';
+import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
 
 export type WorkerCommand =
   | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness' }
@@ -38,11 +38,13 @@ async function main(): Promise<void> {
   const postgresUrl = process.env.WORKER_POSTGRES_URL;
   const zookeeper = process.env.WORKER_ZOOKEEPER;
   const redlock = process.env.WORKER_REDLOCK;
+  // The module options as a whole (a BackendCase's server options): no backend named here.
+  const given = process.env.WORKER_OPTIONS ? (JSON.parse(process.env.WORKER_OPTIONS) as DistributedLockModuleOptions) : undefined;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
   let fenceClient: Redis | undefined;
   @Module({
     imports: [
-      DistributedLockModule.forRoot({
+      DistributedLockModule.forRoot(given ?? {
         ...(redisUrl ? { redis: { url: redisUrl } } : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
