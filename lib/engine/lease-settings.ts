@@ -26,7 +26,8 @@ export class LeaseSettings {
   ttl: number;
   lockDelayMs: number;
   readonly atLeast: LockAtLeast;
-  readonly watchdog: LeaseWatchdog;
+  /** Made when a watchdog is first asked for (most leases have none). */
+  watchdog?: LeaseWatchdog;
 
   constructor(
     private readonly lease: SettingsHost,
@@ -37,26 +38,8 @@ export class LeaseSettings {
     this.ttl = ttlMs;
     this.lockDelayMs = policy.lockDelay;
     this.atLeast = new LockAtLeast(policy.lockAtLeastFor, acquiredAt);
-    const settings = this;
-    this.watchdog = new LeaseWatchdog(
-      {
-        get held() {
-          return lease.held;
-        },
-        get ttlMs() {
-          return settings.ttl;
-        },
-        get trustedUntil() {
-          return lease.trustedUntil;
-        },
-        driftFactor: lease.driftFactor,
-        extend: (ttl) => lease.extend(ttl, this.lockDelayMs),
-        renewed: () => lease.renewed(),
-        renewalFailed: (error) => lease.renewalFailed(error),
-      },
-      policy.watchdog?.maxHold,
-      acquiredAt,
-    );
+    const maxHold = policy.watchdog?.maxHold;
+    if (maxHold !== undefined) this.watchdog = this.makeWatchdog(maxHold, acquiredAt);
   }
 
   /**
@@ -88,7 +71,33 @@ export class LeaseSettings {
   /** The raises that need no round trip: the watchdog and lockAtLeastFor. */
   private raiseLocally(policy: LeasePolicy): void {
     const renewFor = policy.watchdog?.maxHold;
-    if (renewFor !== undefined) this.watchdog.raise(renewFor);
+    if (renewFor === undefined) return void this.atLeast.raise(policy.lockAtLeastFor);
+    if (this.watchdog) this.watchdog.raise(renewFor);
+    else this.watchdog = this.makeWatchdog(renewFor, monotonicNow());
     this.atLeast.raise(policy.lockAtLeastFor);
+  }
+
+  private makeWatchdog(maxHold: number, from: number): LeaseWatchdog {
+    const lease = this.lease;
+    const settings = this;
+    return new LeaseWatchdog(
+      {
+        get held() {
+          return lease.held;
+        },
+        get ttlMs() {
+          return settings.ttl;
+        },
+        get trustedUntil() {
+          return lease.trustedUntil;
+        },
+        driftFactor: lease.driftFactor,
+        extend: (ttl) => lease.extend(ttl, this.lockDelayMs),
+        renewed: () => lease.renewed(),
+        renewalFailed: (error) => lease.renewalFailed(error),
+      },
+      maxHold,
+      from,
+    );
   }
 }
