@@ -125,7 +125,7 @@ export class MemoryBackend implements LockBackend {
     return this.takeAway(key, 'ended by forceRelease()', 'force-released');
   }
 
-  /** Runs before each operation of a semaphore view; nothing here (the testing backend's controls). */
+  /** Runs before each semaphore operation; nothing here (the testing backend's controls). */
   protected async gate(_operation: string, _key: string): Promise<void> {}
 
   /** Always answers: it lives in this process. */
