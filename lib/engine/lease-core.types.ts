@@ -32,7 +32,7 @@ export interface LeaseCoreInit<Core> {
   backend: LockBackend;
   /** The name the module routes by (`backends: { name: … }`), which events and handles report. */
   backendName: string;
-  /** 1 for a lock; the semaphore's permits otherwise (`backend` is then its semaphore view). */
+  /** 1 for a lock; the semaphore's permits otherwise (`backend` is then `withPermits(backend, permits)`). */
   permits: number;
   kind: LockKind;
   owner: string;

@@ -23,7 +23,7 @@ export interface CheckContext {
    * afterwards whatever happens. A provisional grant counts only once confirmed.
    */
   acquire(backend: LockBackend, key: string, owner: string, options?: { queue?: boolean; ttlMs?: number }): Promise<Grant>;
-  /** Remember a hold taken another way (a semaphore view, `acquireAll`), to be given back afterwards. */
+  /** Remember a hold taken another way (through `withPermits`, `acquireAll`), to be given back afterwards. */
   track(backend: LockBackend, key: string, owner: string): void;
 }
 
