@@ -107,11 +107,6 @@ export class RedisSemaphores {
     return host.commands.call('release', key, () => host.commands.script(SEMAPHORE_RELEASE, host.keys.all(key), [owner, host.channel]));
   }
 
-  /** A release or a leaving waiter wakes us; else we look again at the heartbeat (refreshing our entry) or the soonest expiry. */
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.host.waiters.wait(owner, timeoutMs, signal);
-  }
-
   async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
     const { host } = this;
     return (await host.commands.call('extend', key, () => host.commands.script(SEMAPHORE_EXTEND, host.keys.all(key), [owner, ttlMs]))) === 1;

@@ -210,8 +210,8 @@ export class RedisBackend implements LockBackend {
     return { acquired: true, provisional: { ...reservation, confirmed } };
   }
 
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
-    if (permitsOf(hold) > 1) return this.semaphoreOf().waitForTurn(_key, owner, timeoutMs, signal);
+  /** Plain and semaphore waiters alike: a release or a leaving waiter wakes them, else the heartbeat. */
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return this.waiters.wait(owner, timeoutMs, signal);
   }
 
