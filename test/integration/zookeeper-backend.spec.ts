@@ -52,10 +52,25 @@ function slowed(client: RawClient, slow: Partial<Record<'create' | 'getChildren'
           return value.call(target, ...args, (...answer: unknown[]) => (ms > 0 ? setTimeout(() => callback(...answer), ms) : callback(...answer)));
         };
       }
+      if (prop === 'transaction') {
+        // A plain lock's create goes in a multi-op (with a write of its parent): slowed as a create.
+        return () => {
+          const transaction = value.call(target);
+          const commit = transaction.commit.bind(transaction);
+          transaction.commit = (callback: (...answer: unknown[]) => void) => {
+            const creates = (transaction.ops as Array<{ type: number }>).some((op) => op.type === CREATE_OP);
+            const ms = creates ? (slow.create ?? 0) : 0;
+            commit((...answer: unknown[]) => (ms > 0 ? setTimeout(() => callback(...answer), ms) : callback(...answer)));
+          };
+          return transaction;
+        };
+      }
       return value.bind(target);
     },
   });
 }
+/** ZooKeeper's create operation code (in a multi-op's `ops`). */
+const CREATE_OP = 1;
 
 const exitWorker = path.resolve('.tmp/compiled/test/workers/process-exit-worker.js');
 

@@ -6,7 +6,7 @@ import type { EtcdCalls } from './etcd-calls.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { EtcdHolders } from './etcd-holders.js';
 import type { EtcdQueue, Queued } from './etcd-queue.js';
-import { acquireAllTxn, acquireTxn, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn, recordGrantTxn, type EtcdCleanup } from './etcd-requests.util.js';
+import { acquireAllTxn, acquireTxn, handedOver, isLeaseNotFound, oldestRange, permitsOf, predecessorTxn, recordGrantTxn, type EtcdCleanup, type HandOff } from './etcd-requests.util.js';
 import type { EtcdSession } from './etcd-session.js';
 import type { EtcdSessions } from './etcd-sessions.js';
 
@@ -168,8 +168,10 @@ export class EtcdAcquisition {
 
   /**
    * A queued owner's next attempt: read-only (no raft write, no fsync) while a key older than ours
-   * is left. None left: the lock is ours once one more write records the grant (its revision is
-   * the token: see recordGrantTxn). undefined: our key is gone, start over.
+   * is left. None left: the lock is ours — handed over by the holder ahead (our key carries HANDED:
+   * its mod revision, the revision that deleted the holder's key, is our token), or else once one
+   * more write records the grant (its revision is the token: see recordGrantTxn). undefined: our
+   * key is gone, start over.
    */
   async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
     const response = await this.parts.calls.call('acquire', key, () =>
@@ -179,23 +181,41 @@ export class EtcdAcquisition {
       this.parts.queued.drop(owner);
       return undefined;
     }
-    const predecessor: string | undefined = response.responses[0].response_range.kvs[0]?.key.toString();
+    const [ahead, own, behind] = response.responses.map((r: { response_range: { kvs: EtcdKv[] } }) => r.response_range.kvs[0]) as Array<EtcdKv | undefined>;
+    const predecessor = ahead?.key.toString();
     if (predecessor !== undefined) {
       if (predecessor !== entry.predecessor) this.parts.queued.watchPredecessor(owner, entry, predecessor);
       return { acquired: false };
     }
-    // A put on our own key, only if it is still ours (a late copy of it after our key is gone
-    // writes nothing): an unknown outcome needs no clean-up.
-    const recorded = await this.parts.calls.call('acquire', key, () => this.parts.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.parts.calls.deadline()));
-    if (!recorded.succeeded || entry.session.lost) {
-      this.parts.queued.drop(owner);
-      return undefined;
+    // Our successor now, if it is a plain waiter (an empty value): our release hands it the lock.
+    const handOff: HandOff | undefined =
+      behind && (!behind.value || behind.value.length === 0) ? { myRev: entry.rev, next: Buffer.from(behind.key), nextRev: BigInt(behind.create_revision) } : undefined;
+    let token: bigint;
+    if (handedOver(own)) {
+      token = BigInt(own!.mod_revision);
+    } else {
+      // A put on our own key, only if it is still ours (a late copy of it after our key is gone
+      // writes nothing): an unknown outcome needs no clean-up.
+      const recorded = await this.parts.calls.call('acquire', key, () => this.parts.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.parts.calls.deadline()));
+      if (!recorded.succeeded || entry.session.lost) {
+        this.parts.queued.drop(owner);
+        return undefined;
+      }
+      token = BigInt(recorded.header.revision);
     }
     // Holder first, then out of the queue: the session is never seen unused in between. The
     // forced-release watch starts at the grant (a watch from our older create revision may find
     // it compacted).
-    const result = this.parts.holders.granted(owner, entry.session, BigInt(recorded.header.revision));
+    const result = this.parts.holders.granted(owner, entry.session, token, handOff);
     this.parts.queued.drop(owner);
     return result;
   }
+}
+
+/** A key as a range answers it. */
+interface EtcdKv {
+  key: Buffer;
+  value?: Buffer;
+  create_revision: string;
+  mod_revision: string;
 }

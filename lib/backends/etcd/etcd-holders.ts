@@ -2,6 +2,7 @@ import type { AcquireResult } from '../lock-backend.interface.js';
 import type { LossListeners } from '../loss-listeners.js';
 import type { EtcdAdmin } from './etcd-admin.js';
 import type { EtcdQueue } from './etcd-queue.js';
+import type { HandOff } from './etcd-requests.util.js';
 import type { EtcdSession } from './etcd-session.js';
 import type { EtcdSessions } from './etcd-sessions.js';
 
@@ -21,12 +22,19 @@ export interface EtcdHoldersParts {
  */
 export class EtcdHolders {
   private readonly holding = new Map<string, EtcdSession>();
+  /** A plain holder's successor at its grant, handed the lock at its release (etcd-requests.util handOffTxn). */
+  private readonly handOffs = new Map<string, HandOff>();
 
   constructor(private readonly parts: EtcdHoldersParts) {}
 
   /** The owners holding here (see LockBackend.bookkeeping). */
   owners(): string[] {
-    return [...this.holding.keys()];
+    return [...new Set([...this.holding.keys(), ...this.handOffs.keys()])];
+  }
+
+  /** The successor `owner` (holding) hands the lock to at its release, if known. */
+  handOffOf(owner: string): HandOff | undefined {
+    return this.holding.has(owner) ? this.handOffs.get(owner) : undefined;
   }
 
   /** The session `owner`'s held key rides on. */
@@ -43,9 +51,10 @@ export class EtcdHolders {
     return session && !session.lost ? session.validUntilMs : undefined;
   }
 
-  granted(owner: string, session: EtcdSession, token: bigint): AcquireResult {
+  granted(owner: string, session: EtcdSession, token: bigint, handOff?: HandOff): AcquireResult {
     session.holders.add(owner);
     this.holding.set(owner, session);
+    if (handOff) this.handOffs.set(owner, handOff);
     // Not before bootstrap (nor during shutdown): the watch's stream would keep the process alive.
     if (this.parts.holdsProcess()) this.parts.admin.watch(token);
     return { acquired: true, token };
@@ -55,6 +64,7 @@ export class EtcdHolders {
   remove(owner: string): EtcdSession | undefined {
     const session = this.holding.get(owner);
     this.holding.delete(owner);
+    this.handOffs.delete(owner);
     if (this.holding.size === 0) this.parts.admin.idle();
     if (!session) return undefined;
     session.holders.delete(owner);
@@ -75,6 +85,7 @@ export class EtcdHolders {
     session.holders.clear();
     for (const owner of holders) {
       this.holding.delete(owner);
+      this.handOffs.delete(owner);
       this.parts.lossListeners.tell(owner, detail);
     }
     if (this.holding.size === 0) this.parts.admin.idle();

@@ -99,25 +99,62 @@ export function permitsOf(value: Buffer | Uint8Array | undefined): number {
 
 /**
  * A queued key's re-check: if `myKey` still has create revision `rev`, read the newest key of the
- * lock created before it (none left: the lock is ours at this read's revision).
+ * lock created before it (none left: the lock is ours), our own key (its value says whether the
+ * holder ahead handed the lock over: see handOffTxn), and the oldest key created after ours (our
+ * successor, whom our release hands the lock to).
  */
 export function predecessorTxn(prefix: string, myKey: string, rev: bigint): unknown {
+  const start = Buffer.from(prefix);
+  const range = { key: start, range_end: prefixEnd(start), sort_target: 'Create', limit: 1 };
   return {
     compare: [{ key: Buffer.from(myKey), target: 'Create', result: 'Equal', create_revision: rev.toString() }],
     success: [
-      {
-        request_range: {
-          key: Buffer.from(prefix),
-          range_end: prefixEnd(prefix),
-          sort_order: 'Descend',
-          sort_target: 'Create',
-          max_create_revision: (rev - 1n).toString(),
-          limit: 1,
-          keys_only: true,
-        },
-      },
+      { request_range: { ...range, sort_order: 'Descend', max_create_revision: (rev - 1n).toString(), keys_only: true } },
+      { request_range: { key: Buffer.from(myKey) } },
+      { request_range: { ...range, sort_order: 'Ascend', min_create_revision: (rev + 1n).toString() } },
     ],
     failure: [],
+  };
+}
+
+/**
+ * The value a hand-off writes on its successor's key: "1", which every version reads as a plain
+ * lock's (a semaphore entry of 1 permit). Nothing else ever writes it on a plain waiter's key —
+ * its own acquire txn writes an empty value (also when etcd3 sends a copy again), its own grant
+ * record keeps the value — so a waiter that finds it on its key, with nobody ahead, was handed the
+ * lock at that key's mod revision.
+ */
+export const HANDED = Buffer.from('1');
+
+/** Whether a waiter's own key carries a hand-off (HANDED, written after its create). */
+export function handedOver(kv: { value?: Buffer | Uint8Array; create_revision: string; mod_revision: string } | undefined): boolean {
+  return kv !== undefined && kv.value !== undefined && HANDED.equals(Buffer.from(kv.value)) && BigInt(kv.mod_revision) > BigInt(kv.create_revision);
+}
+
+/** A plain holder's successor, told at its grant: the next key in line, and its create revision. */
+export interface HandOff {
+  readonly myRev: bigint;
+  readonly next: Buffer;
+  readonly nextRev: bigint;
+}
+
+/**
+ * A plain holder's release that hands the lock to its successor: if our key (create revision
+ * `myRev`) and the successor's (`nextRev`) are both still there, delete ours and write HANDED on
+ * theirs (its lease kept) in one txn — the successor's mod revision, the revision that deleted our
+ * key, is its token, larger than ours, with no write of its own; else only delete ours. Either way
+ * `responses[0]` says how many keys of ours were deleted.
+ */
+export function handOffTxn(myKey: string, handOff: HandOff): unknown {
+  const mine = Buffer.from(myKey);
+  const remove = { request_delete_range: { key: mine } };
+  return {
+    compare: [
+      { key: mine, target: 'Create', result: 'Equal', create_revision: handOff.myRev.toString() },
+      { key: handOff.next, target: 'Create', result: 'Equal', create_revision: handOff.nextRev.toString() },
+    ],
+    success: [remove, { request_put: { key: handOff.next, value: HANDED, ignore_lease: true } }],
+    failure: [remove],
   };
 }
 

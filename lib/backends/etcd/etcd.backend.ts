@@ -3,7 +3,7 @@ import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { ETCD_CAPABILITIES, ETCD_DEFAULTS, type EtcdBackendConfig } from './etcd-backend.options.js';
 import { closeEtcdClient } from './etcd-client.factory.js';
-import { EtcdCleanup, etcdLockPrefix } from './etcd-requests.util.js';
+import { EtcdCleanup, etcdLockPrefix, handOffTxn } from './etcd-requests.util.js';
 import { EtcdQueue } from './etcd-queue.js';
 import { EtcdAdmin } from './etcd-admin.js';
 import { EtcdSessions } from './etcd-sessions.js';
@@ -176,20 +176,22 @@ export class EtcdBackend implements LockBackend {
     const myKey = Buffer.from(this.lockPrefix(key) + owner);
     const waitedOn = this.queued.get(owner)?.session;
     this.queued.drop(owner);
+    const handOff = this.holders.handOffOf(owner);
     const session = this.holders.remove(owner);
     // Before bootstrap, an idle session must not keep the process alive (its keep-alives would).
     if (!this.holdsProcess && (session ?? waitedOn)) this.sessions.retire((session ?? waitedOn)!);
     // If the delete's answer is lost (a leader election can hold a request for seconds), keep
     // trying in the background and retire the session: the healthy session would otherwise keep
     // the key alive.
-    const response = await this.calls.call(
-      'release',
-      key,
-      () => this.client.kv.deleteRange({ key: myKey }, this.calls.deadline()),
-      myKey.toString(),
-      session ?? waitedOn,
-    );
-    return Number(response.deleted) > 0 && session !== undefined;
+    // A holder that knows its successor hands it the lock in the same txn (handOffTxn).
+    const deleted = handOff
+      ? await this.calls
+          .call('release', key, () => this.client.kv.txn(handOffTxn(myKey.toString(), handOff), this.calls.deadline()), myKey.toString(), session ?? waitedOn)
+          .then((response) => response.responses[0].response_delete_range.deleted)
+      : await this.calls
+          .call('release', key, () => this.client.kv.deleteRange({ key: myKey }, this.calls.deadline()), myKey.toString(), session ?? waitedOn)
+          .then((response) => response.deleted);
+    return Number(deleted) > 0 && session !== undefined;
   }
 
   /**

@@ -2,9 +2,9 @@ import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
-import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
+import { ZK_ERRORS, zkErrorCode, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
 import type { ZooKeeperHolds } from './zookeeper-holds.js';
-import { ancestry, inLineOrder, nodeNamePrefix, permitsOfNode } from './zookeeper-paths.util.js';
+import { ancestry, inLineOrder, isPlainNode, nodeNamePrefix, permitsOfNode, zxid } from './zookeeper-paths.util.js';
 import type { Line, ZooKeeperRequests } from './zookeeper-requests.js';
 import type { Placement, ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSessions } from './zookeeper-sessions.js';
@@ -102,6 +102,7 @@ export class ZooKeeperAcquisition {
    */
   private decide(request: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
     const { key, owner, queue } = request;
+    if (place === 0) node.successor = plainSuccessor(node, order);
     if (place === 0 && line.pzxid === node.czxid) return this.holds.granted(owner, node, node.czxid);
     if (place === 0) return this.firstRecorded(request, node);
     // The contended path only: a znode ahead is never added after this read.
@@ -149,11 +150,22 @@ export class ZooKeeperAcquisition {
     }
   }
 
-  /** A queued owner's next attempt: read the line. undefined: our znode is gone, start over. */
+  /**
+   * A queued owner's next attempt: read the line, and our znode beside it. First in line: handed
+   * over by our predecessor (our znode written at the zxid that deleted its: see
+   * ZooKeeperHolds.release), that zxid is our token; else the grant is recorded. undefined: our
+   * znode is gone, start over.
+   */
   async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
-    const read = await this.readLine(request.owner, node);
+    const read = await this.readLine(request.owner, node, true);
     if (!read) return undefined;
-    if (read.place === 0) return this.recordedGrant(request.owner, node);
+    if (read.place === 0) {
+      node.successor = plainSuccessor(node, read.order);
+      // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
+      const written = read.own && zxid(read.own.mzxid);
+      if (written !== undefined && node.czxid !== undefined && written > node.czxid) return this.holds.granted(request.owner, node, written);
+      return this.recordedGrant(request.owner, node);
+    }
     this.holds.watch(node, read.order[read.place - 1]);
     return { acquired: false };
   }
@@ -175,14 +187,27 @@ export class ZooKeeperAcquisition {
     return this.holds.granted(owner, node, token);
   }
 
-  /** Read the line a queued owner is in; undefined: its znode (or its session) is gone. */
-  async readLine(owner: string, node: Node): Promise<{ line: Line; order: string[]; place: number } | undefined> {
+  /**
+   * Read the line a queued owner is in (with `own`, its znode's stat too, in the same round trip);
+   * undefined: its znode (or its session) is gone.
+   */
+  async readLine(owner: string, node: Node, own = false): Promise<{ line: Line; order: string[]; place: number; own?: ZooKeeperStatLike } | undefined> {
     const sentAt = monotonicNow();
-    const line = await this.parts.requests.readLine(node.session.client, node.key, node.parent);
+    const { requests } = this.parts;
+    const read = own ? await requests.readLineAndOwn(node.session.client, node.key, node.parent, node.path) : await requests.readLine(node.session.client, node.key, node.parent);
+    const line = read && ('line' in read ? read.line : read);
     if (!line || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
+    const stat = read && 'line' in read ? read.own : undefined;
+    if (stat === null) return undefined;
     node.session.heard(sentAt);
     const order = inLineOrder(line.children);
     const place = order.indexOf(node.name);
-    return place < 0 ? undefined : { line, order, place };
+    return place < 0 ? undefined : { line, order, place, own: stat };
   }
+}
+
+/** The plain znode right behind the first of `order` (the holder's successor), as a path. */
+function plainSuccessor(node: Node, order: readonly string[]): string | undefined {
+  const next = order[1];
+  return next !== undefined && isPlainNode(next) ? `${node.parent}/${next}` : undefined;
 }

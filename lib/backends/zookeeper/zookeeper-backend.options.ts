@@ -96,7 +96,7 @@ export function resolveZooKeeperOptions(raw: unknown, field: string): ResolvedZo
   const { connectionString, client } = raw;
   if (client !== undefined) {
     const c = client as Record<string, unknown>;
-    for (const method of ['create', 'remove', 'getChildren', 'exists', 'getState', 'getSessionTimeout'] as const) {
+    for (const method of ['create', 'remove', 'getChildren', 'exists', 'transaction', 'getState', 'getSessionTimeout'] as const) {
       if (typeof c?.[method] !== 'function') failOption(`${field}.client`, `must be a node-zookeeper-client Client (no ${method}())`);
     }
     if (connectionString !== undefined) failOption(`${field}.client`, 'give either client or connectionString, not both');

@@ -14,6 +14,21 @@ export interface ZooKeeperStatLike {
 
 export type ZooKeeperCallback<T> = (error: Error | null | undefined, result: T, extra?: any) => void;
 
+/** One result of a multi-op (`transaction().commit()`): a create's path, a setData's stat, a failed op's `err` (0: would have succeeded). */
+export interface ZooKeeperOpResult {
+  readonly path?: string;
+  readonly stat?: ZooKeeperStatLike;
+  readonly err?: number;
+}
+
+/** A multi-op: every operation applied at one zxid, or none. */
+export interface ZooKeeperTransactionLike {
+  create(path: string, data: Buffer | undefined, acls: undefined, mode: number): ZooKeeperTransactionLike;
+  setData(path: string, data: Buffer, version: number): ZooKeeperTransactionLike;
+  remove(path: string, version: number): ZooKeeperTransactionLike;
+  commit(callback: (error: Error | null | undefined, results: ZooKeeperOpResult[] | undefined) => void): void;
+}
+
 export interface ZooKeeperClientLike {
   create(path: string, data: Buffer | undefined, mode: number, callback: ZooKeeperCallback<string>): void;
   create(path: string, callback: ZooKeeperCallback<string>): void;
@@ -22,6 +37,7 @@ export interface ZooKeeperClientLike {
   getChildren(path: string, watcher: ((event: unknown) => void) | undefined, callback: (error: Error | null | undefined, children: string[], stat: ZooKeeperStatLike) => void): void;
   setData(path: string, data: Buffer | undefined, version: number, callback: ZooKeeperCallback<ZooKeeperStatLike>): void;
   getData(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<Buffer | undefined>): void;
+  transaction(): ZooKeeperTransactionLike;
   exists(path: string, watcher: ((event: unknown) => void) | undefined, callback: ZooKeeperCallback<ZooKeeperStatLike | null>): void;
   getState(): { readonly name: string; readonly code: number };
   getSessionTimeout(): number;

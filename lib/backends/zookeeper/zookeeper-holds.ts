@@ -8,6 +8,9 @@ import { HELD, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import type { ZooKeeperSessions } from './zookeeper-sessions.js';
 
+/** node-zookeeper-client's `Event.NODE_DATA_CHANGED`. */
+const NODE_DATA_CHANGED = 3;
+
 export interface ZooKeeperHoldsParts {
   readonly name: string;
   readonly requests: ZooKeeperRequests;
@@ -40,9 +43,18 @@ export class ZooKeeperHolds {
     this.watch(node, predecessor);
   }
 
-  /** Watch only the znode just ahead of ours: its deletion is our cue. Gone already: wake now. */
+  /**
+   * Watch only the znode just ahead of ours: its deletion is our cue. Gone already: wake now. Its
+   * data written (the holder ahead of it handing it the lock, see ZooKeeperBackend.release) says
+   * nothing about our turn: the watch is set again, without a read of the line.
+   */
   watch(node: Node, predecessor: string): void {
-    this.parts.requests.watch(node.session.client, node.key, `${node.parent}/${predecessor}`, node.watcher).then(
+    node.waitingOn = predecessor;
+    node.onPredecessor ??= (event: unknown) => {
+      if ((event as { type?: number } | undefined)?.type === NODE_DATA_CHANGED && node.waitingOn !== undefined) this.watch(node, node.waitingOn);
+      else node.watcher();
+    };
+    this.parts.requests.watch(node.session.client, node.key, `${node.parent}/${predecessor}`, node.onPredecessor).then(
       (exists) => {
         if (!exists) node.watcher();
       },

@@ -53,6 +53,9 @@ export function permitsOfNode(child: string): number {
 }
 const SEMAPHORE_NAME = /%S(\d+)-\d{10}$/;
 
+/** Whether `child` is a plain lock's znode (not a semaphore's, of any permits). */
+export const isPlainNode = (child: string): boolean => !SEMAPHORE_NAME.test(child);
+
 /** The owner whose znode `child` is (`<encoded owner>[%S<permits>]-` + 10 digits). */
 export function ownerOfNode(child: string): string {
   const name = child.slice(0, -(SEQUENCE_DIGITS + 1));

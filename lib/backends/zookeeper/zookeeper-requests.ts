@@ -1,5 +1,14 @@
 import { monotonicNow } from '../../common/validity.util.js';
-import { EPHEMERAL_SEQUENTIAL, PERSISTENT, ZK_ERRORS, zkErrorCode, type ZooKeeperClientLike, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
+import {
+  EPHEMERAL_SEQUENTIAL,
+  PERSISTENT,
+  ZK_ERRORS,
+  zkErrorCode,
+  type ZooKeeperClientLike,
+  type ZooKeeperOpResult,
+  type ZooKeeperStatLike,
+  type ZooKeeperTransactionLike,
+} from './zookeeper-client.interface.js';
 import { isNodeOf, zxid } from './zookeeper-paths.util.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 
@@ -30,6 +39,23 @@ const PARENT_SWEEP_BATCHES = 20;
 export const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
   new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
 
+/**
+ * Commit a multi-op. Rejects with the first failed operation's error, carrying every operation's
+ * result (`results`: which one failed).
+ */
+export const committed = (transaction: ZooKeeperTransactionLike): Promise<ZooKeeperOpResult[]> =>
+  new Promise((resolve, reject) =>
+    transaction.commit((error, results) => (error ? reject(Object.assign(error, { results })) : resolve(results ?? []))),
+  );
+
+/** The results a failed multi-op's error carries (or the one a `LockBackendUnavailableError` wraps). */
+function resultsOf(error: unknown): ZooKeeperOpResult[] | undefined {
+  for (let e = error as { results?: ZooKeeperOpResult[]; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
+    if (Array.isArray(e.results)) return e.results;
+  }
+  return undefined;
+}
+
 /** A line parent's data: none (a semaphore's token write sets it to nothing again). */
 const EMPTY = Buffer.alloc(0);
 
@@ -37,7 +63,7 @@ const EMPTY = Buffer.alloc(0);
 export interface Line {
   readonly children: string[];
   readonly pzxid: bigint;
-  /** A plain lock's first attempt only: our new znode's create zxid (its token, should it hold). */
+  /** A plain lock's first attempt only: our new znode's create zxid (its token, if nothing changed in the line before the read). */
   readonly czxid?: bigint;
   /** A semaphore's first attempt only: the zxid of its write of the parent's data right after the read. */
   readonly stamp?: bigint;
@@ -67,28 +93,38 @@ export class ZooKeeperRequests {
 
   /**
    * Create `<parent>/<namePrefix><sequence>` (ephemeral) and read the line, in one write: the read
-   * is served after the create. A create answered only after we stopped waiting is deleted then;
-   * one whose connection broke (outcome unknown) is looked for by its name and deleted.
+   * is served after the create. A plain lock's create goes in a multi-op with a write of the
+   * parent's (empty) data, whose answer names the multi's zxid — our znode's czxid, its token
+   * should nothing change before the read — without another round trip. A create answered only
+   * after we stopped waiting is deleted then; one whose connection broke (outcome unknown) is
+   * looked for by its name and deleted.
    */
   async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = [], stamp = false): Promise<[string, Line]> {
     const client = session.client;
     // Parents not known to exist go first, in the same write (one that exists already answers
     // NODE_EXISTS; any other failure shows as the create's NO_NODE).
     for (const path of ensure) client.create(path, undefined, PERSISTENT, () => undefined);
-    const created = promised<string>((cb) => client.create(`${parent}/${namePrefix}`, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => path);
+    const name = `${parent}/${namePrefix}`;
+    const created: Promise<[string, bigint | undefined]> = stamp
+      ? promised<string>((cb) => client.create(name, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => [path, undefined])
+      : committed(client.transaction().create(name, undefined, undefined, EPHEMERAL_SEQUENTIAL).setData(parent, EMPTY, -1)).then((results) => [
+          results[0].path!,
+          zxid(results[1].stat!.mzxid),
+        ]);
     const read = promised<string[]>((cb) => client.getChildren(parent, cb));
     read.catch(() => undefined);
     // A semaphore's token (zookeeper-semaphore.ts): a write of its own, after the read.
     const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, EMPTY, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
     stamped?.catch(() => undefined);
     let path: string;
+    let czxid: bigint | undefined;
     try {
-      path = await this.call('acquire', key, () => created);
+      [path, czxid] = await this.call('acquire', key, () => created);
     } catch (error) {
       if (zkErrorCode(error) !== ZK_ERRORS.NO_NODE) {
         // Late answer: undo it. Lost connection: the znode may exist under a name we never learnt.
         created.then(
-          (late) => this.removeLater(session, late, 0),
+          ([late]) => this.removeLater(session, late, 0),
           (failure: unknown) => {
             if (zkErrorCode(failure) === ZK_ERRORS.CONNECTION_LOSS) this.removeByName(session, parent, namePrefix);
           },
@@ -96,18 +132,41 @@ export class ZooKeeperRequests {
       }
       throw error;
     }
-    // A plain lock's token is its znode's czxid: asked for as soon as the create names the znode,
-    // beside the line's read already on its way.
-    const own = stamp ? undefined : promised<ZooKeeperStatLike | null>((cb) => client.exists(path, undefined, cb)).then(([stat]) => stat);
-    own?.catch(() => undefined);
     try {
       const [children, stat] = await this.call('acquire', key, () => read);
       const token = stamped && (await this.call('acquire', key, () => stamped));
-      const mine = own && (await this.call('acquire', key, () => own));
-      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token, czxid: mine ? zxid(mine.czxid) : undefined }];
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token, czxid }];
     } catch (error) {
       this.removeLater(session, path, 0);
       throw error;
+    }
+  }
+
+  /**
+   * The line under `parent`, and our znode's stat beside it (one round trip: the two reads are
+   * sent together and served in order); undefined when the parent is gone.
+   */
+  async readLineAndOwn(client: ZooKeeperClientLike, key: string, parent: string, own: string): Promise<{ line: Line; own: ZooKeeperStatLike | null } | undefined> {
+    const stat = this.rawExists(client, own);
+    stat.catch(() => undefined);
+    const line = await this.readLine(client, key, parent);
+    return line && { line, own: await this.call('acquire', key, () => stat) };
+  }
+
+  /**
+   * Release a plain holder's znode and hand the lock to `successor` (its next in line) in one
+   * multi-op: the successor's znode is written at the zxid that deletes ours, so its mzxid is a
+   * token larger than ours with no write of its own. 'gone': our znode was not there (nothing
+   * written); 'no-successor': the successor's was not (nothing written: delete ours alone).
+   */
+  async removeHandingOff(client: ZooKeeperClientLike, key: string, path: string, successor: string): Promise<'removed' | 'gone' | 'no-successor'> {
+    try {
+      await this.call('release', key, () => committed(client.transaction().remove(path, -1).setData(successor, EMPTY, -1)));
+      return 'removed';
+    } catch (error) {
+      const results = resultsOf(error);
+      if (zkErrorCode(error) !== ZK_ERRORS.NO_NODE || !results) throw error;
+      return results[0]?.err === ZK_ERRORS.NO_NODE ? 'gone' : 'no-successor';
     }
   }
 
@@ -135,7 +194,7 @@ export class ZooKeeperRequests {
    * `exists`: on a missing znode `exists` would leave a watch for its creation — which, for a
    * sequential name, never comes — in the client and on the server for the session's life.
    */
-  async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: () => void): Promise<boolean> {
+  async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: (event: unknown) => void): Promise<boolean> {
     try {
       await this.call('acquire', key, () => promised<unknown>((cb) => client.getData(path, watcher, cb)));
       return true;

@@ -17,6 +17,15 @@ export interface ZooKeeperNode {
   holding: boolean;
   /** A plain lock's znode: its create zxid (undefined: gone before it was read); its token when nothing changed in the line between its create and its first read. */
   readonly czxid?: bigint;
+  /**
+   * A plain holder's next in line at the read that granted it (its path; a plain lock's znode):
+   * its release hands the lock over to it (ZooKeeperRequests.removeHandingOff).
+   */
+  successor?: string;
+  /** A plain waiter: the znode it watches (the one just ahead of it). */
+  waitingOn?: string;
+  /** A plain waiter's watch of that znode (made once per node, as `watcher`). */
+  onPredecessor?: (event: unknown) => void;
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
 }

@@ -174,7 +174,14 @@ export class ZooKeeperBackend implements LockBackend {
     }
     try {
       const sentAt = monotonicNow();
-      const removed = await this.requests.remove(node.session.client, key, node.path);
+      let removed: boolean;
+      if (node.holding && node.successor) {
+        // Our delete and the hand-over to the next in line, at one zxid; the successor gone, ours alone.
+        const outcome = await this.requests.removeHandingOff(node.session.client, key, node.path, node.successor);
+        removed = outcome === 'no-successor' ? await this.requests.remove(node.session.client, key, node.path) : outcome === 'removed';
+      } else {
+        removed = await this.requests.remove(node.session.client, key, node.path);
+      }
       node.session.heard(sentAt);
       return removed && node.holding;
     } catch (error) {

@@ -1,0 +1,140 @@
+import { Etcd3 } from 'etcd3';
+import { backendCases, type BackendServer } from '../harness/backend-servers.js';
+import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
+
+// A release on a fencing backend with waiters: the next waiter holds with a larger token, and
+// every process's inspect() reports that token. etcd and ZooKeeper hand the lock over in the
+// release's own write (the successor known at the holder's grant is written at the revision /
+// zxid that deletes the holder's key); these are the cases where that successor is no longer the
+// right one, or the releasing holder no longer holds. Four application instances share the server.
+
+const CASES = backendCases((c) => c.fencing && c.queues);
+
+async function eventually(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + withinMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
+    await sleep(10);
+  }
+}
+
+describe.each(CASES)('a release with waiters on $name', ({ backend, server, purpose }) => {
+  const apps: LockApp[] = [];
+  let running: BackendServer;
+  beforeAll(async () => {
+    running = await server();
+    for (let i = 0; i < 4; i++) apps.push(await startLockApp(running.options));
+  }, 60_000);
+  afterAll(async () => {
+    for (const app of apps) await app.close();
+    await running?.stop();
+  });
+
+  const target = { backend };
+  const waitersOn = async (key: string, count: number): Promise<void> =>
+    eventually(async () => (await apps[3].locks.inspect(key, target))?.waiters === count, 5_000, `${count} waiter(s) on ${key}`);
+  const tokenSeen = async (key: string): Promise<bigint | undefined> => (await apps[3].locks.inspect(key, target))?.token;
+
+  it('goes from holder to waiter to waiter, each token larger, each shown by every process', async () => {
+    const key = uniqueKey(`next-${backend}`);
+    const first = await apps[0].locks.acquire(key, { purpose, ttl: 20_000 });
+    const second = apps[1].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 1);
+    const third = apps[2].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 2);
+    await first.release();
+    const b = await second;
+    expect(b.token! > first.token!).toBe(true);
+    expect(await tokenSeen(key)).toBe(b.token);
+    await b.release();
+    const c = await third;
+    expect(c.token! > b.token!).toBe(true);
+    expect(await tokenSeen(key)).toBe(c.token);
+    await c.release();
+    expect(await apps[3].locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+
+  it('skips a waiter that gave up after the holder was granted: the one behind it holds', async () => {
+    const key = uniqueKey(`next-gone-${backend}`);
+    const first = await apps[0].locks.acquire(key, { purpose, ttl: 20_000 });
+    // The holder under test is granted as a waiter, with two more behind it.
+    const holder = apps[1].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 1);
+    const quitter = new AbortController();
+    const givesUp = apps[2].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000, signal: quitter.signal }).catch((e: unknown) => e);
+    await waitersOn(key, 2);
+    const last = apps[0].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 3);
+    await first.release();
+    const held = await holder;
+    await waitersOn(key, 2);
+    quitter.abort(new Error('gave up'));
+    expect(await givesUp).toEqual(new Error('gave up'));
+    await waitersOn(key, 1);
+    await held.release();
+    const next = await last;
+    expect(next.token! > held.token!).toBe(true);
+    expect(await tokenSeen(key)).toBe(next.token);
+    await next.release();
+    expect(await apps[3].locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+
+  it("a holder force-released before its release touches nothing of its successor's, now the holder", async () => {
+    const key = uniqueKey(`next-forced-${backend}`);
+    const first = await apps[0].locks.acquire(key, { purpose, ttl: 20_000 });
+    const holder = apps[1].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 1);
+    const successor = apps[2].locks.acquire(key, { purpose, ttl: 20_000, wait: 10_000 });
+    await waitersOn(key, 2);
+    await first.release();
+    const stale = await holder;
+    expect(await apps[3].locks.forceRelease(key, target)).toBe(true);
+    const now = await successor;
+    expect(now.token! > stale.token!).toBe(true);
+    expect(await tokenSeen(key)).toBe(now.token);
+    // The forced holder's release is owner-checked, and its hand-over with it: the new holder's
+    // key keeps the token it was granted (a fence keyed by it would otherwise refuse its writes).
+    await stale.release();
+    expect(await tokenSeen(key)).toBe(now.token);
+    await now.extend(20_000);
+    expect(now.signal.aborted).toBe(false);
+    expect(await tokenSeen(key)).toBe(now.token);
+    await now.release();
+    expect(await apps[3].locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+});
+
+describe('a release with waiters on etcd, by a holder whose key vanished unseen', () => {
+  it("hands nothing over: the new holder's key keeps its token", async () => {
+    // The holder's key goes without its process hearing of it (as when its session lease ran out
+    // while it was paused): it still believes it holds, and still knows the successor of its grant.
+    const client = new Etcd3({ hosts: etcdHosts() });
+    const apps = await Promise.all([0, 1, 2, 3].map(() => startLockApp({ etcd: { hosts: etcdHosts() } })));
+    try {
+      const key = uniqueKey('next-vanished');
+      const inspectToken = async (): Promise<bigint | undefined> => (await apps[3].locks.inspect(key, { backend: 'etcd' }))?.token;
+      const waiters = (count: number): Promise<void> =>
+        eventually(async () => (await apps[3].locks.inspect(key, { backend: 'etcd' }))?.waiters === count, 5_000, `${count} waiter(s)`);
+      const first = await apps[0].locks.acquire(key, { purpose: 'correctness', ttl: 20_000 });
+      const holder = apps[1].locks.acquire(key, { purpose: 'correctness', ttl: 20_000, wait: 10_000 });
+      await waiters(1);
+      const successor = apps[2].locks.acquire(key, { purpose: 'correctness', ttl: 20_000, wait: 10_000 });
+      await waiters(2);
+      await first.release();
+      const stale = await holder;
+      const line = `lock/${encodeURIComponent(key)}/`;
+      const keys = await client.getAll().prefix(line).sort('Create', 'Ascend').keys();
+      expect(keys).toHaveLength(2);
+      await client.delete().key(keys[0]);
+      const now = await successor;
+      expect(now.token! > stale.token!).toBe(true);
+      expect(await inspectToken()).toBe(now.token);
+      await stale.release().catch(() => undefined);
+      expect(await inspectToken()).toBe(now.token);
+      await now.release();
+    } finally {
+      await Promise.all(apps.map((app) => app.close()));
+      client.close();
+    }
+  }, 30_000);
+});
