@@ -28,7 +28,8 @@ export interface EtcdAcquireParts {
 /**
  * The acquire protocol of an etcd backend (its class comment says why it is safe): a first attempt
  * takes the free key or joins the line in one txn; a queued owner's next attempt reads whether a
- * key older than its own is left, and once none is, records its grant with one more write.
+ * key older than its own is left, and once none is, holds: handed over by the release ahead of it,
+ * or else once one more write records its grant.
  */
 export class EtcdAcquisition {
   private readonly busyKeys = new BusyKeys();

@@ -22,11 +22,15 @@ import { EtcdAcquisition } from './etcd-acquire.js';
  * The fencing token is a revision, etcd's raft-replicated counter of every write (it never goes
  * backwards across leader failover), kept on the holder's key as its mod revision, so `inspect()`
  * from any process reports it. A free key's token is its put's revision: nothing was there, so
- * every earlier holder's key was deleted before it. A waiter's grant is recorded by one more put
- * on its key after the read that found nobody ahead (recordGrantTxn), its token that write's
- * revision — not its key's create revision, which dates from when it made its place in line: a
- * key granted elsewhere meanwhile has a larger one, and a multi-key lease's token is the largest
- * of its keys'. So every token is larger than every token granted before it on any key. (In
+ * every earlier holder's key was deleted before it. A waiter's grant is a write on its own key,
+ * whose revision is its token — not its key's create revision, which dates from when it made its
+ * place in line: a key granted elsewhere meanwhile has a larger one, and a multi-key lease's token
+ * is the largest of its keys'. Usually the holder ahead makes that write: its release deletes its
+ * key and writes HANDED on its successor's (known at its grant) in one txn (handOffTxn), so the
+ * successor's token is the revision that deleted its predecessor's key, with no write of its own.
+ * Otherwise (no successor known, it left, the holder's key vanished) the waiter records its grant
+ * by one more put after the read that found nobody ahead (recordGrantTxn). So every token is
+ * larger than every token granted before it on any key. (In
  * 0.1.0 a waiter's token was the revision of the read that found no predecessor left: a process
  * of that version beside one of this version can make the next holder's token smaller than its
  * own, which a fence refuses — it fails safe.)

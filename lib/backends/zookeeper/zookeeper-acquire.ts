@@ -55,7 +55,7 @@ export class ZooKeeperAcquisition {
     const namePrefix = placement.namePrefix(owner);
     // A line not used here lately may have no parent yet: create it (and, the first time, the
     // prefix) in the same write rather than after a failed create.
-    const ensure = this.parts.requests.knows(parent) ? [] : this.prefixKnown ? [parent] : ancestry(parent);
+    const ensure = this.parts.requests.lines.knows(parent) ? [] : this.prefixKnown ? [parent] : ancestry(parent);
     const sentAt = monotonicNow();
     let path: string;
     let line: Line;
@@ -91,7 +91,7 @@ export class ZooKeeperAcquisition {
       if (retried) throw new LockBackendUnavailableError(this.parts.name, 'acquire', 'the ZooKeeper session was lost while acquiring', { key });
       return this.enqueue(request, placement, true);
     }
-    this.parts.requests.touch(parent);
+    this.parts.requests.lines.touch(parent);
     return placement.decide(request, node, line, order, place);
   }
 
@@ -153,7 +153,7 @@ export class ZooKeeperAcquisition {
   /**
    * A queued owner's next attempt: read the line, and our znode beside it. First in line: handed
    * over by our predecessor (our znode written at the zxid that deleted its: see
-   * ZooKeeperHolds.release), that zxid is our token; else the grant is recorded. undefined: our
+   * ZooKeeperBackend.release), that zxid is our token; else the grant is recorded. undefined: our
    * znode is gone, start over.
    */
   async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {

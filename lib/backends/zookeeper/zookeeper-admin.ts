@@ -1,7 +1,8 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { HeldLock } from '../lock-backend.interface.js';
 import { inLineOrder, keyOfSegment, ownerOfNode, permitsOfNode, semaphoreHolders, zxid } from './zookeeper-paths.util.js';
-import type { BoundedSend, ZooKeeperRequests } from './zookeeper-requests.js';
+import type { BoundedSend } from './zookeeper-ops.util.js';
+import type { ZooKeeperRequests } from './zookeeper-requests.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 
 /** listKeys() reads this many lines' parents per round trip. */

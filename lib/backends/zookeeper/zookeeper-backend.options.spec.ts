@@ -48,9 +48,12 @@ describe('forRoot({ zookeeper }) options', () => {
   });
 
   it('takes an application client instead of a connection string, not both, and not its session timeout', () => {
-    const client = { create() {}, remove() {}, getChildren() {}, exists() {}, getState() {}, getSessionTimeout() {} };
+    const client = { create() {}, remove() {}, getChildren() {}, exists() {}, transaction() {}, getState() {}, getSessionTimeout() {} };
     expect(resolveZooKeeperOptions({ client }, 'zookeeper').client).toBe(client);
     expect(refused({ client: {} }).field).toBe('zookeeper.client');
+    // Multi-ops (a create with its czxid, a release's hand-over) need transaction(): refused at bootstrap, not at the first acquire.
+    const { transaction: _, ...withoutMulti } = client;
+    expect(refused({ client: withoutMulti })).toMatchObject({ field: 'zookeeper.client', message: expect.stringContaining('no transaction()') });
     expect(refused({ client, connectionString: 'h:1' }).field).toBe('zookeeper.client');
     expect(refused({ client, sessionTimeoutMs: 1000 }).field).toBe('zookeeper.sessionTimeoutMs');
   });

@@ -1,22 +1,15 @@
-import { monotonicNow } from '../../common/validity.util.js';
 import {
   EPHEMERAL_SEQUENTIAL,
   PERSISTENT,
   ZK_ERRORS,
   zkErrorCode,
   type ZooKeeperClientLike,
-  type ZooKeeperOpResult,
   type ZooKeeperStatLike,
-  type ZooKeeperTransactionLike,
 } from './zookeeper-client.interface.js';
+import { committed, promised, resultsOf, type BoundedSend } from './zookeeper-ops.util.js';
+import { ZooKeeperParents } from './zookeeper-parents.js';
 import { isNodeOf, zxid } from './zookeeper-paths.util.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
-
-/**
- * The backend's bounded call: rejects with `LockBackendUnavailableError` on failure or time-out,
- * and at once when the backend is closed — unless `closing` (the clean-up of `close()` itself).
- */
-export type BoundedSend = <T>(operation: string, key: string, send: () => Promise<T>, closing?: boolean) => Promise<T>;
 
 /** Retry deleting a znode whose delete had an unknown outcome this many ms later, then every RETRY_EVERY_MS. */
 const RETRY_DELAYS_MS = [500, 2_000, 8_000];
@@ -30,32 +23,6 @@ function isClosedClient(client: ZooKeeperClientLike): boolean {
 /** node-zookeeper-client's ConnectionManager states CLOSED and CLOSING. */
 const CLIENT_CLOSED = -2;
 const CLIENT_CLOSING = -1;
-/** A line's parent znode nobody here used for this long is deleted if empty. */
-const PARENT_IDLE_MS = 60_000;
-/** Parents are deleted this many per write, in at most this many writes per sweep (and at close). */
-const PARENT_SWEEP_MAX = 1_000;
-const PARENT_SWEEP_BATCHES = 20;
-
-export const promised = <T>(fn: (callback: (error: Error | null | undefined, value: T, extra?: any) => void) => void): Promise<[T, any]> =>
-  new Promise((resolve, reject) => fn((error, value, extra) => (error ? reject(error) : resolve([value, extra]))));
-
-/**
- * Commit a multi-op. Rejects with the first failed operation's error, carrying every operation's
- * result (`results`: which one failed).
- */
-export const committed = (transaction: ZooKeeperTransactionLike): Promise<ZooKeeperOpResult[]> =>
-  new Promise((resolve, reject) =>
-    transaction.commit((error, results) => (error ? reject(Object.assign(error, { results })) : resolve(results ?? []))),
-  );
-
-/** The results a failed multi-op's error carries (or the one a `LockBackendUnavailableError` wraps). */
-function resultsOf(error: unknown): ZooKeeperOpResult[] | undefined {
-  for (let e = error as { results?: ZooKeeperOpResult[]; cause?: unknown } | undefined, depth = 0; e && depth < 3; e = e.cause as typeof e, depth++) {
-    if (Array.isArray(e.results)) return e.results;
-  }
-  return undefined;
-}
-
 /** A line parent's data: none (a semaphore's token write sets it to nothing again). */
 const EMPTY = Buffer.alloc(0);
 
@@ -72,24 +39,19 @@ export interface Line {
 /**
  * The ZooKeeper requests of one backend, each bounded, plus the clean-up of writes whose outcome
  * is unknown (a delete retried in the background; a create answered after we stopped waiting is
- * undone when its answer comes) and of the lines' parent znodes (deleted once empty and idle).
+ * undone when its answer comes); the lines' parent znodes are `lines` (zookeeper-parents.ts).
  */
 export class ZooKeeperRequests {
-  /** Parent znodes this backend used, by when it last did. */
-  private readonly parents = new Map<string, number>();
-  private sweeper?: NodeJS.Timeout;
-  private closed = false;
-
-  /** The lines used lately (a per-key cache: see LockBackend.bookkeeping). */
-  lineCache(): string[] {
-    return [...this.parents.keys()];
-  }
+  /** The lines' parent znodes used lately, deleted once empty and idle. */
+  readonly lines: ZooKeeperParents;
 
   constructor(
     private readonly call: BoundedSend,
     /** The client of the current session, for the parents' sweep (undefined: none now). */
-    private readonly currentClient: () => ZooKeeperClientLike | undefined = () => undefined,
-  ) {}
+    currentClient: () => ZooKeeperClientLike | undefined = () => undefined,
+  ) {
+    this.lines = new ZooKeeperParents(call, currentClient);
+  }
 
   /**
    * Create `<parent>/<namePrefix><sequence>` (ephemeral) and read the line, in one write: the read
@@ -284,61 +246,4 @@ export class ZooKeeperRequests {
     await this.call('acquire', key, () => Promise.all(creates));
   }
 
-  /** Whether any line's parent is still to be deleted. */
-  get hasParents(): boolean {
-    return this.parents.size > 0;
-  }
-
-  /** Whether `parent` was used here lately (so it exists, unless somebody deleted it since). */
-  knows(parent: string): boolean {
-    return this.parents.has(parent);
-  }
-
-  /** `parent` was used now. */
-  touch(parent: string): void {
-    this.parents.set(parent, monotonicNow());
-    if (!this.sweeper && !this.closed) {
-      this.sweeper = setInterval(() => {
-        const client = this.currentClient();
-        if (client) void this.reapParents(client, false);
-      }, PARENT_IDLE_MS);
-      this.sweeper.unref();
-    }
-  }
-
-  /**
-   * Delete the parents not used here for a while (all of them with `all`, at close) — if empty:
-   * ZooKeeper refuses to delete a znode with children, so a line somebody is in stays. In batches
-   * of PARENT_SWEEP_MAX, one write each, for at most PARENT_SWEEP_BATCHES batches per sweep.
-   */
-  async reapParents(client: ZooKeeperClientLike, all: boolean): Promise<void> {
-    if (all) {
-      this.closed = true;
-      clearInterval(this.sweeper);
-    }
-    for (let batch = 0; batch < PARENT_SWEEP_BATCHES; batch++) {
-      const idleSince = monotonicNow() - PARENT_IDLE_MS;
-      const victims: string[] = [];
-      for (const [parent, used] of this.parents) {
-        if (victims.length >= PARENT_SWEEP_MAX) break;
-        if (all || used < idleSince) victims.push(parent);
-      }
-      if (victims.length === 0) break;
-      for (const parent of victims) this.parents.delete(parent);
-      const removed = await this.call(
-        'release',
-        '',
-        () => Promise.all(victims.map((parent) => promised<void>((cb) => client.remove(parent, -1, cb as never)).catch(() => undefined))),
-        all,
-      ).then(
-        () => true,
-        () => false,
-      );
-      if (!removed) break;
-    }
-    if (!all && this.parents.size === 0) {
-      clearInterval(this.sweeper);
-      this.sweeper = undefined;
-    }
-  }
 }

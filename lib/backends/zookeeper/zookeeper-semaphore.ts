@@ -4,7 +4,8 @@ import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
 import { inLineOrder, permitsOfNode, semaphoreNamePrefix } from './zookeeper-paths.util.js';
-import { promised, type BoundedSend, type Line, type ZooKeeperRequests } from './zookeeper-requests.js';
+import { promised, type BoundedSend } from './zookeeper-ops.util.js';
+import type { Line, ZooKeeperRequests } from './zookeeper-requests.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 
 /** One znode of ours: an owner's place in a lock's line, on the session that created it. */

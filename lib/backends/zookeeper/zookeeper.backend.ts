@@ -28,11 +28,15 @@ const RECHECK_MS = 5_000;
  * epoch in the high bits: it grows across restarts and leader changes), kept on the holder's znode
  * as its mzxid, so `inspect()` from any process reports it. A znode found first in line by the read
  * right after its create, with nothing changed in the line in between (the parent's pzxid is our
- * czxid), holds with its czxid: nobody was ahead at the create, so every earlier holder's znode,
- * and its token, came before. Any other grant — a waiter's, or a first read that saw the line
- * change — is recorded by one write to our znode (its token that write's zxid, larger than every
- * zxid before it): a czxid dating from when we joined the line can be smaller than a token granted
- * on another key meanwhile, and a multi-key lease's token is the largest of its keys'. So every
+ * czxid; the create's multi-op tells it), holds with its czxid: nobody was ahead at the create, so
+ * every earlier holder's znode, and its token, came before. Any other grant — a waiter's, or a
+ * first read that saw the line change — is a write to our znode, its token that write's zxid
+ * (larger than every zxid before it): a czxid dating from when we joined the line can be smaller
+ * than a token granted on another key meanwhile, and a multi-key lease's token is the largest of
+ * its keys'. Usually the holder ahead makes that write: its release deletes its znode and writes
+ * its successor's (known at its grant) in one multi-op, so the successor learns its token from its
+ * own stat beside its read of the line; otherwise (no successor known, it left, the holder's znode
+ * went with its session) the grant is recorded by the waiter's own `setData`. So every
  * token is larger than every token granted before it on any key. (In 0.1.0 the token was the
  * line's `pzxid` at the read that found us first: a process of that version holding beside one of
  * this version can make the next holder's token smaller than its own, which a fence refuses — it
@@ -126,7 +130,7 @@ export class ZooKeeperBackend implements LockBackend {
   bookkeeping(): Record<string, string[]> {
     const { holds, acquisition, sessions, requests } = this;
     const creates = [...acquisition.enqueuing].map((_, i) => `create #${i + 1}`);
-    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lineCache() };
+    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lines.lineCache() };
   }
 
   /** The parent znode of one lock's line. */
@@ -239,7 +243,7 @@ export class ZooKeeperBackend implements LockBackend {
     if (session) await Promise.allSettled(nodes.filter((n) => n.session === session).map((n) => this.requests.removeQuietly(session.client, n.path)));
     // After a lost session there is no current client: the application's is still there; ours is
     // opened once more, only to delete the empty lines.
-    await this.sessions.closeWith(session, this.requests.hasParents, (client) => this.requests.reapParents(client, true));
+    await this.sessions.closeWith(session, this.requests.lines.hasParents, (client) => this.requests.lines.reapParents(client, true));
   }
 
   /** One request, bounded by commandTimeoutMs; refused once closed, except `close()`'s own clean-up. */
