@@ -178,6 +178,8 @@ export class EtcdAcquisition {
     const response = await this.parts.calls.call('acquire', key, () =>
       this.parts.client.kv.txn(predecessorTxn(this.parts.lockPrefix(key), entry.key, entry.rev), this.parts.calls.deadline()),
     );
+    // Released while the read was out (its key deleted by that release): no grant of a gone key.
+    if (this.parts.queued.get(owner) !== entry) return undefined;
     if (!response.succeeded || entry.session.lost) {
       this.parts.queued.drop(owner);
       return undefined;
