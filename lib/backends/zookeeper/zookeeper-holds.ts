@@ -8,9 +8,6 @@ import { HELD, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import type { ZooKeeperSessions } from './zookeeper-sessions.js';
 
-/** node-zookeeper-client's `Event.NODE_DATA_CHANGED`. */
-const NODE_DATA_CHANGED = 3;
-
 export interface ZooKeeperHoldsParts {
   readonly name: string;
   readonly requests: ZooKeeperRequests;
@@ -44,17 +41,11 @@ export class ZooKeeperHolds {
   }
 
   /**
-   * Watch only the znode just ahead of ours: its deletion is our cue. Gone already: wake now. Its
-   * data written (the holder ahead of it handing it the lock, see ZooKeeperBackend.release) says
-   * nothing about our turn: the watch is set again, without a read of the line.
+   * Watch only the znode just ahead of ours: its deletion is our cue (not a write of its data: the
+   * holder ahead of it handing it the lock, see ZooKeeperBackend.release). Gone already: wake now.
    */
   watch(node: Node, predecessor: string): void {
-    node.waitingOn = predecessor;
-    node.onPredecessor ??= (event: unknown) => {
-      if ((event as { type?: number } | undefined)?.type === NODE_DATA_CHANGED && node.waitingOn !== undefined) this.watch(node, node.waitingOn);
-      else node.watcher();
-    };
-    this.parts.requests.watch(node.session.client, node.key, `${node.parent}/${predecessor}`, node.onPredecessor).then(
+    this.parts.requests.watch(node.session.client, node.key, `${node.parent}/${predecessor}`, node.watcher).then(
       (exists) => {
         if (!exists) node.watcher();
       },

@@ -152,13 +152,16 @@ export class ZooKeeperRequests {
   }
 
   /**
-   * Watch `path` for its deletion; false when it is gone already. A read of the znode's data, not
-   * `exists`: on a missing znode `exists` would leave a watch for its creation — which, for a
-   * sequential name, never comes — in the client and on the server for the session's life.
+   * Watch `path` for its deletion; false when it is gone already. A child watch (our znodes are
+   * ephemeral: they never have children), which fires on the znode's deletion and nothing else —
+   * a data watch would fire on the write that hands the lock to a waiter too, and wake the one
+   * behind it for nothing. Not `exists`: on a missing znode it would leave a watch for its
+   * creation — which, for a sequential name, never comes — for the session's life; a missing
+   * znode's `getChildren` leaves none.
    */
-  async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: (event: unknown) => void): Promise<boolean> {
+  async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: () => void): Promise<boolean> {
     try {
-      await this.call('acquire', key, () => promised<unknown>((cb) => client.getData(path, watcher, cb)));
+      await this.call('acquire', key, () => promised<string[]>((cb) => client.getChildren(path, watcher, cb)));
       return true;
     } catch (error) {
       if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return false;

@@ -23,10 +23,6 @@ export interface ZooKeeperNode {
    * its release hands the lock over to it (ZooKeeperRequests.removeHandingOff).
    */
   successor?: string;
-  /** A plain waiter: the znode it watches (the one just ahead of it). */
-  waitingOn?: string;
-  /** A plain waiter's watch of that znode (made once per node, as `watcher`). */
-  onPredecessor?: (event: unknown) => void;
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
 }
