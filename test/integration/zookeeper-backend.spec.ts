@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import zookeeper from 'node-zookeeper-client';
@@ -22,7 +22,20 @@ const raw = <T>(fn: (cb: (error: Error | null, value: T) => void) => void): Prom
 /** R running, S sleeping, T stopped… (the third field of /proc/<pid>/stat), or why it cannot be read. */
 function processState(pid: number): string {
   try {
-    return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[0];
+    const state = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[0];
+    // Every thread's state by count, and the pending signals (a stop that has not taken yet shows there).
+    const threads: Record<string, number> = {};
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const t = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[0];
+        threads[t] = (threads[t] ?? 0) + 1;
+      } catch {
+        threads['?'] = (threads['?'] ?? 0) + 1;
+      }
+    }
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const field = (name: string): string => new RegExp(`^${name}:\\s*(\\S+)`, 'm').exec(status)?.[1] ?? '?';
+    return `${state} (threads ${JSON.stringify(threads)}, SigPnd ${field('SigPnd')}, ShdPnd ${field('ShdPnd')})`;
   } catch (error) {
     return `unreadable (${(error as Error).message})`;
   }
