@@ -54,6 +54,28 @@ describe.each(CASES)('a release with waiters on $name', ({ backend, server, purp
     expect(await apps[3].locks.inspect(key, target)).toBeNull();
   }, 30_000);
 
+  it('goes down a line of six in arrival order, each token larger and shown by every process', async () => {
+    // Long enough that a hand-over passes on who follows (ZooKeeper writes the names behind the
+    // successor on its znode): every hop after the first is granted without a read of the line.
+    const key = uniqueKey(`next-line-${backend}`);
+    const first = await apps[0].locks.acquire(key, { purpose, ttl: 20_000 });
+    const line: Array<ReturnType<LockApp['locks']['acquire']>> = [];
+    for (let i = 0; i < 5; i++) {
+      line.push(apps[i % 3].locks.acquire(key, { purpose, ttl: 20_000, wait: 15_000 }));
+      await waitersOn(key, i + 1);
+    }
+    let previous = first;
+    await first.release();
+    for (const next of line) {
+      const held = await next;
+      expect(held.token! > previous.token!).toBe(true);
+      expect(await tokenSeen(key)).toBe(held.token);
+      previous = held;
+      await held.release();
+    }
+    expect(await apps[3].locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+
   it('skips a waiter that gave up after the holder was granted: the one behind it holds', async () => {
     const key = uniqueKey(`next-gone-${backend}`);
     const first = await apps[0].locks.acquire(key, { purpose, ttl: 20_000 });

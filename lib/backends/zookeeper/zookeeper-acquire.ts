@@ -2,7 +2,7 @@ import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
-import { ZK_ERRORS, zkErrorCode, type ZooKeeperStatLike } from './zookeeper-client.interface.js';
+import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
 import type { ZooKeeperHolds } from './zookeeper-holds.js';
 import { ancestry, inLineOrder, isPlainNode, nodeNamePrefix, permitsOfNode, zxid } from './zookeeper-paths.util.js';
 import type { Line, ZooKeeperRequests } from './zookeeper-requests.js';
@@ -102,7 +102,7 @@ export class ZooKeeperAcquisition {
    */
   private decide(request: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
     const { key, owner, queue } = request;
-    if (place === 0) node.successor = plainSuccessor(node, order);
+    if (place === 0) followers(node, order);
     if (place === 0 && line.pzxid === node.czxid) return this.holds.granted(owner, node, node.czxid);
     if (place === 0) return this.firstRecorded(request, node);
     // The contended path only: a znode ahead is never added after this read.
@@ -151,20 +151,29 @@ export class ZooKeeperAcquisition {
   }
 
   /**
-   * A queued owner's next attempt: read the line, and our znode beside it. First in line: handed
-   * over by our predecessor (our znode written at the zxid that deleted its: see
-   * ZooKeeperBackend.release), that zxid is our token; else the grant is recorded. undefined: our
-   * znode is gone, start over.
+   * A queued owner's next attempt: read our znode first. Written since its create, it was handed
+   * the lock by the holder ahead (at the zxid that deleted that holder's znode: see
+   * ZooKeeperBackend.release), which also wrote who follows us — so we are first, that zxid is our
+   * token, and the line needs no read. Else read the line: first, the grant is recorded; not first,
+   * watch the one ahead. undefined: our znode is gone, start over.
    */
   async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
-    const read = await this.readLine(request.owner, node, true);
+    const { owner } = request;
+    const sentAt = monotonicNow();
+    const own = await this.parts.requests.readOwn(node.session.client, node.key, node.path);
+    if (!own || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
+    node.session.heard(sentAt);
+    // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
+    const written = zxid(own.stat.mzxid);
+    if (node.czxid !== undefined && written > node.czxid) {
+      followers(node, ['', ...decodeFollowers(own.data)]);
+      return this.holds.granted(owner, node, written);
+    }
+    const read = await this.readLine(owner, node);
     if (!read) return undefined;
     if (read.place === 0) {
-      node.successor = plainSuccessor(node, read.order);
-      // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
-      const written = read.own && zxid(read.own.mzxid);
-      if (written !== undefined && node.czxid !== undefined && written > node.czxid) return this.holds.granted(request.owner, node, written);
-      return this.recordedGrant(request.owner, node);
+      followers(node, read.order);
+      return this.recordedGrant(owner, node);
     }
     this.holds.watch(node, read.order[read.place - 1]);
     return { acquired: false };
@@ -187,27 +196,37 @@ export class ZooKeeperAcquisition {
     return this.holds.granted(owner, node, token);
   }
 
-  /**
-   * Read the line a queued owner is in (with `own`, its znode's stat too, in the same round trip);
-   * undefined: its znode (or its session) is gone.
-   */
-  async readLine(owner: string, node: Node, own = false): Promise<{ line: Line; order: string[]; place: number; own?: ZooKeeperStatLike } | undefined> {
+  /** Read the line a queued owner is in; undefined: its znode (or its session) is gone. */
+  async readLine(owner: string, node: Node): Promise<{ line: Line; order: string[]; place: number } | undefined> {
     const sentAt = monotonicNow();
-    const { requests } = this.parts;
-    const read = own ? await requests.readLineAndOwn(node.session.client, node.key, node.parent, node.path) : await requests.readLine(node.session.client, node.key, node.parent);
-    const line = read && ('line' in read ? read.line : read);
+    const line = await this.parts.requests.readLine(node.session.client, node.key, node.parent);
     if (!line || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
-    const stat = read && 'line' in read ? read.own : undefined;
-    if (stat === null) return undefined;
     node.session.heard(sentAt);
     const order = inLineOrder(line.children);
     const place = order.indexOf(node.name);
-    return place < 0 ? undefined : { line, order, place, own: stat };
+    return place < 0 ? undefined : { line, order, place };
   }
 }
 
-/** The plain znode right behind the first of `order` (the holder's successor), as a path. */
-function plainSuccessor(node: Node, order: readonly string[]): string | undefined {
-  const next = order[1];
-  return next !== undefined && isPlainNode(next) ? `${node.parent}/${next}` : undefined;
+/** At most this many names behind a successor go with a hand-over (~60 bytes each). */
+const FOLLOWERS_MAX = 32;
+
+/**
+ * A new holder, first of `order`: the plain znodes behind it, in line order, up to the first that
+ * is not plain — its successor (whom its release hands the lock to) and the names behind that one
+ * (written on the successor's znode by the hand-over, so that it needs no read of the line).
+ */
+function followers(node: Node, order: readonly string[]): void {
+  const plain: string[] = [];
+  for (const name of order.slice(1, FOLLOWERS_MAX + 2)) {
+    if (!isPlainNode(name) || name.length === 0) break;
+    plain.push(name);
+  }
+  node.successor = plain.length > 0 ? `${node.parent}/${plain[0]}` : undefined;
+  node.behindSuccessor = plain.slice(1);
+}
+
+/** The names a hand-over wrote on our znode ('/'-separated: a znode name has none). */
+function decodeFollowers(data: Buffer | undefined): string[] {
+  return data && data.length > 0 ? data.toString('utf8').split('/') : [];
 }

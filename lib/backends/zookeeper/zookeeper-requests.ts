@@ -104,26 +104,29 @@ export class ZooKeeperRequests {
     }
   }
 
-  /**
-   * The line under `parent`, and our znode's stat beside it (one round trip: the two reads are
-   * sent together and served in order); undefined when the parent is gone.
-   */
-  async readLineAndOwn(client: ZooKeeperClientLike, key: string, parent: string, own: string): Promise<{ line: Line; own: ZooKeeperStatLike | null } | undefined> {
-    const stat = this.rawExists(client, own);
-    stat.catch(() => undefined);
-    const line = await this.readLine(client, key, parent);
-    return line && { line, own: await this.call('acquire', key, () => stat) };
+  /** Our znode's data and stat (no watch); null when it is gone. */
+  async readOwn(client: ZooKeeperClientLike, key: string, path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStatLike } | null> {
+    try {
+      const [data, stat] = await this.call('acquire', key, () => promised<Buffer | undefined>((cb) => client.getData(path, undefined, cb)));
+      return { data, stat: stat as ZooKeeperStatLike };
+    } catch (error) {
+      if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return null;
+      throw error;
+    }
   }
 
   /**
    * Release a plain holder's znode and hand the lock to `successor` (its next in line) in one
    * multi-op: the successor's znode is written at the zxid that deletes ours, so its mzxid is a
-   * token larger than ours with no write of its own. 'gone': our znode was not there (nothing
-   * written); 'no-successor': the successor's was not (nothing written: delete ours alone).
+   * token larger than ours with no write of its own; its data, `behind` (the names behind it in
+   * line order, '/'-separated), tells it who follows it without a read of the line. 'gone': our
+   * znode was not there (nothing written); 'no-successor': the successor's was not (nothing
+   * written: delete ours alone).
    */
-  async removeHandingOff(client: ZooKeeperClientLike, key: string, path: string, successor: string): Promise<'removed' | 'gone' | 'no-successor'> {
+  async removeHandingOff(client: ZooKeeperClientLike, key: string, path: string, successor: string, behind: readonly string[] = []): Promise<'removed' | 'gone' | 'no-successor'> {
+    const data = behind.length > 0 ? Buffer.from(behind.join('/'), 'utf8') : EMPTY;
     try {
-      await this.call('release', key, () => committed(client.transaction().remove(path, -1).setData(successor, EMPTY, -1)));
+      await this.call('release', key, () => committed(client.transaction().remove(path, -1).setData(successor, data, -1)));
       return 'removed';
     } catch (error) {
       const results = resultsOf(error);

@@ -23,6 +23,8 @@ export interface ZooKeeperNode {
    * its release hands the lock over to it (ZooKeeperRequests.removeHandingOff).
    */
   successor?: string;
+  /** The names behind `successor` at that read, in line order (plain ones): written on its znode by the hand-over. */
+  behindSuccessor?: string[];
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
 }

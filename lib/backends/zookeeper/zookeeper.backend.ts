@@ -181,7 +181,7 @@ export class ZooKeeperBackend implements LockBackend {
       let removed: boolean;
       if (node.holding && node.successor) {
         // Our delete and the hand-over to the next in line, at one zxid; the successor gone, ours alone.
-        const outcome = await this.requests.removeHandingOff(node.session.client, key, node.path, node.successor);
+        const outcome = await this.requests.removeHandingOff(node.session.client, key, node.path, node.successor, node.behindSuccessor);
         removed = outcome === 'no-successor' ? await this.requests.remove(node.session.client, key, node.path) : outcome === 'removed';
       } else {
         removed = await this.requests.remove(node.session.client, key, node.path);
