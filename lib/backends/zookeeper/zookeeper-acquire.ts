@@ -1,5 +1,6 @@
 import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
+import { BusyKeys } from '../busy-keys.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
@@ -32,12 +33,19 @@ export class ZooKeeperAcquisition {
   /** The prefix's znodes were there at our last create. */
   private prefixKnown = false;
   private readonly holds: ZooKeeperHolds;
+  /** Keys found busy lately: a create there skips the czxid's write (see createAndRead). */
+  private readonly busyKeys = new BusyKeys();
   /** The plain lock's znodes: `<owner>-<sequence>`, first in line holds. */
   readonly plain: Placement = {
     namePrefix: (owner) => nodeNamePrefix(owner, this.parts.name),
     stamp: false,
     decide: (request, node, line, order, place) => this.decide(request, node, line, order, place),
   };
+
+  /** Keys seen busy lately (see LockBackend.bookkeeping). */
+  busyKeyCache(): string[] {
+    return this.busyKeys.keys();
+  }
 
   constructor(private readonly parts: ZooKeeperAcquireParts) {
     this.holds = parts.holds;
@@ -59,7 +67,9 @@ export class ZooKeeperAcquisition {
     const sentAt = monotonicNow();
     let path: string;
     let line: Line;
-    const creating = this.parts.requests.createAndRead(session, key, parent, namePrefix, ensure, placement.stamp);
+    // A key busy a moment ago: our create most likely waits, so it goes without the czxid's write.
+    const czxid = !placement.stamp && !this.busyKeys.recentlyBusy(key);
+    const creating = this.parts.requests.createAndRead(session, key, parent, namePrefix, ensure, placement.stamp, czxid);
     this.enqueuing.add(creating);
     try {
       [path, line] = await creating;
@@ -85,7 +95,7 @@ export class ZooKeeperAcquisition {
     const order = inLineOrder(line.children);
     const place = order.indexOf(name);
     const node: Node = { key, parent, path, name, session, holding: false, czxid: line.czxid, watcher: () => this.holds.turns.wake(owner) };
-    if (session.lost || place < 0 || (!placement.stamp && line.czxid === undefined)) {
+    if (session.lost || place < 0) {
       // The session ended under us (or our znode is gone already): start again on a new one.
       this.parts.requests.removeLater(session, path);
       if (retried) throw new LockBackendUnavailableError(this.parts.name, 'acquire', 'the ZooKeeper session was lost while acquiring', { key });
@@ -103,8 +113,9 @@ export class ZooKeeperAcquisition {
   private decide(request: AcquireRequest, node: Node, line: Line, order: string[], place: number): AcquireResult | Promise<AcquireResult> {
     const { key, owner, queue } = request;
     if (place === 0) followers(node, order);
-    if (place === 0 && line.pzxid === node.czxid) return this.holds.granted(owner, node, node.czxid);
+    if (place === 0 && node.czxid !== undefined && line.pzxid === node.czxid) return this.holds.granted(owner, node, node.czxid);
     if (place === 0) return this.firstRecorded(request, node);
+    this.busyKeys.busy(key);
     // The contended path only: a znode ahead is never added after this read.
     for (let i = 0; i < place; i++) {
       const permits = permitsOfNode(order[i]);
@@ -164,10 +175,9 @@ export class ZooKeeperAcquisition {
     if (!own || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
     node.session.heard(sentAt);
     // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
-    const written = zxid(own.stat.mzxid);
-    if (node.czxid !== undefined && written > node.czxid) {
+    if (own.stat.version > 0) {
       followers(node, ['', ...decodeFollowers(own.data)]);
-      return this.holds.granted(owner, node, written);
+      return this.holds.granted(owner, node, zxid(own.stat.mzxid));
     }
     const read = await this.readLine(owner, node);
     if (!read) return undefined;

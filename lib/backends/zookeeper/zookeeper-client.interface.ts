@@ -8,6 +8,8 @@ export interface ZooKeeperStatLike {
   readonly pzxid: Buffer;
   /** The zxid of the latest write of the znode's data (a `setData` answers with its own). */
   readonly mzxid: Buffer;
+  /** How many times the znode's data was written (0: never since its create). */
+  readonly version: number;
   /** A line's parent: how many holders and waiters are in it. */
   readonly numChildren: number;
 }

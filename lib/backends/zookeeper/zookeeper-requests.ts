@@ -55,19 +55,21 @@ export class ZooKeeperRequests {
 
   /**
    * Create `<parent>/<namePrefix><sequence>` (ephemeral) and read the line, in one write: the read
-   * is served after the create. A plain lock's create goes in a multi-op with a write of the
-   * parent's (empty) data, whose answer names the multi's zxid — our znode's czxid, its token
-   * should nothing change before the read — without another round trip. A create answered only
+   * is served after the create. A plain lock's create (`czxid`: on a key not busy lately) goes in
+   * a multi-op with a write of the parent's (empty) data, whose answer names the multi's zxid —
+   * our znode's czxid, its token should nothing change before the read — without another round
+   * trip. On a busy key the create goes alone: it will most likely wait, and a waiter's token is
+   * written later. A create answered only
    * after we stopped waiting is deleted then; one whose connection broke (outcome unknown) is
    * looked for by its name and deleted.
    */
-  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = [], stamp = false): Promise<[string, Line]> {
+  async createAndRead(session: ZooKeeperSession, key: string, parent: string, namePrefix: string, ensure: readonly string[] = [], stamp = false, czxid = !stamp): Promise<[string, Line]> {
     const client = session.client;
     // Parents not known to exist go first, in the same write (one that exists already answers
     // NODE_EXISTS; any other failure shows as the create's NO_NODE).
     for (const path of ensure) client.create(path, undefined, PERSISTENT, () => undefined);
     const name = `${parent}/${namePrefix}`;
-    const created: Promise<[string, bigint | undefined]> = stamp
+    const created: Promise<[string, bigint | undefined]> = !czxid
       ? promised<string>((cb) => client.create(name, undefined, EPHEMERAL_SEQUENTIAL, cb)).then(([path]) => [path, undefined])
       : committed(client.transaction().create(name, undefined, undefined, EPHEMERAL_SEQUENTIAL).setData(parent, EMPTY, -1)).then((results) => [
           results[0].path!,
@@ -79,9 +81,9 @@ export class ZooKeeperRequests {
     const stamped = stamp ? promised<ZooKeeperStatLike>((cb) => client.setData(parent, EMPTY, -1, cb)).then(([stat]) => zxid(stat.mzxid)) : undefined;
     stamped?.catch(() => undefined);
     let path: string;
-    let czxid: bigint | undefined;
+    let ownCzxid: bigint | undefined;
     try {
-      [path, czxid] = await this.call('acquire', key, () => created);
+      [path, ownCzxid] = await this.call('acquire', key, () => created);
     } catch (error) {
       if (zkErrorCode(error) !== ZK_ERRORS.NO_NODE) {
         // Late answer: undo it. Lost connection: the znode may exist under a name we never learnt.
@@ -97,7 +99,7 @@ export class ZooKeeperRequests {
     try {
       const [children, stat] = await this.call('acquire', key, () => read);
       const token = stamped && (await this.call('acquire', key, () => stamped));
-      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token, czxid }];
+      return [path, { children, pzxid: zxid((stat as ZooKeeperStatLike).pzxid), stamp: token, czxid: ownCzxid }];
     } catch (error) {
       this.removeLater(session, path, 0);
       throw error;

@@ -130,7 +130,7 @@ export class ZooKeeperBackend implements LockBackend {
   bookkeeping(): Record<string, string[]> {
     const { holds, acquisition, sessions, requests } = this;
     const creates = [...acquisition.enqueuing].map((_, i) => `create #${i + 1}`);
-    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lines.lineCache() };
+    return { nodes: [...holds.nodes.keys()], turns: holds.turns.owners(), creates, sessionHolders: sessions.holders(), lineCache: requests.lines.lineCache(), busyKeyCache: acquisition.busyKeyCache() };
   }
 
   /** The parent znode of one lock's line. */
