@@ -34,9 +34,11 @@ const RECHECK_MS = 5_000;
  * (larger than every zxid before it): a czxid dating from when we joined the line can be smaller
  * than a token granted on another key meanwhile, and a multi-key lease's token is the largest of
  * its keys'. Usually the holder ahead makes that write: its release deletes its znode and writes
- * its successor's (known at its grant) in one multi-op, so the successor learns its token from its
- * own stat beside its read of the line; otherwise (no successor known, it left, the holder's znode
- * went with its session) the grant is recorded by the waiter's own `setData`. So every
+ * its successor's (known at its grant) in one multi-op, with the names behind the successor as the
+ * data; the woken successor reads its own znode, finds it written, and holds with that write's
+ * zxid, knowing whom to hand on to, without a read of the line. Otherwise (no successor known, it
+ * left, the holder's znode went with its session) the waiter reads the line and, first in it,
+ * records its grant with its own `setData`. So every
  * token is larger than every token granted before it on any key. (In 0.1.0 the token was the
  * line's `pzxid` at the read that found us first: a process of that version holding beside one of
  * this version can make the next holder's token smaller than its own, which a fence refuses — it
