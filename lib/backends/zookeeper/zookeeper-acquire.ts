@@ -23,7 +23,8 @@ export interface ZooKeeperAcquireParts {
 /**
  * The acquire protocol of a ZooKeeper backend (its class comment says why it is safe): create the
  * owner's znode and read the line in one write, then decide — first in line holds, a waiter
- * watches the znode just ahead — and on each wake-up read the line again.
+ * watches the znode just ahead — and on each wake-up read our own znode (handed the lock by the
+ * release ahead, we hold), else the line again.
  */
 export class ZooKeeperAcquisition {
   /** Requests started over once already because their new znode was force-released before its grant was recorded. */
@@ -218,8 +219,9 @@ export class ZooKeeperAcquisition {
   }
 }
 
-/** At most this many names behind a successor go with a hand-over (~60 bytes each). */
+/** At most this many names behind a successor go with a hand-over (~60 bytes each), and at most this many bytes of them. */
 const FOLLOWERS_MAX = 32;
+const FOLLOWERS_MAX_BYTES = 4_096;
 
 /**
  * A new holder, first of `order`: the plain znodes behind it, in line order, up to the first that
@@ -228,15 +230,25 @@ const FOLLOWERS_MAX = 32;
  */
 function followers(node: Node, order: readonly string[]): void {
   const plain: string[] = [];
+  let bytes = 0;
   for (const name of order.slice(1, FOLLOWERS_MAX + 2)) {
-    if (!isPlainNode(name) || name.length === 0) break;
+    if (!isPlainNode(name) || !SEQUENCED.test(name)) break;
+    // The successor itself always (it is not written); the names behind it within the byte budget.
+    bytes += plain.length > 0 ? Buffer.byteLength(name) + 1 : 0;
+    if (bytes > FOLLOWERS_MAX_BYTES) break;
     plain.push(name);
   }
   node.successor = plain.length > 0 ? `${node.parent}/${plain[0]}` : undefined;
   node.behindSuccessor = plain.slice(1);
 }
 
-/** The names a hand-over wrote on our znode ('/'-separated: a znode name has none). */
+/** A znode name as ZooKeeper's sequence ends it (`<name>-` + 10 digits). */
+const SEQUENCED = /-\d{10}$/;
+
+/**
+ * The names a hand-over wrote on our znode ('/'-separated: an encoded owner has none). Only what
+ * reads as a plain znode of a line counts: a write by anything else names nobody to hand on to.
+ */
 function decodeFollowers(data: Buffer | undefined): string[] {
   return data && data.length > 0 ? data.toString('utf8').split('/') : [];
 }

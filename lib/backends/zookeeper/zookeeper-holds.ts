@@ -85,8 +85,8 @@ export class ZooKeeperHolds {
       }
       this.forced(owner);
     };
-    // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts), sent before
-    // the watch below so that the watch never sees it.
+    // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts). The watch
+    // below is a child watch: it fires on the znode's deletion only, never on this write.
     if (mark) {
       try {
         node.session.client.setData(node.path, HELD, -1, () => undefined);

@@ -16,7 +16,7 @@ export interface ZooKeeperNode {
   readonly name: string;
   readonly session: ZooKeeperSession;
   holding: boolean;
-  /** A plain lock's znode: its create zxid (undefined: gone before it was read); its token when nothing changed in the line between its create and its first read. */
+  /** A plain lock's znode: its create zxid (undefined: created alone, on a key busy lately); its token when nothing changed in the line between its create and its first read. */
   readonly czxid?: bigint;
   /**
    * A plain holder's next in line at the read that granted it (its path; a plain lock's znode):
