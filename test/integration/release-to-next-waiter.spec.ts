@@ -1,5 +1,6 @@
 import { Etcd3 } from 'etcd3';
 import { backendCases, type BackendServer } from '../harness/backend-servers.js';
+import { backendsOf } from '../harness/backends-of.js';
 import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // A release on a fencing backend with waiters: the next waiter holds with a larger token, and
@@ -157,6 +158,37 @@ describe('a release with waiters on etcd, by a holder whose key vanished unseen'
     } finally {
       await Promise.all(apps.map((app) => app.close()));
       client.close();
+    }
+  }, 30_000);
+});
+
+describe('a waiter on etcd released while its re-check is on the wire', () => {
+  it('is not granted a key its own release deleted: a grant it reports is one inspect() shows', async () => {
+    // The engine can give a place back (an abort, a multi-key lease let go) while the backend's
+    // re-check is in flight. The re-check may find the lock handed over to that key — which the
+    // release has deleted by the time the answer is read.
+    const apps = await Promise.all([0, 1].map(() => startLockApp({ etcd: { hosts: etcdHosts() } })));
+    try {
+      const [a, b] = apps.map((app) => backendsOf(app.app).get('etcd')!);
+      const key = uniqueKey('next-recheck-released');
+      const request = (owner: string) => ({ key, owner, ttlMs: 20_000, queue: true });
+      expect((await a.acquire(request('z'))).acquired).toBe(true);
+      expect((await a.acquire(request('p'))).acquired).toBe(false);
+      expect((await b.acquire(request('s'))).acquired).toBe(false);
+      await a.release(key, 'z');
+      // p's re-check: nobody ahead, granted as a waiter — it knows s is next, and hands over to it.
+      expect((await a.acquire(request('p'))).acquired).toBe(true);
+      await a.release(key, 'p');
+      const rechecked = b.acquire(request('s'));
+      const released = b.release(key, 's');
+      const [result] = await Promise.all([rechecked, released]);
+      // Our re-check starts over on a fresh key (the line is empty by then): that key is the grant.
+      expect(result.acquired).toBe(true);
+      expect((await a.inspect!(key))?.token).toBe(result.acquired ? result.token : 'not acquired');
+      await b.release(key, 's');
+      expect(await a.inspect!(key)).toBeNull();
+    } finally {
+      await Promise.all(apps.map((app) => app.close()));
     }
   }, 30_000);
 });
