@@ -172,7 +172,7 @@ export class ZooKeeperAcquisition {
   async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
     const { owner } = request;
     const sentAt = monotonicNow();
-    const own = await this.parts.requests.readOwn(node.session.client, node.key, node.path);
+    const own = await this.holds.readOwn(owner, node);
     if (!own || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
     node.session.heard(sentAt);
     // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).

@@ -3,10 +3,14 @@ import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailab
 import type { AcquireResult } from '../lock-backend.interface.js';
 import type { LossListeners } from '../loss-listeners.js';
 import { TurnWaiters } from '../wait-turn.util.js';
+import type { ZooKeeperStatLike } from './zookeeper-client.interface.js';
 import type { ZooKeeperRequests } from './zookeeper-requests.js';
 import { HELD, type ZooKeeperNode as Node } from './zookeeper-semaphore.js';
 import type { ZooKeeperSession } from './zookeeper-session.js';
 import type { ZooKeeperSessions } from './zookeeper-sessions.js';
+
+/** node-zookeeper-client's Event.NODE_DATA_CHANGED. */
+const NODE_DATA_CHANGED = 3;
 
 export interface ZooKeeperHoldsParts {
   readonly name: string;
@@ -73,20 +77,8 @@ export class ZooKeeperHolds {
     node.holding = true;
     this.nodes.set(owner, node);
     node.session.hold(owner);
-    // Told of a forced release by the znode's deletion (in the background: not on the grant's path).
-    const gone = (): void => {
-      if (this.nodes.get(owner) !== node || node.session.lost) return;
-      // Past the time our session is known to live (a pause, a cut link): the server may have
-      // expired it and deleted its znodes — that is a lost session, not somebody's forceRelease().
-      // (A process stopped past its session hears this watch before its expiry timer fires.)
-      if (node.session.validUntilMs <= monotonicNow()) {
-        this.sessionLost(node.session, `our znode is gone and the ZooKeeper session could have expired (no answer within its ${node.session.grantedTimeoutMs} ms timeout)`);
-        return;
-      }
-      this.forced(owner);
-    };
-    // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts). The watch
-    // below is a child watch: it fires on the znode's deletion only, never on this write.
+    // A semaphore's holder marks its znode for its successor (zookeeper-semaphore.ts), before its
+    // watch of the znode is set below (one session's requests are served in order).
     if (mark) {
       try {
         node.session.client.setData(node.path, HELD, -1, () => undefined);
@@ -94,8 +86,54 @@ export class ZooKeeperHolds {
         // A client closed under us: the watch below fails too, the successor's re-read decides.
       }
     }
-    requests.watch(node.session.client, node.key, node.path, gone).then((exists) => exists || gone(), () => undefined);
+    // Told of a forced release by the znode's deletion (in the background: not on the grant's
+    // path). A waiter woken by a hand-over set this watch already, with its read of its znode.
+    if (!node.ownWatched) this.watchOwn(owner, node);
     return { acquired: true, token };
+  }
+
+  /**
+   * Read `owner`'s znode (null: gone), leaving a data watch on it: while it waits, the watch tells
+   * it of its znode's deletion (it starts over) and is spent by the hand-over's write; while it
+   * holds, a deletion is a forced release (or its session's end), and nothing else writes the
+   * znode but ourselves (a grant's record, a semaphore's mark) — a change of data only sets the
+   * watch again.
+   */
+  async readOwn(owner: string, node: Node): Promise<{ data: Buffer | undefined; stat: ZooKeeperStatLike } | null> {
+    node.ownWatcher ??= (event: unknown) => {
+      node.ownWatched = false;
+      if (this.nodes.get(owner) !== node) return;
+      if ((event as { getType?(): number }).getType?.() === NODE_DATA_CHANGED) {
+        if (node.holding) this.watchOwn(owner, node);
+      } else if (node.holding) {
+        this.gone(owner, node);
+      } else {
+        node.watcher();
+      }
+    };
+    const own = await this.parts.requests.readOwn(node.session.client, node.key, node.path, node.ownWatcher);
+    if (own) node.ownWatched = true;
+    return own;
+  }
+
+  private watchOwn(owner: string, node: Node): void {
+    this.readOwn(owner, node).then(
+      (own) => own || this.gone(owner, node),
+      () => undefined,
+    );
+  }
+
+  /** A holder's znode is gone: force-released — or, past the time its session is known to live, a lost session. */
+  private gone(owner: string, node: Node): void {
+    if (this.nodes.get(owner) !== node || !node.holding || node.session.lost) return;
+    // Past the time our session is known to live (a pause, a cut link): the server may have
+    // expired it and deleted its znodes — that is a lost session, not somebody's forceRelease().
+    // (A process stopped past its session hears this watch before its expiry timer fires.)
+    if (node.session.validUntilMs <= monotonicNow()) {
+      this.sessionLost(node.session, `our znode is gone and the ZooKeeper session could have expired (no answer within its ${node.session.grantedTimeoutMs} ms timeout)`);
+      return;
+    }
+    this.forced(owner);
   }
 
   /** `owner`'s znode was deleted by a forced release: if it holds here, it holds no more. */

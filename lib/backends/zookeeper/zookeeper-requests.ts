@@ -106,10 +106,10 @@ export class ZooKeeperRequests {
     }
   }
 
-  /** Our znode's data and stat (no watch); null when it is gone. */
-  async readOwn(client: ZooKeeperClientLike, key: string, path: string): Promise<{ data: Buffer | undefined; stat: ZooKeeperStatLike } | null> {
+  /** Our znode's data and stat, leaving `watcher` (a data watch) on it; null when it is gone. */
+  async readOwn(client: ZooKeeperClientLike, key: string, path: string, watcher?: (event: unknown) => void): Promise<{ data: Buffer | undefined; stat: ZooKeeperStatLike } | null> {
     try {
-      const [data, stat] = await this.call('acquire', key, () => promised<Buffer | undefined>((cb) => client.getData(path, undefined, cb)));
+      const [data, stat] = await this.call('acquire', key, () => promised<Buffer | undefined>((cb) => client.getData(path, watcher, cb)));
       return { data, stat: stat as ZooKeeperStatLike };
     } catch (error) {
       if (zkErrorCode(error) === ZK_ERRORS.NO_NODE) return null;
@@ -157,12 +157,12 @@ export class ZooKeeperRequests {
   }
 
   /**
-   * Watch `path` for its deletion; false when it is gone already. A child watch (our znodes are
-   * ephemeral: they never have children), which fires on the znode's deletion and nothing else —
-   * a data watch would fire on the write that hands the lock to a waiter too, and wake the one
-   * behind it for nothing. Not `exists`: on a missing znode it would leave a watch for its
-   * creation — which, for a sequential name, never comes — for the session's life; a missing
-   * znode's `getChildren` leaves none.
+   * Watch `path` (the znode ahead of a waiter's) for its deletion; false when it is gone already.
+   * A child watch (our znodes are ephemeral: they never have children), which fires on the znode's
+   * deletion and nothing else — a data watch would fire on the write that hands the lock to that
+   * znode too, and wake the one behind it for nothing. Not `exists`: on a missing znode it would
+   * leave a watch for its creation — which, for a sequential name, never comes — for the session's
+   * life; a missing znode's `getChildren` leaves none.
    */
   async watch(client: ZooKeeperClientLike, key: string, path: string, watcher: () => void): Promise<boolean> {
     try {

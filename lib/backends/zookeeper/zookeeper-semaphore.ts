@@ -27,6 +27,10 @@ export interface ZooKeeperNode {
   behindSuccessor?: string[];
   /** Wakes its owner (one function per node, so the client keeps each watch of it once). */
   readonly watcher: () => void;
+  /** The data watch of our own znode is set (by a read with `ownWatcher`; cleared when it fires). */
+  ownWatched?: boolean;
+  /** Told of a change to our own znode (one function per node: see ZooKeeperHolds.readOwn). */
+  ownWatcher?: (event: unknown) => void;
 }
 
 /** How an acquirer's znode is named and what its first read of the line decides. */
