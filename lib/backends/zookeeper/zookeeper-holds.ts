@@ -102,6 +102,7 @@ export class ZooKeeperHolds {
   async readOwn(owner: string, node: Node): Promise<{ data: Buffer | undefined; stat: ZooKeeperStatLike } | null> {
     node.ownWatcher ??= (event: unknown) => {
       node.ownWatched = false;
+      node.ownEvents = (node.ownEvents ?? 0) + 1;
       if (this.nodes.get(owner) !== node) return;
       if ((event as { getType?(): number }).getType?.() === NODE_DATA_CHANGED) {
         if (node.holding) this.watchOwn(owner, node);
@@ -111,8 +112,11 @@ export class ZooKeeperHolds {
         node.watcher();
       }
     };
+    const events = node.ownEvents ?? 0;
     const own = await this.parts.requests.readOwn(node.session.client, node.key, node.path, node.ownWatcher);
-    if (own) node.ownWatched = true;
+    // Set, unless an event came since we sent the read: the client may have fired (and so spent)
+    // the watch this read set right after its answer, before we run again here.
+    if (own && (node.ownEvents ?? 0) === events) node.ownWatched = true;
     return own;
   }
 

@@ -31,6 +31,8 @@ export interface ZooKeeperNode {
   ownWatched?: boolean;
   /** Told of a change to our own znode (one function per node: see ZooKeeperHolds.readOwn). */
   ownWatcher?: (event: unknown) => void;
+  /** How many times `ownWatcher` was told of a change. */
+  ownEvents?: number;
 }
 
 /** How an acquirer's znode is named and what its first read of the line decides. */
