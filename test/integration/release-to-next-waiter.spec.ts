@@ -1,6 +1,7 @@
 import { Etcd3 } from 'etcd3';
 import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { backendsOf } from '../harness/backends-of.js';
+import { acquireTxn } from '../../lib/backends/etcd/etcd-requests.util.js';
 import { etcdHosts, sleep, startLockApp, uniqueKey, type LockApp } from '../harness/lock-app.js';
 
 // A release on a fencing backend with waiters: the next waiter holds with a larger token, and
@@ -127,6 +128,37 @@ describe.each(CASES)('a release with waiters on $name', ({ backend, server, purp
     expect(await tokenSeen(key)).toBe(now.token);
     await now.release();
     expect(await apps[3].locks.inspect(key, target)).toBeNull();
+  }, 30_000);
+});
+
+describe('a late copy of a waiter\'s queue txn on etcd', () => {
+  it('does not write the key it holds by a hand-over again: its token stays the one inspect() shows', async () => {
+    // etcd3 sends a request again when its answer was lost to a broken connection: a copy of the
+    // waiter's queue txn can land after the waiter holds. Sent here by hand, with the waiter's key
+    // and session lease, once it holds.
+    const client = new Etcd3({ hosts: etcdHosts() });
+    const apps = await Promise.all([0, 1, 2].map(() => startLockApp({ etcd: { hosts: etcdHosts() } })));
+    try {
+      const key = uniqueKey('next-late-copy');
+      const first = await apps[0].locks.acquire(key, { purpose: 'correctness', ttl: 20_000 });
+      const waiting = apps[1].locks.acquire(key, { purpose: 'correctness', ttl: 20_000, wait: 10_000 });
+      await eventually(async () => (await apps[2].locks.inspect(key, { backend: 'etcd' }))?.waiters === 1, 5_000, 'one waiter');
+      await first.release();
+      const holder = await waiting;
+      const line = `lock/${encodeURIComponent(key)}/`;
+      const [held] = (await client.getAll().prefix(line).exec()).kvs;
+      expect(BigInt(held.mod_revision)).toBe(holder.token);
+      const copy = (await client.kv.txn(acquireTxn(line, held.key.toString(), held.lease, true) as never)) as { succeeded: boolean };
+      expect(copy.succeeded).toBe(false);
+      const [after] = (await client.getAll().prefix(line).exec()).kvs;
+      expect({ mod: after.mod_revision, value: after.value.toString() }).toEqual({ mod: held.mod_revision, value: held.value.toString() });
+      expect((await apps[2].locks.inspect(key, { backend: 'etcd' }))?.token).toBe(holder.token);
+      await holder.release();
+      expect(await apps[2].locks.inspect(key, { backend: 'etcd' })).toBeNull();
+    } finally {
+      await Promise.all(apps.map((app) => app.close()));
+      client.close();
+    }
   }, 30_000);
 });
 

@@ -51,7 +51,11 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
   const mineKey = Buffer.from(myKey);
   const put = { request_put: { key: mineKey, value: EMPTY, lease } };
   const mine = { request_range: { key: mineKey, keys_only: true } };
-  const failure: unknown[] = queue ? [mine, put, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine];
+  // Joining the queue puts our key only where it is not yet: a copy of this txn landing after an
+  // earlier one (etcd3's resend) must not write it again — a holder's key, perhaps, whose mod
+  // revision is its token (a hand-over's write).
+  const join = { request_txn: { compare: [{ key: mineKey, target: 'Create', result: 'Equal', create_revision: 0 }], success: [put], failure: [] } };
+  const failure: unknown[] = queue ? [mine, join, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine];
   // Last (`withOldest`, only when the key was busy lately: the lean txn of a free key stays as
   // it was): the oldest key with its value — a semaphore's entries say their permits there.
   if (withOldest) failure.push(oldestRange(prefix));
@@ -61,7 +65,7 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
     success: [put],
     // Busy. First: is the key ours already? etcd3 retries a request whose answer was lost to a
     // broken connection, so an earlier copy of this very txn may have written it. Then, when
-    // queueing: queue behind the newest key (limit 2: our own put may be among them).
+    // queueing: join (if not yet in) behind the newest key (limit 2: our own put may be among them).
     failure,
   };
 }
