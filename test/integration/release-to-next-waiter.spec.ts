@@ -162,6 +162,34 @@ describe('a late copy of a waiter\'s queue txn on etcd', () => {
   }, 30_000);
 });
 
+describe('a waiter\'s queue txn on etcd, sent again on a new session', () => {
+  it('moves its key onto the new session lease: the old lease running out takes nothing of it', async () => {
+    // An owner queued on a session it lost (keep-alives failed, the revoke unanswered) asks again
+    // on a new one: its key must live on the lease it keeps alive now.
+    const client = new Etcd3({ hosts: etcdHosts() });
+    const app = await startLockApp({ etcd: { hosts: etcdHosts() } });
+    try {
+      const key = uniqueKey('next-new-session');
+      const holder = await app.locks.acquire(key, { purpose: 'correctness', ttl: 20_000 });
+      const line = `lock/${encodeURIComponent(key)}/`;
+      const [old, fresh] = [client.lease(30, { autoKeepAlive: false }), client.lease(30, { autoKeepAlive: false })];
+      const [oldId, freshId] = [await old.grant(), await fresh.grant()];
+      const waiterKey = `${line}waiter-owner`;
+      await client.kv.txn(acquireTxn(line, waiterKey, oldId, true) as never);
+      await client.kv.txn(acquireTxn(line, waiterKey, freshId, true) as never);
+      const [kv] = (await client.getAll().prefix(waiterKey).exec()).kvs;
+      expect(kv.lease).toBe(freshId);
+      await old.revoke();
+      expect(await client.get(waiterKey).string()).not.toBeNull();
+      await fresh.revoke();
+      await holder.release();
+    } finally {
+      await app.close();
+      client.close();
+    }
+  }, 30_000);
+});
+
 describe('a release with waiters on etcd, by a holder whose key vanished unseen', () => {
   it("hands nothing over: the new holder's key keeps its token", async () => {
     // The holder's key goes without its process hearing of it (as when its session lease ran out

@@ -51,10 +51,12 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
   const mineKey = Buffer.from(myKey);
   const put = { request_put: { key: mineKey, value: EMPTY, lease } };
   const mine = { request_range: { key: mineKey, keys_only: true } };
-  // Joining the queue puts our key only where it is not yet: a copy of this txn landing after an
-  // earlier one (etcd3's resend) must not write it again — a holder's key, perhaps, whose mod
-  // revision is its token (a hand-over's write).
-  const join = { request_txn: { compare: [{ key: mineKey, target: 'Create', result: 'Equal', create_revision: 0 }], success: [put], failure: [] } };
+  // Joining the queue puts our key unless it is there on this lease already: a copy of this txn
+  // landing after an earlier one (etcd3's resend) must not write it again — a holder's key,
+  // perhaps, whose mod revision is its token (a hand-over's write). On another lease (an owner
+  // queued again on a new session after losing the old one) it is put: the key must go with the
+  // lease kept alive now. A missing key compares as lease 0.
+  const join = { request_txn: { compare: [{ key: mineKey, target: 'Lease', result: 'Equal', lease }], success: [], failure: [put] } };
   const failure: unknown[] = queue ? [mine, join, { request_range: { ...range, sort_order: 'Descend', sort_target: 'Create', limit: 2, keys_only: true } }] : [mine];
   // Last (`withOldest`, only when the key was busy lately: the lean txn of a free key stays as
   // it was): the oldest key with its value — a semaphore's entries say their permits there.
