@@ -67,7 +67,8 @@ export function acquireTxn(prefix: string, myKey: string, lease: string, queue: 
     success: [put],
     // Busy. First: is the key ours already? etcd3 retries a request whose answer was lost to a
     // broken connection, so an earlier copy of this very txn may have written it. Then, when
-    // queueing: join (if not yet in) behind the newest key (limit 2: our own put may be among them).
+    // queueing: join (unless in on this lease already) behind the newest key (limit 2: our own put
+    // may be among them).
     failure,
   };
 }
