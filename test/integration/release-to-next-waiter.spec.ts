@@ -1,4 +1,5 @@
 import { Etcd3 } from 'etcd3';
+import zookeeper from 'node-zookeeper-client';
 import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { backendsOf } from '../harness/backends-of.js';
 import { acquireTxn } from '../../lib/backends/etcd/etcd-requests.util.js';
@@ -254,4 +255,77 @@ describe('a waiter on etcd released while its re-check is on the wire', () => {
       await Promise.all(apps.map((app) => app.close()));
     }
   }, 30_000);
+});
+
+/**
+ * The application's own client for `backend`, whose answer to the first write recording a queued
+ * owner's grant (etcd: the put on its own key, compared on its create revision; ZooKeeper: the
+ * setData on its znode, empty or a semaphore's mark) is handed back only after `meanwhile()` has
+ * run — as a release given while that write is on the wire, and answered first, would be.
+ */
+async function recordHeldBack(backend: string, options: BackendServer['options'], meanwhile: () => Promise<unknown>) {
+  let armed = false;
+  const run = async <T>(answer: T): Promise<T> => {
+    await meanwhile();
+    return answer;
+  };
+  if (backend === 'etcd') {
+    const client = new Etcd3({ hosts: (options as { etcd: { hosts: string[] } }).etcd.hosts });
+    const txn = client.kv.txn.bind(client.kv);
+    client.kv.txn = ((request: { success?: Array<{ request_put?: { ignore_value?: boolean } }> }, ...rest: unknown[]) => {
+      const answer = (txn as (...a: unknown[]) => Promise<unknown>)(request, ...rest);
+      if (!armed || request.success?.[0]?.request_put?.ignore_value !== true) return answer;
+      armed = false;
+      return answer.then(run);
+    }) as never;
+    return { options: { etcd: { client } }, arm: () => (armed = true), close: async () => client.close() };
+  }
+  const client = zookeeper.createClient((options as { zookeeper: { connectionString: string } }).zookeeper.connectionString, { sessionTimeout: 4_000, spinDelay: 100 });
+  client.connect();
+  await new Promise((resolve) => client.once('connected', resolve));
+  const setData = client.setData.bind(client) as (path: string, data: Buffer, version: number, cb: (...a: unknown[]) => void) => void;
+  (client as unknown as { setData: typeof setData }).setData = (path, data, version, cb) => {
+    if (!armed) return setData(path, data, version, cb);
+    armed = false;
+    setData(path, data, version, (...answer: unknown[]) => void run(answer).then(() => cb(...answer)));
+  };
+  return { options: { zookeeper: { client } }, arm: () => (armed = true), close: async () => client.close() };
+}
+
+const RECORDING = backendCases((c) => c.backend === 'etcd' || c.backend === 'zookeeper').flatMap((c) => [1, 2].map((permits) => ({ ...c, permits })));
+
+describe.each(RECORDING)('a waiter on $name (permits $permits) released while the write recording its grant is on the wire', ({ backend, server, permits }) => {
+  it('is not granted the entry its release deleted: what it reports holding is on the server, and nobody is admitted beside it', async () => {
+    // First among the permits at its re-check, a waiter records its grant with one write; the
+    // engine can give the place back (an abort, a multi-key lease let go) before that write's
+    // answer is read.
+    const running = await server();
+    const key = uniqueKey(`record-released-${backend}-${permits}`);
+    const request = (owner: string, queue = true) => ({ key, owner, ttlMs: 20_000, queue, ...(permits > 1 ? { permits } : {}) });
+    let b: ReturnType<ReturnType<typeof backendsOf>['get']>;
+    const own = await recordHeldBack(backend, running.options, () => b!.release(key, 's'));
+    const apps = [await startLockApp(running.options), await startLockApp(own.options as never)];
+    try {
+      const a = backendsOf(apps[0].app).get(backend)!;
+      b = backendsOf(apps[1].app).get(backend)!;
+      const holders = Array.from({ length: permits }, (_, i) => `z${i}`);
+      for (const z of holders) expect((await a.acquire(request(z))).acquired).toBe(true);
+      expect((await b.acquire(request('s'))).acquired).toBe(false);
+      await a.release(key, 'z0');
+      own.arm();
+      const result = await b.acquire(request('s'));
+      // Our re-check starts over on a fresh entry (a permit is free by then): that entry is the grant.
+      expect(result.acquired).toBe(true);
+      if (permits === 1) expect((await a.inspect!(key))?.token).toBe(result.acquired ? result.token : 'not acquired');
+      // Every permit is taken on the server, ours among them: a single try is turned away.
+      expect((await a.acquire(request('t', false))).acquired).toBe(false);
+      await b.release(key, 's');
+      for (const z of holders.slice(1)) await a.release(key, z);
+      expect(await a.inspect!(key)).toBeNull();
+    } finally {
+      for (const app of apps) await app.close();
+      await own.close();
+      await running.stop();
+    }
+  }, 60_000);
 });

@@ -1,5 +1,6 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { BusyKeys } from '../busy-keys.js';
+import { nextTurn, type LineOperations } from '../ordered-queue.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { EtcdCalls } from './etcd-calls.js';
@@ -168,52 +169,56 @@ export class EtcdAcquisition {
   }
 
   /**
-   * A queued owner's next attempt: read-only (no raft write, no fsync) while a key older than ours
-   * is left. None left: the lock is ours — handed over by the holder ahead (our key carries HANDED:
-   * its mod revision, the revision that deleted the holder's key, is our token), or else once one
-   * more write records the grant (its revision is the token: see recordGrantTxn). undefined: our
-   * key is gone, start over.
+   * A queued owner's next attempt (the kit's ordered-queue recipe, nextTurn): read-only (no raft
+   * write, no fsync) while a key older than ours is left. None left: the lock is ours — handed
+   * over by the holder ahead (our key carries HANDED: its mod revision, the revision that deleted
+   * the holder's key, is our token), or else once one more write records the grant (its revision is
+   * the token: see recordGrantTxn). undefined: our key is gone, start over.
    */
-  async recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
-    const response = await this.parts.calls.call('acquire', key, () =>
-      this.parts.client.kv.txn(predecessorTxn(this.parts.lockPrefix(key), entry.key, entry.rev), this.parts.calls.deadline()),
-    );
-    // Released while the read was out (its key deleted by that release): no grant of a gone key.
-    if (this.parts.queued.get(owner) !== entry) return undefined;
-    if (!response.succeeded || entry.session.lost) {
-      this.parts.queued.drop(owner);
-      return undefined;
-    }
-    const [ahead, own, behind] = response.responses.map((r: { response_range: { kvs: EtcdKv[] } }) => r.response_range.kvs[0]) as Array<EtcdKv | undefined>;
-    const predecessor = ahead?.key.toString();
-    if (predecessor !== undefined) {
-      if (predecessor !== entry.predecessor) this.parts.queued.watchPredecessor(owner, entry, predecessor);
-      return { acquired: false };
-    }
-    // Our successor now, if it is a plain waiter (an empty value): our release hands it the lock.
-    const handOff: HandOff | undefined =
-      behind && (!behind.value || behind.value.length === 0) ? { myRev: entry.rev, next: Buffer.from(behind.key), nextRev: BigInt(behind.create_revision) } : undefined;
-    let token: bigint;
-    if (handedOver(own)) {
-      token = BigInt(own!.mod_revision);
-    } else {
+  recheck({ key, owner }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
+    return nextTurn(this.lineOf(key), owner, entry);
+  }
+
+  /** The server's side of the recipe for one key's line. */
+  private lineOf(key: string): LineOperations<Queued, HandOff | undefined> {
+    const { calls, client, queued, holders } = this.parts;
+    return {
+      // Our place, our own key and the key just behind ours, in one read.
+      look: async (_owner, entry) => {
+        const response = await calls.call('acquire', key, () => client.kv.txn(predecessorTxn(this.parts.lockPrefix(key), entry.key, entry.rev), calls.deadline()));
+        if (!response.succeeded) return GONE;
+        const [ahead, own, behind] = response.responses.map((r: { response_range: { kvs: EtcdKv[] } }) => r.response_range.kvs[0]) as Array<EtcdKv | undefined>;
+        if (ahead) return { kind: 'ahead', predecessor: ahead.key.toString() };
+        // Our successor now, if it is a plain waiter (an empty value): our release hands it the lock.
+        const grant: HandOff | undefined =
+          behind && (!behind.value || behind.value.length === 0) ? { myRev: entry.rev, next: Buffer.from(behind.key), nextRev: BigInt(behind.create_revision) } : undefined;
+        return handedOver(own) ? { kind: 'handed', token: BigInt(own!.mod_revision), grant } : { kind: 'first', grant };
+      },
+      current: (owner, entry) => queued.get(owner) === entry,
+      lost: (entry) => entry.session.lost,
+      watchAhead: (owner, entry, predecessor) => {
+        if (predecessor !== entry.predecessor) queued.watchPredecessor(owner, entry, predecessor);
+      },
       // A put on our own key, only if it is still ours (a late copy of it after our key is gone
       // writes nothing): an unknown outcome needs no clean-up.
-      const recorded = await this.parts.calls.call('acquire', key, () => this.parts.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.parts.calls.deadline()));
-      if (!recorded.succeeded || entry.session.lost) {
-        this.parts.queued.drop(owner);
-        return undefined;
-      }
-      token = BigInt(recorded.header.revision);
-    }
-    // Holder first, then out of the queue: the session is never seen unused in between. The
-    // forced-release watch starts at the grant (a watch from our older create revision may find
-    // it compacted).
-    const result = this.parts.holders.granted(owner, entry.session, token, handOff);
-    this.parts.queued.drop(owner);
-    return result;
+      record: async (_owner, entry) => {
+        const recorded = await calls.call('acquire', key, () => client.kv.txn(recordGrantTxn(entry.key, entry.rev), calls.deadline()));
+        return recorded.succeeded ? BigInt(recorded.header.revision) : undefined;
+      },
+      // Holder first, then out of the queue: the session is never seen unused in between. The
+      // forced-release watch starts at the grant (a watch from our older create revision may find
+      // it compacted).
+      grant: (owner, entry, token, handOff) => {
+        const result = holders.granted(owner, entry.session, token, handOff);
+        queued.drop(owner);
+        return result;
+      },
+      drop: (owner) => queued.drop(owner),
+    };
   }
 }
+
+const GONE = { kind: 'gone' } as const;
 
 /** A key as a range answers it. */
 interface EtcdKv {

@@ -1,3 +1,4 @@
+import { LINE_RECHECK_MS } from '../ordered-queue.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import type { EtcdClientLike, EtcdWatcherLike } from './etcd-client.interface.js';
 import type { EtcdSession } from './etcd-session.js';
@@ -13,9 +14,6 @@ export interface Queued {
   /** `watcher` is established on the server (its 'connected' came, no 'disconnected' since). */
   watching?: boolean;
 }
-
-/** A queued waiter re-reads its place this often even without a watch event. */
-const RECHECK_MS = 5_000;
 
 /**
  * ... and this often while its watch is not established yet: until then no deletion can reach it.
@@ -124,7 +122,7 @@ export class EtcdQueue {
 
   wait(owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     const entry = this.entries.get(owner);
-    const recheckMs = entry?.watcher && !entry.watching ? UNWATCHED_RECHECK_MS : RECHECK_MS;
+    const recheckMs = entry?.watcher && !entry.watching ? UNWATCHED_RECHECK_MS : LINE_RECHECK_MS;
     return this.turns.wait(owner, Math.min(timeoutMs, recheckMs), signal);
   }
 

@@ -1,5 +1,6 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
+import { nextTurn } from '../ordered-queue.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { EtcdClientLike } from './etcd-client.interface.js';
 import type { EtcdQueue, Queued } from './etcd-queue.js';
@@ -117,29 +118,41 @@ export class EtcdSemaphores {
     }
   }
 
-  /** A waiter's next attempt: one read; a permit ours is recorded (its token). undefined: our entry is gone, start over. */
-  private async recheck({ key, owner, permits = 1 }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
-    const prefix = this.host.lockPrefix(key);
-    const response = await this.host.call('acquire', key, () =>
-      this.host.client.kv.txn(semaphoreRecheckTxn(prefix, entry.key, entry.rev, permits), this.host.deadline()),
+  /**
+   * A waiter's next attempt (the kit's ordered-queue recipe, nextTurn): one read; a permit ours is
+   * recorded (its token). undefined: our entry is gone, start over.
+   */
+  private recheck({ key, owner, permits = 1 }: AcquireRequest, entry: Queued): Promise<AcquireResult | undefined> {
+    const { host } = this;
+    return nextTurn<Queued, undefined>(
+      {
+        look: async (_owner, entry) => {
+          const response = await host.call('acquire', key, () => host.client.kv.txn(semaphoreRecheckTxn(host.lockPrefix(key), entry.key, entry.rev, permits), host.deadline()));
+          if (!response.succeeded || entry.session.lost) return GONE;
+          const window = response.responses[0].response_range.kvs as Kv[];
+          // Thrown while queued: the engine's release takes our entry.
+          this.refuseMismatch(key, window, permits, entry.key);
+          // Not among the first `permits`: the watch of the line's deletes (joinBehind) wakes us.
+          return window.some((kv) => kv.key.toString() === entry.key) ? { kind: 'first', grant: undefined } : { kind: 'ahead' };
+        },
+        current: (owner, entry) => host.queued.get(owner) === entry,
+        lost: (entry) => entry.session.lost,
+        watchAhead: () => undefined,
+        record: async (_owner, entry) => {
+          const recorded = await host.call('acquire', key, () => host.client.kv.txn(recordGrantTxn(entry.key, entry.rev), host.deadline()));
+          return recorded.succeeded ? BigInt(recorded.header.revision) : undefined;
+        },
+        // Holder first, then out of the queue: the session is never seen unused in between.
+        grant: (owner, entry, token) => {
+          const result = host.granted(owner, entry.session, token);
+          host.queued.drop(owner);
+          return result;
+        },
+        drop: (owner) => host.queued.drop(owner),
+      },
+      owner,
+      entry,
     );
-    if (!response.succeeded || entry.session.lost) {
-      this.host.queued.drop(owner);
-      return undefined;
-    }
-    const window = response.responses[0].response_range.kvs as Kv[];
-    // Thrown while queued: the engine's release takes our entry.
-    this.refuseMismatch(key, window, permits, entry.key);
-    if (!window.some((kv) => kv.key.toString() === entry.key)) return { acquired: false };
-    const recorded = await this.host.call('acquire', key, () => this.host.client.kv.txn(recordGrantTxn(entry.key, entry.rev), this.host.deadline()));
-    if (!recorded.succeeded || entry.session.lost) {
-      this.host.queued.drop(owner);
-      return undefined;
-    }
-    // Holder first, then out of the queue: the session is never seen unused in between.
-    const result = this.host.granted(owner, entry.session, BigInt(recorded.header.revision));
-    this.host.queued.drop(owner);
-    return result;
   }
 
   private refuseMismatch(key: string, kvs: Kv[], permits: number, myKey?: string): void {
@@ -167,3 +180,5 @@ export class EtcdSemaphores {
       .catch(() => undefined);
   }
 }
+
+const GONE = { kind: 'gone' } as const;

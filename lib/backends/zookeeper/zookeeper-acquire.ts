@@ -1,6 +1,7 @@
 import { monotonicNow } from '../../common/validity.util.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { BusyKeys } from '../busy-keys.js';
+import { nextTurn, type LineOperations } from '../ordered-queue.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
@@ -163,32 +164,39 @@ export class ZooKeeperAcquisition {
   }
 
   /**
-   * A queued owner's next attempt: read our znode first. Written since its create, it was handed
-   * the lock by the holder ahead (at the zxid that deleted that holder's znode: see
-   * ZooKeeperBackend.release), which also wrote who follows us — so we are first, that zxid is our
-   * token, and the line needs no read. Else read the line: first, the grant is recorded; not first,
-   * watch the one ahead. undefined: our znode is gone, start over.
+   * A queued owner's next attempt (the kit's ordered-queue recipe, nextTurn): read our znode
+   * first. Written since its create, it was handed the lock by the holder ahead (at the zxid that
+   * deleted that holder's znode: see ZooKeeperBackend.release), which also wrote who follows us —
+   * so we are first, that zxid is our token, and the line needs no read. Else read the line: first,
+   * the grant is recorded; not first, watch the one ahead. undefined: our znode is gone, start over.
    */
-  async recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
-    const { owner } = request;
-    const sentAt = monotonicNow();
-    const own = await this.holds.readOwn(owner, node);
-    if (!own || node.session.lost || this.holds.nodes.get(owner) !== node) return undefined;
-    node.session.heard(sentAt);
-    // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
-    if (own.stat.version > 0) {
-      followers(node, ['', ...decodeFollowers(own.data)]);
-      return this.holds.granted(owner, node, zxid(own.stat.mzxid));
-    }
-    const read = await this.readLine(owner, node);
-    if (!read) return undefined;
-    if (read.place === 0) {
-      followers(node, read.order);
-      return this.recordedGrant(owner, node);
-    }
-    this.holds.watch(node, read.order[read.place - 1]);
-    return { acquired: false };
+  recheck(request: AcquireRequest, node: Node): Promise<AcquireResult | undefined> {
+    return nextTurn(this.line, request.owner, node);
   }
+
+  /** The server's side of the recipe; a grant carries the line behind the new holder (see followers()). */
+  private readonly line: LineOperations<Node, readonly string[]> = {
+    look: async (owner, node) => {
+      const sentAt = monotonicNow();
+      const own = await this.holds.readOwn(owner, node);
+      if (!own || node.session.lost || this.holds.nodes.get(owner) !== node) return GONE;
+      node.session.heard(sentAt);
+      // Only a predecessor's hand-off writes a waiting plain znode (our own record comes at our grant).
+      if (own.stat.version > 0) return { kind: 'handed', token: zxid(own.stat.mzxid), grant: ['', ...decodeFollowers(own.data)] };
+      const read = await this.readLine(owner, node);
+      if (!read) return GONE;
+      return read.place === 0 ? { kind: 'first', grant: read.order } : { kind: 'ahead', predecessor: read.order[read.place - 1] };
+    },
+    current: (owner, node) => this.holds.nodes.get(owner) === node,
+    lost: (node) => node.session.lost,
+    watchAhead: (_owner, node, predecessor) => this.holds.watch(node, predecessor),
+    record: (_owner, node) => this.record(node),
+    grant: (owner, node, token, order) => {
+      followers(node, order);
+      return this.holds.granted(owner, node, token);
+    },
+    drop: (owner) => this.holds.drop(owner),
+  };
 
   /**
    * First in line at a read that cannot vouch for our czxid as the token: the grant is recorded
@@ -197,14 +205,20 @@ export class ZooKeeperAcquisition {
    * (or its session) is gone, start over.
    */
   private async recordedGrant(owner: string, node: Node): Promise<AcquireResult | undefined> {
-    const sentAt = monotonicNow();
-    const token = await this.parts.requests.recordGrant(node.session.client, node.key, node.path);
+    const token = await this.record(node);
     if (token === undefined || node.session.lost) {
       if (this.holds.nodes.get(owner) === node) this.holds.drop(owner);
       return undefined;
     }
-    node.session.heard(sentAt);
     return this.holds.granted(owner, node, token);
+  }
+
+  /** One write to our znode; its zxid (undefined: the znode is gone). */
+  private async record(node: Node): Promise<bigint | undefined> {
+    const sentAt = monotonicNow();
+    const token = await this.parts.requests.recordGrant(node.session.client, node.key, node.path);
+    if (token !== undefined && !node.session.lost) node.session.heard(sentAt);
+    return token;
   }
 
   /** Read the line a queued owner is in; undefined: its znode (or its session) is gone. */
@@ -218,6 +232,8 @@ export class ZooKeeperAcquisition {
     return place < 0 ? undefined : { line, order, place };
   }
 }
+
+const GONE = { kind: 'gone' } as const;
 
 /** At most this many names behind a successor go with a hand-over (~60 bytes each), and at most this many bytes of them. */
 const FOLLOWERS_MAX = 32;

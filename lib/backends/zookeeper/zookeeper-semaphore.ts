@@ -1,5 +1,6 @@
 import { monotonicNow } from '../../common/validity.util.js';
 import type { AcquireRequest, AcquireResult } from '../lock-backend.interface.js';
+import { nextTurn } from '../ordered-queue.js';
 import { permitsMismatch } from '../semaphore.util.js';
 import type { TurnWaiters } from '../wait-turn.util.js';
 import { ZK_ERRORS, zkErrorCode } from './zookeeper-client.interface.js';
@@ -139,21 +140,39 @@ export class ZooKeeperSemaphores {
     return { acquired: false };
   }
 
-  /** A queued owner's next attempt: read the line; admitted, write the mark (the token) first. */
-  private async recheck({ key, owner, permits = 1 }: AcquireRequest, node: ZooKeeperNode): Promise<AcquireResult | undefined> {
-    const read = await this.host.readLine(owner, node);
-    if (!read) return undefined;
-    const found = this.mismatch(read.order, read.place, permits);
-    if (found !== undefined) throw permitsMismatch(key, found, permits);
-    if (read.place >= permits) {
-      this.watch(node, read.order, read.place, permits);
-      return { acquired: false };
-    }
-    const sentAt = monotonicNow();
-    const token = await this.mark(node);
-    if (token === undefined || node.session.lost || this.host.nodes.get(owner) !== node) return undefined;
-    node.session.heard(sentAt);
-    return this.host.granted(owner, node, token, false);
+  /**
+   * A queued owner's next attempt (the kit's ordered-queue recipe, nextTurn): read the line;
+   * admitted, write the mark (the token) first. undefined: our znode is gone, start over.
+   */
+  private recheck({ key, owner, permits = 1 }: AcquireRequest, node: ZooKeeperNode): Promise<AcquireResult | undefined> {
+    const { host } = this;
+    return nextTurn<ZooKeeperNode, undefined>(
+      {
+        look: async (owner, node) => {
+          const read = await host.readLine(owner, node);
+          if (!read) return GONE;
+          const found = this.mismatch(read.order, read.place, permits);
+          if (found !== undefined) throw permitsMismatch(key, found, permits);
+          if (read.place < permits) return { kind: 'first', grant: undefined };
+          // The first waiter watches the line, a later one its predecessor: set here, with the order read.
+          this.watch(node, read.order, read.place, permits);
+          return { kind: 'ahead' };
+        },
+        current: (owner, node) => host.nodes.get(owner) === node,
+        lost: (node) => node.session.lost,
+        watchAhead: () => undefined,
+        record: async (_owner, node) => {
+          const sentAt = monotonicNow();
+          const token = await this.mark(node);
+          if (token !== undefined && !node.session.lost) node.session.heard(sentAt);
+          return token;
+        },
+        grant: (owner, node, token) => host.granted(owner, node, token, false),
+        drop: (owner) => host.drop(owner),
+      },
+      owner,
+      node,
+    );
   }
 
   /**
@@ -200,3 +219,5 @@ export class ZooKeeperSemaphores {
     );
   }
 }
+
+const GONE = { kind: 'gone' } as const;

@@ -12,10 +12,8 @@ import { permitsOf } from '../semaphore.util.js';
 import { ZooKeeperSessions } from './zookeeper-sessions.js';
 import { ZooKeeperAdmin } from './zookeeper-admin.js';
 import { ZooKeeperHolds } from './zookeeper-holds.js';
+import { LINE_RECHECK_MS } from '../ordered-queue.js';
 import { ZooKeeperAcquisition } from './zookeeper-acquire.js';
-
-/** A queued waiter re-reads its place this often even without a watch event. */
-const RECHECK_MS = 5_000;
 
 /**
  * `correctness` (and `efficiency`) locks on ZooKeeper, the recipe of its documentation and of the
@@ -154,7 +152,7 @@ export class ZooKeeperBackend implements LockBackend {
   }
 
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    return this.holds.turns.wait(owner, Math.min(timeoutMs, RECHECK_MS), signal);
+    return this.holds.turns.wait(owner, Math.min(timeoutMs, LINE_RECHECK_MS), signal);
   }
 
   /**
