@@ -3,6 +3,7 @@ import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import Redlock from 'redlock';
 import { Mutex } from 'redis-semaphore';
+import { createLock, createRedlock, IoredisAdapter } from 'redlock-universal';
 import type { Implementation, Unlock } from './implementations.js';
 
 const TTL = 10_000;
@@ -20,6 +21,27 @@ export function redisSemaphore(redisUrl: string): Implementation {
       return () => mutex.release();
     },
     close: async () => void client.disconnect(),
+  };
+}
+
+/**
+ * redlock-universal (the Redlock implementation Redis's documentation lists for Node) on `clients`:
+ * createLock on one, createRedlock on several; a lock object per key, as a caller with dynamic keys
+ * makes them; retrying every 2 ms while the key is held, like the other peers.
+ */
+function redlockUniversal(name: string, backend: Implementation['backend'], clients: Redis[]): Implementation {
+  const adapters = clients.map((client) => new IoredisAdapter(client));
+  const retry = { retryAttempts: 1_000_000, retryDelay: 2 };
+  return {
+    name,
+    backend,
+    async lock(key): Promise<Unlock> {
+      const lock =
+        adapters.length === 1 ? createLock({ adapter: adapters[0], key: `universal:${key}`, ttl: TTL, ...retry }) : createRedlock({ adapters, key: `universal:${key}`, ttl: TTL, ...retry });
+      const handle = await lock.acquire();
+      return async () => void (await lock.release(handle));
+    },
+    close: async () => clients.forEach((c) => c.disconnect()),
   };
 }
 
@@ -50,6 +72,7 @@ export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Impl
       close: async () => void r2.disconnect(),
     },
     redisSemaphore(redisUrl),
+    redlockUniversal('redlock-universal', 'redis', [new Redis(redisUrl)]),
     {
       name: 'etcd3 Lock (retried)',
       backend: 'etcd',
@@ -70,7 +93,7 @@ export async function peers(redisUrl: string, etcdHosts: string[]): Promise<Impl
   ];
 }
 
-/** redlock 4 and @sesamecare-oss/redlock on the same masters as ours, retrying every 2 ms (+2 ms jitter) while held. */
+/** redlock 4, @sesamecare-oss/redlock and redlock-universal on the same masters as ours, retrying every 2 ms (+2 ms jitter) while held. */
 export function redlockPeers(urls: string[]): Implementation[] {
   const forRedlock = urls.map((url) => new Redis(url));
   const redlock = new Redlock(forRedlock as never[], { retryCount: 1_000_000, retryDelay: 2, retryJitter: 2 });
@@ -95,5 +118,6 @@ export function redlockPeers(urls: string[]): Implementation[] {
       },
       close: async () => forSesame.forEach((c) => c.disconnect()),
     },
+    redlockUniversal('redlock-universal (5 masters)', 'redlock', urls.map((url) => new Redis(url))),
   ];
 }

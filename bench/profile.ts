@@ -1,4 +1,4 @@
-// `npm run bench -- --profile [--phase sequential|spread|hot] [--only a,b] [--rounds N] [--ops N] [--etcd] [--cpu-prof]`:
+// `npm run bench -- --profile [--phase sequential|spread|few|hot] [--only a,b] [--rounds N] [--ops N] [--etcd] [--cpu-prof]`:
 // one path alone against one server, without the other backends and peers running beside it.
 // Implementations (floor, semaphore, backend, service, decorator; with --etcd: floor, service,
 // decorator on a 1-member etcd) run interleaved, round by round; per implementation it prints
@@ -13,12 +13,13 @@ import { redisSemaphore } from './peers.js';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string): string => (args.includes(`--${name}`) ? args[args.indexOf(`--${name}`) + 1] : fallback);
-const phase = arg('phase', 'sequential') as 'sequential' | 'spread' | 'hot';
+const phase = arg('phase', 'sequential') as 'sequential' | 'spread' | 'few' | 'hot';
 const only = args.includes('--only') ? arg('only', '') : undefined;
 const ROUNDS = Number(arg('rounds', only ? '1' : '8'));
-const OPS = Number(arg('ops', phase === 'sequential' ? '3000' : phase === 'hot' ? '4000' : '20000'));
+const OPS = Number(arg('ops', phase === 'sequential' ? '3000' : phase === 'hot' ? '4000' : phase === 'few' ? '10000' : '20000'));
 const WORKERS = 16;
 const KEYS = 1_000;
+const FEW_KEYS = 32;
 const TTL = 10_000;
 
 /** Our backend alone, no engine: the cost of the engine is the difference to `ours: service`. */
@@ -66,11 +67,11 @@ async function run(impl: Implementation, tag: string, raw: Redis): Promise<Resul
   await Promise.all(
     Array.from({ length: phase === 'sequential' ? 1 : WORKERS }, async () => {
       for (let i = 0; i < per; i++) {
-        const key = phase === 'sequential' ? `p:${tag}:${seq++}` : phase === 'hot' ? `p:${tag}` : `p:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const key = phase === 'sequential' ? `p:${tag}:${seq++}` : phase === 'hot' ? `p:${tag}` : `p:${tag}:${Math.floor(Math.random() * (phase === 'few' ? FEW_KEYS : KEYS))}`;
         const asked = performance.now();
         const unlock = await impl.lock(key);
         waits.push(performance.now() - asked);
-        if (phase === 'hot') await new Promise<void>((resolve) => setImmediate(resolve)); // a critical section that yields once
+        if (phase === 'hot' || phase === 'few') await new Promise<void>((resolve) => setImmediate(resolve)); // a critical section that yields once
         await unlock();
       }
     }),

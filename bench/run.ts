@@ -18,7 +18,7 @@ import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
 import { etcdFloor, ours, oursDecorator, oursSemaphore, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
 import { peers, redlockPeers } from './peers.js';
 
-type Phase = 'sequential' | 'hot' | 'spread';
+type Phase = 'sequential' | 'hot' | 'few' | 'spread';
 interface Sample {
   impl: string;
   backend: Backend;
@@ -47,9 +47,12 @@ const RUNS = arg('runs', 3);
 const ROUNDS = arg('rounds', quick ? 2 : 3);
 const PHASE_MS = arg('ms', quick ? 600 : 1_500);
 const WORKERS = 16;
+const PHASES = ['sequential', 'hot', 'few', 'spread'] as const;
 /** Where the hand-written part of docs/benchmarks.md starts; the script keeps it. */
 const ANALYSIS_MARKER = '<!-- analysis: kept by npm run bench -->';
 const KEYS = 1_000;
+/** Keys of the phase with some contention (16 workers on 32 keys: about one worker in three finds its key held). */
+const FEW_KEYS = 32;
 
 const pct = (values: number[], p: number): number => {
   if (!values.length) return NaN;
@@ -94,7 +97,8 @@ async function runPhase(impl: Implementation, phase: Phase, tag: string, counter
   await Promise.all(
     perWorker.map(async (_, w) => {
       while (performance.now() < deadline) {
-        const key = phase === 'sequential' ? `seq:${tag}:${seq++}` : phase === 'hot' ? `hot:${tag}` : `spread:${tag}:${Math.floor(Math.random() * KEYS)}`;
+        const key =
+          phase === 'sequential' ? `seq:${tag}:${seq++}` : phase === 'hot' ? `hot:${tag}` : phase === 'few' ? `few:${tag}:${Math.floor(Math.random() * FEW_KEYS)}` : `spread:${tag}:${Math.floor(Math.random() * KEYS)}`;
         const asked = performance.now();
         const unlock = await impl.lock(key);
         latencies.push(performance.now() - asked);
@@ -272,7 +276,7 @@ async function main(): Promise<void> {
       }
       const samples: Sample[] = [];
       for (let round = 0; round <= ROUNDS; round++) {
-        for (const phase of ['sequential', 'hot', 'spread'] as const) {
+        for (const phase of PHASES) {
           const order = impls.map((_, i) => impls[(i + round + run) % impls.length]);
           for (const impl of order) {
             const sample = await runPhase(impl, phase, `${run}.${round}.${impl.name}`, { raw, etcd, pg: pgCounter });
@@ -303,8 +307,13 @@ async function main(): Promise<void> {
 function render(rows: Row[]): string {
   const f = (n: number, d = 0): string => (Number.isFinite(n) ? n.toFixed(d) : '–');
   const out: string[] = [];
-  for (const phase of ['sequential', 'hot', 'spread'] as const) {
-    const title = { sequential: 'Sequential acquire+release pairs (distinct keys)', hot: `${WORKERS} workers, one key (critical sections)`, spread: `${WORKERS} workers, ${KEYS} keys (critical sections)` }[phase];
+  for (const phase of PHASES) {
+    const title = {
+      sequential: 'Sequential acquire+release pairs (distinct keys)',
+      hot: `${WORKERS} workers, one key (critical sections)`,
+      few: `${WORKERS} workers, ${FEW_KEYS} keys (critical sections)`,
+      spread: `${WORKERS} workers, ${KEYS} keys (critical sections)`,
+    }[phase];
     out.push(`### ${title}\n`);
     out.push('| implementation | ops/s | × floor | acquire/wait p50 ms | p99 ms | max ms | fairness | max overlap | client CPU µs/op | Redis cmds/op | etcd fsyncs/op | PG WAL bytes/op |');
     out.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
@@ -317,7 +326,7 @@ function render(rows: Row[]): string {
 }
 
 function chart(rows: Row[]): string {
-  const phases = ['sequential', 'hot', 'spread'] as const;
+  const phases = PHASES;
   const impls = [...new Set(rows.map((r) => r.impl))];
   const barH = 14;
   const groupH = impls.length * barH + 30;
