@@ -191,7 +191,10 @@ export function resolveLockOptions(
   if (keys.keys && common.permits > 1) {
     throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; several keys take one lease over all of them', where);
   }
-  return { ...keys, ...common, signal };
+  // One literal of one shape, not spreads: on Node 20 `{ ...keys, ...common }` cost 3.6 µs a call,
+  // more than the rest of the validation (measured; 0.1 µs on Node 24).
+  const { purpose, ttl, wait, backend, permits, policy } = common;
+  return { key: keys.key, keys: keys.keys, purpose, ttl, wait, backend, permits, policy, signal };
 }
 
 const CAMPAIGN_FIELDS = ['purpose', 'ttl', 'backend', 'signal', 'lockDelay'];
