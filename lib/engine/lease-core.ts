@@ -55,12 +55,9 @@ export class LeaseCore {
   private readonly expiry = new DeadlineTimer(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
   /** Giving the key back, once (released, lost, or shut down). */
   private readonly giveBack: LeaseGiveBack;
-  /** A claim, extends, renewals and the lockAtLeastFor extend: one at a time, in order. */
-  private readonly calls = new OrderedCalls();
-  private readonly handles = new ReentrantHandles(
-    () => (this.state === 'held' ? undefined : this.endReason()),
-    () => void this.release().catch(() => undefined),
-  );
+  /** A claim, extends, renewals, the lockAtLeastFor extend in order; the handles: both made on first use. */
+  private orderedCalls?: OrderedCalls;
+  private reentrantHandles?: ReentrantHandles;
 
   constructor(init: LeaseCoreInit<LeaseCore>) {
     ({ key: this.key, purpose: this.purpose, token: this.token, backend: this.backend, backendName: this.backendName } = init);
@@ -71,6 +68,15 @@ export class LeaseCore {
     this.settings = new LeaseSettings(host, init.policy, init.ttlMs, this.acquiredAt);
     this.giveBack = new LeaseGiveBack(host);
     this.scheduleExpiry();
+  }
+
+  private get calls(): OrderedCalls {
+    return (this.orderedCalls ??= new OrderedCalls());
+  }
+
+  private get handles(): ReentrantHandles {
+    const ended = (): LeaseLostError | undefined => (this.state === 'held' ? undefined : this.endReason());
+    return (this.reentrantHandles ??= new ReentrantHandles(ended, () => void this.release().catch(() => undefined)));
   }
 
   /** The ttl in force (the acquisition's, or a longer one a reentrant acquisition asked for). */
@@ -128,7 +134,7 @@ export class LeaseCore {
    * the caller's may run on it and must stop before the next leader starts. Then the key goes back.
    */
   stepDown(): Promise<void> {
-    if (this.state === 'held' && !this.handles.anyOpen && this.ending.error === undefined) {
+    if (this.state === 'held' && !this.reentrantHandles?.anyOpen && this.ending.error === undefined) {
       const error = new LeaseLostError(this.key, 'stepped-down', 'the leader stepped down');
       this.ending.abort(error);
     }
@@ -162,7 +168,7 @@ export class LeaseCore {
     this.stopTimers();
     const error = new LeaseLostError(this.key, reason, detail);
     this.ending.abort(error);
-    this.handles.end();
+    this.reentrantHandles?.end();
     this.observer.lost(this, error);
     // A lock must not outlive its ttl just because its process is healthy: give the key up
     // (owner-checked, so never someone else's), after the lock-delay. Backends with a shared
@@ -235,14 +241,14 @@ export class LeaseCore {
    * this resolves at once then — the work itself may be what calls it.
    */
   release(): Promise<void> {
-    if (this.state === 'held' && this.handles.anyOpen) {
+    if (this.state === 'held' && this.reentrantHandles?.anyOpen) {
       // Reentrant handles still open: the key stays theirs until the last one is released.
-      this.handles.deferRelease();
+      this.reentrantHandles.deferRelease();
       return Promise.resolve();
     }
     if (this.state === 'held') this.state = 'released';
     this.stopTimers();
-    this.handles.end();
+    this.reentrantHandles?.end();
     return this.giveBack.start();
   }
 
