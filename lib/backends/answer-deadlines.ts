@@ -9,10 +9,17 @@ export function afterPendingIo(expire: () => void): void {
   setImmediate(expire);
 }
 
+/** What a call's failures become: the time-out's error, and any failure as the caller sees it. */
+export interface CallFailures {
+  timedOut(): Error;
+  failed(error: unknown): unknown;
+}
+
 interface Pending {
   readonly due: number;
   settled: boolean;
-  readonly expire: () => void;
+  readonly reject: (reason: unknown) => void;
+  readonly failures: CallFailures;
 }
 
 /**
@@ -42,12 +49,13 @@ export class AnswerDeadlines {
    * `failed` maps an answer's rejection (and the time-out's error) to what the caller sees.
    */
   bound<T>(answer: Promise<T>, timedOut: () => Error, failed: (error: unknown) => unknown): Promise<T> {
+    return this.boundWith(answer, { timedOut, failed });
+  }
+
+  /** As bound(), with both mappings on one object (a call's own state: no closures per call). */
+  boundWith<T>(answer: Promise<T>, failures: CallFailures): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry: Pending = {
-        due: performance.now() + this.ms,
-        settled: false,
-        expire: () => reject(failed(timedOut())),
-      };
+      const entry: Pending = { due: performance.now() + this.ms, settled: false, reject, failures };
       this.queue.push(entry);
       this.unsettled += 1;
       if (!this.timer) this.arm(this.ms);
@@ -57,7 +65,7 @@ export class AnswerDeadlines {
           if (this.settle(entry)) resolve(value);
         },
         (error: unknown) => {
-          if (this.settle(entry)) reject(failed(error));
+          if (this.settle(entry)) reject(failures.failed(error));
         },
       );
     });
@@ -103,7 +111,7 @@ export class AnswerDeadlines {
       const entry = this.queue[this.head];
       entry.settled = true;
       this.unsettled -= 1;
-      entry.expire();
+      entry.reject(entry.failures.failed(entry.failures.timedOut()));
       this.dropSettled();
     }
     if (this.head < this.queue.length) this.arm(this.queue[this.head].due - now);

@@ -1,6 +1,7 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { boundedCall, withTimeout, type Unavailable } from '../backend-call.util.js';
-import { AnswerDeadlines } from '../answer-deadlines.js';
+import { AnswerDeadlines, type CallFailures } from '../answer-deadlines.js';
+import { errorText } from '../../common/redact.util.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { runScript, type RedisScript } from './redis-script.loader.js';
 
@@ -44,24 +45,37 @@ export class RedisCommands {
    * SET cannot leave a ghost lock.
    */
   call<T>(operation: string, key: string, send: () => Promise<T>, cleanup?: RedisCleanup): Promise<T> {
-    const { name, commandTimeoutMs } = this.config;
-    return boundedCall({
-      backend: name,
-      operation,
-      key,
-      closed: this.config.closed(),
-      connected: (unavailable) => this.ready(unavailable),
-      send: () => {
-        this.batchWrites();
-        return send();
-      },
-      timeoutMs: commandTimeoutMs,
-      deadlines: this.deadlines,
-      timedOut: () => `no answer within ${commandTimeoutMs} ms (commandTimeoutMs)`,
-      onFailure: () => {
-        if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs, cleanup.release ?? this.config.release);
-      },
-    });
+    // boundedCall's contract, without its options object and closures per command: one small
+    // object holds what a failure needs (see RedisCall; the lock path sends two commands a lock).
+    const call = new RedisCall(this, operation, key, cleanup);
+    if (this.config.closed()) return Promise.reject(call.unavailable('the backend is closed (application shutting down)'));
+    const status = this.config.client.status;
+    const connecting = status === 'ready' || status === 'wait' ? undefined : this.ready((detail, cause) => call.unavailable(detail, cause));
+    return connecting ? connecting.then(() => this.sendBounded(call, send)) : this.sendBounded(call, send);
+  }
+
+  private sendBounded<T>(call: RedisCall, send: () => Promise<T>): Promise<T> {
+    let answer: Promise<T>;
+    try {
+      this.batchWrites();
+      answer = send();
+    } catch (error) {
+      answer = Promise.reject(error);
+    }
+    return this.deadlines.boundWith(answer, call);
+  }
+
+  /** A failed call's clean-up (see call): the owner-checked delete of an acquire of unknown outcome. */
+  failedCall(key: string, cleanup: RedisCleanup | undefined): void {
+    if (cleanup) this.cleanUp(key, cleanup.owner, cleanup.ttlMs, cleanup.release ?? this.config.release);
+  }
+
+  get commandTimeoutMs(): number {
+    return this.config.commandTimeoutMs;
+  }
+
+  get name(): string {
+    return this.config.name;
   }
 
   script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
@@ -172,4 +186,31 @@ export class RedisCommands {
 function resendsUnanswered(client: RedisClientLike): boolean {
   const options = (client as { options?: { autoResendUnfulfilledCommands?: boolean; redisOptions?: { autoResendUnfulfilledCommands?: boolean } } }).options;
   return (options?.autoResendUnfulfilledCommands ?? options?.redisOptions?.autoResendUnfulfilledCommands) !== false;
+}
+
+/**
+ * One command's failure handling, as boundedCall gives it: every failure reaches the caller as
+ * `LockBackendUnavailableError` (the client's own error as `cause`, stripped of credentials), a
+ * time-out after commandTimeoutMs, and an acquire of unknown outcome cleaned up.
+ */
+class RedisCall implements CallFailures {
+  constructor(
+    private readonly commands: RedisCommands,
+    private readonly operation: string,
+    private readonly key: string,
+    private readonly cleanup: RedisCleanup | undefined,
+  ) {}
+
+  unavailable(detail: string, cause?: unknown): LockBackendUnavailableError {
+    return new LockBackendUnavailableError(this.commands.name, this.operation, detail, { key: this.key, cause });
+  }
+
+  timedOut(): Error {
+    return this.unavailable(`no answer within ${this.commands.commandTimeoutMs} ms (commandTimeoutMs)`);
+  }
+
+  failed(error: unknown): unknown {
+    this.commands.failedCall(this.key, this.cleanup);
+    return error instanceof LockBackendUnavailableError ? error : this.unavailable(errorText(error), error);
+  }
 }
