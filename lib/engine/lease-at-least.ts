@@ -29,7 +29,7 @@ export class LockAtLeast {
    * Give the key back, owner-checked: at once, or — `keep`, and the at-least time still ahead —
    * shorten its life to exactly that time, then delete it. true if the key was still ours.
    */
-  async giveBack(backend: LockBackend, key: string, owner: string, calls: OrderedCalls, keep: boolean): Promise<boolean> {
+  async giveBack(backend: LockBackend, key: string, owner: string, lease: { readonly calls: OrderedCalls }, keep: boolean): Promise<boolean> {
     if (!keep || this.until - monotonicNow() <= 0) return backend.release(key, owner);
     // The shortening goes after a claim or extend still unanswered, which would otherwise move
     // that end. (A plain release need not wait: a call landing after it finds the key not ours.)
@@ -37,7 +37,8 @@ export class LockAtLeast {
     const releaseLater = (): void => void setTimeout(() => void backend.release(key, owner).catch(() => undefined), keepMs).unref();
     let wasOwner: boolean;
     try {
-      wasOwner = await calls.send(() => {
+      // (The lease's ordered calls are read only here: a plain release never makes them.)
+      wasOwner = await lease.calls.send(() => {
         keepMs = Math.max(1, Math.ceil(this.until - monotonicNow()));
         return backend.extend(key, owner, keepMs);
       });

@@ -72,9 +72,9 @@ export class LeaseGiveBack {
       }
       // A shutdown still keeps the key for lockAtLeastFor (a restarted replica must not rerun the
       // same tick); a lease lost any other way has nothing left to keep.
-      const { lossError, settings, backend, key, owner, calls } = this.lease;
+      const { lossError, settings, backend, key, owner } = this.lease;
       const keep = lossError === undefined || lossError.reason === 'shutdown';
-      this.lease.released(await settings.atLeast.giveBack(backend, key, owner, calls, keep));
+      this.lease.released(await settings.atLeast.giveBack(backend, key, owner, this.lease, keep));
     } finally {
       this.lease.ended();
     }
