@@ -6,12 +6,17 @@ import { copyFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureBinary } from '../test/harness/servers.mjs';
+import { ensurePg } from '../test/harness/postgres.mjs';
+import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+// Every server the bench starts, installed up front (as scripts/test.mjs does): an apt-get run
+// inside the bench blocks its event loop while other servers start, and a fresh machine's first
+// `npm run bench` failed so (Redis's start-up PING timed out while ZooKeeper was installing).
 ensureBinary('redis-server');
 ensureBinary('etcd');
-// PostgreSQL's binaries live outside PATH (/usr/lib/postgresql/<v>/bin): PostgresServer.start() in
-// bench/run.ts finds them, or installs the Debian package when root, as the test harness does.
+ensureZooKeeper();
+if (!process.env.PGHOST) ensurePg();
 const tsc = spawnSync(path.join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json', '--outDir', '.tmp/compiled'], { cwd: root, stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
 for (const file of readdirSync(path.join(root, 'test/harness')).filter((f) => f.endsWith('.mjs'))) {

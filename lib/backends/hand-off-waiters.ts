@@ -30,12 +30,16 @@ interface QueuedOwner {
   reservedMs: number;
   /** The reservation's fencing token, when the backend issues tokens and the message carries it. */
   token: bigint;
+  /** The backend's own name for its queue entry, when the server gives one (Redis: its list entry). */
+  entry: string;
 }
 
 /** A reservation a queued owner may start on before claiming it: see `HandOffWaiters.handOff`. */
 export interface HandOff {
   readonly validFrom: number;
   readonly validForMs: number;
+  /** How long the server keeps the key from the hand-off on, as the releasing process set it. */
+  readonly reservedMs: number;
   readonly token?: bigint;
 }
 
@@ -117,7 +121,7 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
     }
     const validForMs = Math.min(validityMs, reservedMs);
     if (validFrom === undefined || !(validForMs > 0) || performance.now() - validFrom > validForMs / 2) return undefined;
-    return { validFrom, validForMs, token };
+    return { validFrom, validForMs, reservedMs, token };
   }
 
   /** A key that was busy a moment ago is likely busy again. */

@@ -52,10 +52,11 @@ describe('Redis backend: two application instances contending', () => {
     }
   });
 
-  it('a hand-off starts the waiter at once on the reservation, then its own ttl is claimed: full validity and server ttl', async () => {
+  it('a hand-off starts the waiter at once on the reservation, and a hold that lasts claims its own ttl: full validity and server ttl', async () => {
     for (const heldMs of [50, 1_200]) {
-      // A short wait takes the message path (no claim round trip before starting); a long one
-      // (more than half the 1.5 s reservation since queueing) claims first. Both end up alike.
+      // A short wait takes the message path (no round trip before starting; the claim goes out once
+      // the hold has lasted a tenth of the reservation); a long one (more than half the 1.5 s
+      // reservation since queueing) claims first. Both end up alike.
       const key = uniqueKey(`handoff-${heldMs}`);
       const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
       const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 5_000 });
@@ -63,13 +64,13 @@ describe('Redis backend: two application instances contending', () => {
       await sleep(heldMs);
       await holder.release();
       const lease = await waiting;
-      // The background claim's answer has come back: the lease counts the waiter's own ttl (not the
-      // 1.5 s reservation). Waited for on the lease — the server sees the claim before the answer returns.
+      // The claim's answer has come back: the lease counts the waiter's own ttl (not the 1.5 s
+      // reservation). Waited for on the lease — the server sees the claim before the answer returns.
       await until(() => lease.remainingMs() > 9_000, 5_000, 'the lease extended to its own ttl by the claim');
       expect(await raw.pttl(`lock:{${key}}`)).toBeGreaterThan(9_000);
       expect(await raw.get(`lock:{${key}}`)).not.toBeNull();
       expect(lease.signal.aborted).toBe(false);
-      expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0); // taken out of the queue at hand-off
+      expect(await raw.llen(`lock:{${key}}:q2`)).toBe(0); // taken out of the queue at hand-off
       await lease.release();
       expect(await raw.exists(`lock:{${key}}`)).toBe(0);
     }
@@ -84,7 +85,7 @@ describe('Redis backend: two application instances contending', () => {
     expect(error).toBeInstanceOf(LockBusyError);
     expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(290);
     expect(waited).toBeGreaterThanOrEqual(290);
-    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0);
+    expect(await raw.llen(`lock:{${key}}:q2`)).toBe(0);
     // The holder's release frees the key outright: no reservation for a waiter that left.
     await holder.release();
     expect(await raw.exists(`lock:{${key}}`)).toBe(0);
@@ -145,7 +146,7 @@ describe('Redis backend: two application instances contending', () => {
     await Promise.all(served.map((_, i) => worker(i)));
     expect(maxInside).toBe(1);
     expect(served).toEqual(new Array(16).fill(rounds));
-    expect(await raw.exists(`lock:{${key}}`, `lock:{${key}}:q`, `lock:{${key}}:qa`)).toBe(0);
+    expect(await raw.exists(`lock:{${key}}`, `lock:{${key}}:q2`)).toBe(0);
   });
 
   it('hands the key over in arrival order (FIFO)', async () => {

@@ -39,12 +39,12 @@ describe('Redis backend with separate processes that die (kill -9)', () => {
     workers.push(worker);
     worker.send({ op: 'acquire', key, ttl: 30_000, wait: 60_000 });
     await worker.next('waiting');
-    for (let i = 0; i < 100 && (await raw.zcard(`lock:{${key}}:q`)) === 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(1);
+    for (let i = 0; i < 100 && (await raw.llen(`lock:{${key}}:q2`)) === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await raw.llen(`lock:{${key}}:q2`)).toBe(1);
     const live = app.locks.acquire(key, { purpose: 'efficiency', ttl: 30_000, wait: 20_000 });
     // The live waiter queues behind the doomed one.
-    for (let i = 0; i < 500 && (await raw.zcard(`lock:{${key}}:q`)) < 2; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(2);
+    for (let i = 0; i < 500 && (await raw.llen(`lock:{${key}}:q2`)) < 2; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await raw.llen(`lock:{${key}}:q2`)).toBe(2);
     await worker.kill9();
     const started = performance.now();
     await holder.release(); // hands the key to the dead process first
@@ -52,7 +52,7 @@ describe('Redis backend with separate processes that die (kill -9)', () => {
     const waited = performance.now() - started;
     // Bounded by the dead entry's lifetime and its reservation (3 × 500 ms each).
     expect(waited).toBeLessThan(6_000);
-    expect(await raw.zcard(`lock:{${key}}:q`)).toBe(0);
+    expect(await raw.llen(`lock:{${key}}:q2`)).toBe(0);
     await lease.release();
   });
 });

@@ -27,7 +27,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
   /** Every key of `key` still on the server (the lock key, its queues, the permits). */
   const leftOn = async (key: string): Promise<string[]> => {
     const found: string[] = [];
-    for (const suffix of ['', ':q', ':qa', ':sq', ':sqa', ':sp']) if ((await raw.exists(`lock:{${key}}${suffix}`)) === 1) found.push(suffix || 'lock');
+    for (const suffix of ['', ':q2', ':q', ':qa', ':sq', ':sqa', ':sp']) if ((await raw.exists(`lock:{${key}}${suffix}`)) === 1) found.push(suffix || 'lock');
     return found;
   };
   /** A bare backend on its own connection: it never renews nor releases unless told (a paused or dead process). */
@@ -172,7 +172,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     await expect(apps[2].locks.acquire(key, opts(2, { wait: 300 }))).rejects.toBeInstanceOf(LockBusyError);
     await expect(apps[2].locks.acquire(key, opts(4, { wait: 300 }))).rejects.toMatchObject({ field: 'permits' });
     await expect(apps[2].locks.acquire(key, { purpose: 'efficiency', wait: 300 })).rejects.toMatchObject({ field: 'permits' });
-    expect(await raw.exists(`lock:{${key}}:sq`, `lock:{${key}}:sqa`, `lock:{${key}}:q`, `lock:{${key}}:qa`)).toBe(0);
+    expect(await raw.exists(`lock:{${key}}:sq`, `lock:{${key}}:sqa`, `lock:{${key}}:q2`)).toBe(0);
     expect(await raw.get(`lock:{${key}}:sp`)).toBe('2');
     // Every structure carries an expiry: nothing stays if every holder's process vanished.
     expect(await raw.pttl(`lock:{${key}}`)).toBeGreaterThan(0);
@@ -185,7 +185,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
     const key = uniqueKey('sem-plain-queue');
     const plain = await apps[0].locks.acquire(key, { purpose: 'efficiency', ttl: 20_000 });
     const plainWaiter = apps[1].locks.acquire(key, { purpose: 'efficiency', ttl: 20_000, wait: 10_000 });
-    for (let j = 0; j < 100 && (await raw.zcard(`lock:{${key}}:q`)) === 0; j++) await sleep(10);
+    for (let j = 0; j < 100 && (await raw.llen(`lock:{${key}}:q2`)) === 0; j++) await sleep(10);
     await expect(apps[2].locks.acquire(key, opts(2, { wait: 200 }))).rejects.toMatchObject({ field: 'permits' });
     await plain.release();
     await (await plainWaiter).release();

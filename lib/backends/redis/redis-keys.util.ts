@@ -30,8 +30,15 @@ export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: st
 }
 
 /**
- * The Redis keys of one lock under a prefix: `lock:{key}`, `lock:{key}:q`, `lock:{key}:qa`, and a
- * semaphore's three beside them. The user key sits inside one `{…}` hash tag, so all of them share
+ * The layout of a lock's keys this version writes (see redis.scripts.ts). Its queue's name carries
+ * it (`:q2`); the lock key's name is the same in every layout, so two layouts never both hold a key.
+ * Layout 1 (0.1.x) queued in `:q` and `:qa` (sorted sets).
+ */
+export const REDIS_LAYOUT = 2;
+
+/**
+ * The Redis keys of one lock under a prefix: `lock:{key}`, its queue `lock:{key}:q2`, layout 1's
+ * queue `lock:{key}:q` (only read, to refuse queueing beside it), and a semaphore's three beside them. The user key sits inside one `{…}` hash tag, so all of them share
  * a Cluster slot. Cluster hashes what lies between the first `{` and the first `}` after it, or the
  * whole name when that is empty: a key starting with `}` (`}a` → `lock:{}a}`) would leave the tag
  * empty and scatter its keys over several slots (CROSSSLOT). Such keys, and only they, use
@@ -52,10 +59,10 @@ export class RedisKeys {
     return plain ? lock : `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
   }
 
-  /** The lock key, its queue and its queue's liveness. */
-  plain(key: string): [lock: string, queue: string, alive: string] {
+  /** The lock key, its queue, and layout 1's queue. */
+  plain(key: string): [lock: string, queue: string, layout1Queue: string] {
     const lock = this.lock(key);
-    return [lock, `${lock}:q`, `${lock}:qa`];
+    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q`];
   }
 
   /**
@@ -65,6 +72,20 @@ export class RedisKeys {
    */
   all(key: string): string[] {
     const lock = this.lock(key);
-    return [lock, `${lock}:q`, `${lock}:qa`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`];
+    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`];
   }
+}
+
+/**
+ * A waiter of another layout is queued for `key` (an instance of an older version runs beside this
+ * one): queueing beside it would split the line, each version handing the key on to its own.
+ */
+export function layoutMismatch(backend: string, key: string, found = 1): InvalidLockOptionsError {
+  return new InvalidLockOptionsError(
+    'keyPrefix',
+    `"${key}" is awaited by an instance that keeps Redis keys in layout ${found} (nest-distributed-lock 0.1.x); ` +
+      `this one keeps layout ${REDIS_LAYOUT}. Stop the instances of the older version before starting this one ` +
+      `(README: "Changing the Redis key layout"), or give this one another keyPrefix`,
+    `the "${backend}" backend`,
+  );
 }

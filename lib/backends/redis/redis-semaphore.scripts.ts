@@ -8,8 +8,9 @@ import { redisScript as script } from './redis-script.loader.js';
  *   KEYS[1] the lock key itself — here a sorted set of holders, owner → expiry (server time, ms).
  *           A plain lock's `SET NX` fails on it, so a plain caller cannot slip in beside the holders;
  *           the set expires (PEXPIREAT) with its last holder.
- *   KEYS[2] KEYS[3] the plain lock's queue and its liveness (read only: live plain waiters make the
- *           key "awaited as a plain lock", which a semaphore refuses)
+ *   KEYS[2] the plain lock's queue (read only: plain waiters queued make the key "awaited as a
+ *           plain lock", which a semaphore refuses; the list lapses 3 heartbeats after its last
+ *           live waiter looked); KEYS[3] layout 1's plain queue, unused here
  *   KEYS[4] queue — sorted set of waiting owners by arrival (server time, µs)
  *   KEYS[5] alive — sorted set of the same owners by the server time their entry expires
  *   KEYS[6] permits — the number every caller of the key must agree on; kept while holders or
@@ -73,7 +74,7 @@ local owner, ttl, permits, life = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'string' then return {-1, 1} end
 if kind ~= 'zset' and kind ~= 'none' then return redis.error_reply('the key ' .. KEYS[1] .. ' is neither a lock nor a semaphore') end
-if kind == 'none' and redis.call('ZCOUNT', KEYS[3], '(' .. nowMs, '+inf') > 0 then return {-1, 1} end
+if kind == 'none' and redis.call('EXISTS', KEYS[2]) == 1 then return {-1, 1} end
 local stored = tonumber(redis.call('GET', KEYS[6]))
 if stored and stored ~= permits then return {-1, stored} end
 purge()

@@ -55,8 +55,9 @@ export class RedisWakeChannel {
     try {
       await listening;
     } catch (error) {
-      waiters.forget(owner);
+      // The give-back first: it names the owner's queue entry, which forgetting the owner drops.
       await giveBack(key, owner).catch(() => undefined);
+      waiters.forget(owner);
       throw error instanceof LockBackendUnavailableError ? error : new LockBackendUnavailableError(name, 'subscribe', `could not subscribe to wake-ups: ${(error as Error)?.message ?? String(error)}`, { key });
     }
     waiters.wake(owner);

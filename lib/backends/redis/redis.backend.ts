@@ -2,10 +2,10 @@ import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
-import { checkRedisKeyPrefix, RedisKeys } from './redis-keys.util.js';
+import { checkRedisKeyPrefix, layoutMismatch, RedisKeys } from './redis-keys.util.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
-import { RedisWaiters } from './redis-waiters.js';
-import { DELETE_IF_OWNER, ENQUEUE, EXTEND, RELEASE } from './redis.scripts.js';
+import { RedisWaiters, takeHandOff } from './redis-waiters.js';
+import { DELETE_IF_OWNER, ENQUEUE, EXTEND, RELEASE, REQUEUE } from './redis.scripts.js';
 import { RedisCommands } from './redis-commands.js';
 import { RedisWakeChannel } from './redis-wake-channel.js';
 import { acquireAllOnRedis } from './redis-acquire-all.js';
@@ -81,8 +81,8 @@ export class RedisBackend implements LockBackend {
     });
   }
 
-  /** The three keys of one lock: `lock:{key}`, `lock:{key}:q`, `lock:{key}:qa` (see RedisKeys). */
-  keysOf(key: string): [lock: string, queue: string, alive: string] {
+  /** The keys of one lock the scripts read: `lock:{key}`, its queue `lock:{key}:q2`, layout 1's queue (see RedisKeys). */
+  keysOf(key: string): [lock: string, queue: string, layout1Queue: string] {
     return this.keys.plain(key);
   }
 
@@ -109,7 +109,7 @@ export class RedisBackend implements LockBackend {
       // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
       // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
       const validityMs = Math.min(ttlMs, request.validityMs ?? ttlMs);
-      const granted = this.takeHandOff(key, owner, ttlMs, validityMs);
+      const granted = takeHandOff(this.waiters, this.commands, this.keys.lock(key), key, owner, ttlMs, validityMs);
       if (granted) return granted;
     }
     // A key that was busy a moment ago is likely busy again: queue at once (one round trip)
@@ -127,23 +127,27 @@ export class RedisBackend implements LockBackend {
         return this.busy(key, lock, reportHolder === true);
       }
     }
+    const entry = this.waiters.entryOf(owner);
     this.waiters.joining(owner);
     // A process's first wait: its place in line is taken now, and the wake-up subscriber is opened
     // beside it (a connection, on a Cluster `CLUSTER SLOTS` first: longer than a warm waiter's
     // round trip), so a waiter that asks later is never queued before it.
     const listening = this.wake.listening();
     this.waiters.sending(owner);
-    let reply: [number, number?];
+    let reply: [number, number?, string?];
     try {
+      // Queued already (its heartbeat, or the holder's expiry when first in line): refresh the
+      // entry in place. Else join at the end.
+      const args = [owner, ttlMs, this.entryLifeMs, this.channel];
       reply = (await this.commands.call(
         'acquire',
         key,
-        () => this.commands.script(ENQUEUE, this.allKeysOf(key), [owner, ttlMs, this.entryLifeMs, this.channel]),
+        () => (entry ? this.commands.script(REQUEUE, this.allKeysOf(key), [...args, entry]) : this.commands.script(ENQUEUE, this.allKeysOf(key), args)),
         { owner, ttlMs },
-      )) as [number, number?];
+      )) as [number, number?, string?];
     } catch (error) {
       // Not queued as far as we know (no connection, no answer): forget the owner here; a request
-      // that did reach Redis is undone by call()'s clean-up, and its queue entry expires anyway.
+      // that did reach Redis is undone by call()'s clean-up, and its queue entry lapses anyway.
       this.waiters.forget(owner);
       throw error;
     }
@@ -156,8 +160,13 @@ export class RedisBackend implements LockBackend {
       this.waiters.forget(owner);
       throw permitsMismatch(key, Number(reply[1]), 1);
     }
+    if (reply[0] === -2) {
+      this.waiters.forget(owner);
+      throw layoutMismatch(this.name, key);
+    }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
+    this.waiters.setEntry(owner, reply[2] ?? '');
     if (listening) await this.wake.heardOnce(listening, key, owner, (k, o) => this.release(k, o));
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
   }
@@ -193,23 +202,6 @@ export class RedisBackend implements LockBackend {
     return { acquired: false, holderRemainingMs: reportHolder && pttl >= 0 ? pttl : undefined };
   }
 
-  /**
-   * The release that woke us reserved the key for us and took us out of the queue: start at once
-   * on that reservation (see RedisWaiters.handOff) and claim the full ttl in the background — one
-   * round trip less per hand-off. undefined: too little of it is left; claim first.
-   */
-  private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
-    const reservation = this.waiters.handOff(owner, validityMs);
-    if (!reservation) return undefined;
-    this.waiters.forget(owner);
-    const sentAt = performance.now();
-    const confirmed = this.commands.call('acquire', key, () => this.commands.script(EXTEND, [this.keys.lock(key)], [owner, ttlMs])).then((reply) =>
-      reply === 1 ? sentAt : undefined,
-    );
-    confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
-    return { acquired: true, provisional: { ...reservation, confirmed } };
-  }
-
   /** Plain and semaphore waiters alike: a release or a leaving waiter wakes them, else the heartbeat. */
   waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return this.waiters.wait(owner, timeoutMs, signal);
@@ -226,10 +218,10 @@ export class RedisBackend implements LockBackend {
     if (this.config.queueing === false) {
       return (await this.commands.call('release', key, () => this.commands.script(DELETE_IF_OWNER, [this.keys.lock(key)], [owner]))) === 1;
     }
+    // A waiter giving up names its queue entry; a holder has none.
+    const entry = this.waiters.entryOf(owner);
     this.waiters.forget(owner);
-    const reply = await this.commands.call('release', key, () =>
-      this.commands.script(RELEASE, this.keysOf(key), [owner, this.entryLifeMs, this.channel]),
-    );
+    const reply = await this.commands.call('release', key, () => this.commands.script(RELEASE, this.keysOf(key), [owner, entry, this.entryLifeMs, this.channel]));
     return reply === 1;
   }
 

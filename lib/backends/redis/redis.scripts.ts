@@ -3,12 +3,16 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
 
 /**
  * Lua scripts of the Redis backend. Every name and value travels in KEYS / ARGV; nothing is
- * ever spliced into the script text.
+ * ever spliced into the script text, and no script touches a key it was not given.
  *
- * Keys of one lock (they share a hash tag, so they live in one Cluster slot):
- *   KEYS[1] lock  — the holder's owner id, with the lease ttl as its expiry
- *   KEYS[2] queue — sorted set of waiting owner ids by arrival (server time, µs)
- *   KEYS[3] alive — sorted set of the same owners by the server time their entry expires
+ * Keys of one lock (they share a hash tag, so they live in one Cluster slot), layout 2:
+ *   KEYS[1] lock  — the holder's owner id, with the lease ttl as its expiry. Its name is the same
+ *           in every layout, so instances of two layouts can never both hold a key.
+ *   KEYS[2] queue — `:q2`, a list of waiters in arrival order, each entry "<expiry ms> <ttl ms>
+ *           <owner>": the server time its entry lapses unless refreshed (a dead process's waiters
+ *           are skipped once it has), and the ttl the owner asked for, set for it at hand-off
+ *   KEYS[3] the queue of layout 1 (`:q`, a sorted set): only read — a waiter of an instance of
+ *           that layout is queued there, and a waiter of this one refuses to queue beside it
  *   KEYS[4..6] a semaphore's queue, liveness and permits (redis-semaphore.scripts.ts), passed
  *           where a script must tell a semaphore on the key from a lock
  *
@@ -16,151 +20,185 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
  * lock, and a script's `GET` of it would raise WRONGTYPE — so they read it with `redis.pcall`, and
  * the queue script (the contended path only) reports the semaphore's permits instead.
  *
- * Fairness without polling: a release does not free a contended key, it re-assigns it to the
- * head waiter for a short reservation (taking it out of the queue) and publishes that waiter's
- * id and the reservation's length in ms, "<owner> <ms>" (so the waiter trusts the reservation no
- * longer than the server keeps it, whatever its own settings); the waiter starts at once on the
- * reservation and claims the key with its own ttl in the background (EXTEND). So a newcomer's
- * plain `SET NX` cannot jump the queue, and a waiter that died only delays the queue by its
- * reservation/entry lifetime.
+ * Fairness without polling: a release does not free a contended key, it gives it to the head live
+ * waiter (taking it out of the queue) for that waiter's own ttl, or for a reservation of one entry
+ * lifetime (3 heartbeats) when the ttl is longer, and publishes "<owner> <ms>" on the wake channel.
+ * The waiter starts at once: its validity counts from its first queue request, which the hand-off
+ * followed. A reservation is claimed (the full ttl set) only if the hold outlasts a tenth of it
+ * (LeaseClaim): a short hold pays no claim, and a waiter that died just before its hand-off blocks
+ * the key for at most the reservation. A newcomer's plain `SET NX` cannot jump the queue; a dead
+ * waiter's entry is skipped once it has lapsed (3 heartbeats).
  *
  * Commands per critical section of a hot key (INFO commandstats counts a script's own calls):
- * joining while the key is held skips the purge of dead waiters (the release skips them when it
- * hands the key on: ZPOPMIN, then the popped waiter's liveness), and the holder's release, never
- * in the queue itself, pops the next waiter instead of ranging and removing it.
+ * joining behind others is EVALSHA, TIME, RPUSH, PEXPIRE; the holder's release hands on with
+ * EVALSHA, GET, LPOP, TIME, SET, PUBLISH — 10 in all, and nothing from the woken waiter.
  */
-/** Drop waiters whose entry expired (their process died or stopped refreshing). Sets `t` and `nowMs` (declared by the caller). */
-const PURGE = `
-t = redis.call('TIME')
-nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', nowMs)
-for i = 1, #dead do
-  redis.call('ZREM', KEYS[2], dead[i])
-  redis.call('ZREM', KEYS[3], dead[i])
+
+/** `now()`: the server's clock in ms, read once per script and only when needed. */
+const NOW = `
+local nowMs
+local function now()
+  if not nowMs then
+    local t = redis.call('TIME')
+    nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return nowMs
+end
+local function entryOf(owner, ttl, life)
+  return string.format('%d %s %s', now() + life, ttl, owner)
 end
 `;
 
 /**
- * Join or refresh the queue, or take the lock when it is free and it is our turn, or claim a
- * hand-off reserved for us. ARGV: owner, ttl ms, entry lifetime ms, wake channel.
- * Returns {1} when acquired, else {0, ms until the holder's expiry if we are next, or -1}, or
- * {-1, permits} when a semaphore holds or awaits the key.
+ * A queue entry's parts: its expiry (server ms), the ttl its owner asked for, the owner. Shared by
+ * the scripts that pop the head: `nextLive(skip)` takes the head live waiter out of the queue
+ * (dead ones are dropped on the way), `handTo` gives it the key — for its own ttl, or the
+ * reservation when that is shorter — and wakes it. Needs NOW.
+ */
+const SERVE = `
+local function parse(entry)
+  local expiry, ttl, who = string.match(entry, '^(%d+) (%d+) (.*)$')
+  return tonumber(expiry), ttl, who
+end
+local function nextLive(skip)
+  while true do
+    local entry = redis.call('LPOP', KEYS[2])
+    if not entry then return nil end
+    local expiry, ttl, who = parse(entry)
+    if who ~= skip and expiry and expiry > now() then return who, ttl end
+  end
+end
+local function handTo(who, ttl, reserve, channel)
+  local ms = math.min(tonumber(ttl), reserve)
+  redis.call('SET', KEYS[1], who, 'PX', ms)
+  redis.call('PUBLISH', channel, who .. ' ' .. ms)
+end
+`;
+
+/**
+ * Join the queue, or take the lock when it is free and nobody waits. ARGV: owner, ttl ms, entry
+ * lifetime ms, wake channel. Returns {1} when acquired, {0, ms until the holder's expiry if first
+ * in line else -1, the entry}, {-1, permits} when a semaphore holds the key, {-2, 1} when a waiter
+ * of layout 1 is queued for it (checked by the first in line here, and by every waiter when it
+ * looks again: REQUEUE).
  */
 export const ENQUEUE = script(`
 local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local holder = redis.pcall('GET', KEYS[1])
--- WRONGTYPE: the key is a semaphore's set of holders. Refuse, saying its permits.
-if type(holder) == 'table' then return {-1, tonumber(redis.call('GET', KEYS[6])) or 0} end
-if holder == owner then
-  -- A hand-off reserved for us: claim it with our own ttl (no purge needed on this path).
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('ZREM', KEYS[2], owner)
-  redis.call('ZREM', KEYS[3], owner)
+${NOW}
+local entry = entryOf(owner, ttl, life)
+local queued = redis.call('RPUSH', KEYS[2], entry)
+redis.call('PEXPIRE', KEYS[2], life)
+-- Behind others: they were first to see the key busy, and a release hands it on to them.
+if queued > 1 then return {0, -1, entry} end
+-- First in line. Free and nobody waits: take it.
+if redis.call('SET', KEYS[1], owner, 'NX', 'PX', ttl) then
+  redis.call('LPOP', KEYS[2])
   return {1}
 end
-local t, nowMs
-local head
-if holder then
-  -- Held: only join (a dead waiter ahead of us is skipped when the key is handed on).
-  t = redis.call('TIME')
-  nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-else
-  -- Free, but a semaphore's waiters may be queued for it (its holders all gone a moment ago).
-  local permits = redis.call('GET', KEYS[6])
-  if permits then return {-1, tonumber(permits)} end
-  ${PURGE}
-  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if (not head) or head == owner then
-    redis.call('SET', KEYS[1], owner, 'PX', ttl)
-    redis.call('ZREM', KEYS[2], owner)
-    redis.call('ZREM', KEYS[3], owner)
-    return {1}
-  end
-  redis.call('SET', KEYS[1], head, 'PX', life)
-  redis.call('ZREM', KEYS[2], head)
-  redis.call('ZREM', KEYS[3], head)
-  redis.call('PUBLISH', ARGV[4], head .. ' ' .. ARGV[3])
-  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+local holder = redis.pcall('GET', KEYS[1])
+-- WRONGTYPE: the key is a semaphore's set of holders. Refuse, saying its permits.
+if type(holder) == 'table' then
+  redis.call('LPOP', KEYS[2])
+  return {-1, tonumber(redis.call('GET', KEYS[6])) or 0}
 end
-if redis.call('ZADD', KEYS[2], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), owner) == 1 and not head then head = owner end
-redis.call('ZADD', KEYS[3], nowMs + life, owner)
-redis.call('PEXPIRE', KEYS[2], life)
-redis.call('PEXPIRE', KEYS[3], life)
-if head == owner then return {0, redis.call('PTTL', KEYS[1])} end
-return {0, -1}
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('LPOP', KEYS[2])
+  return {-2, 1}
+end
+return {0, redis.call('PTTL', KEYS[1]), entry}
 `);
 
-/** RELEASE's logic as a Lua function (owner, reservation ms, wake channel), shared with FORCE_RELEASE. */
+/**
+ * A queued owner looks again (its heartbeat, or the holder's expiry when first in line): its entry
+ * is refreshed in place, or added again at the end when it lapsed meanwhile. ARGV: owner, ttl ms,
+ * entry lifetime ms, wake channel, its entry as last returned. Returns as ENQUEUE does; {1} also
+ * when the key was handed to it and the wake-up was missed (the ttl is then set afresh).
+ */
+export const REQUEUE = script(`
+local owner, ttl, life, channel, old = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local holder = redis.pcall('GET', KEYS[1])
+if holder == owner then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('LREM', KEYS[2], 0, old)
+  return {1}
+end
+if type(holder) == 'table' then
+  redis.call('LREM', KEYS[2], 0, old)
+  return {-1, tonumber(redis.call('GET', KEYS[6])) or 0}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('LREM', KEYS[2], 0, old)
+  return {-2, 1}
+end
+${NOW}
+${SERVE}
+local entry = entryOf(owner, ttl, life)
+local at = redis.call('LPOS', KEYS[2], old)
+if at then redis.call('LSET', KEYS[2], at, entry) else redis.call('RPUSH', KEYS[2], entry) end
+redis.call('PEXPIRE', KEYS[2], life)
+if not holder then
+  -- Free with waiters queued (a holder's lease ran out, or the last release found only dead
+  -- waiters ahead): serve the head live waiter — this owner, or the one it hands on to.
+  local who, whoTtl = nextLive(nil)
+  if who == owner then
+    redis.call('SET', KEYS[1], owner, 'PX', ttl)
+    return {1}
+  end
+  if who then handTo(who, whoTtl, life, channel) end
+  if redis.call('LINDEX', KEYS[2], 0) == entry then return {0, redis.call('PTTL', KEYS[1]), entry} end
+  return {0, -1, entry}
+end
+if redis.call('LINDEX', KEYS[2], 0) == entry then return {0, redis.call('PTTL', KEYS[1]), entry} end
+return {0, -1, entry}
+`);
+
+/** RELEASE's logic as a Lua function (owner, its queue entry or '', reservation ms, wake channel), shared with FORCE_RELEASE. */
 const RELEASE_FUNCTION = `
-local function release(owner, reserveMs, channel)
+${NOW}
+${SERVE}
+local function release(owner, entry, reserve, channel)
   local holder = redis.pcall('GET', KEYS[1])
-  if type(holder) == 'table' then
-    -- A semaphore took the key since (this owner's lock had expired): only leave the queue.
-    redis.call('ZREM', KEYS[2], owner)
-    redis.call('ZREM', KEYS[3], owner)
-    return 0
-  end
-  local nowMs
-  -- The oldest waiter still alive (never the releasing owner), taken out of the queue; dead ones
-  -- met on the way are dropped. nil when nobody waits.
-  local function nextLive()
-    while true do
-      local popped = redis.call('ZPOPMIN', KEYS[2])
-      if #popped == 0 then return nil end
-      local head = popped[1]
-      if not nowMs then
-        local t = redis.call('TIME')
-        nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      local alive = redis.call('ZSCORE', KEYS[3], head)
-      redis.call('ZREM', KEYS[3], head)
-      if head ~= owner and alive and tonumber(alive) > nowMs then return head end
-    end
-  end
-  local function handOn()
-    local head = nextLive()
-    if head then
-      redis.call('SET', KEYS[1], head, 'PX', reserveMs)
-      redis.call('PUBLISH', channel, head .. ' ' .. reserveMs)
-    end
-    return head
+  if entry ~= '' then redis.call('LREM', KEYS[2], 0, entry) end
+  -- A semaphore took the key since (this owner's lock had expired): only the queue was ours.
+  if type(holder) == 'table' then return 0 end
+  if holder ~= owner and holder then return 0 end
+  -- Ours, or free (a waiter giving up, or a holder whose lease ended): the next live waiter
+  -- gets it; nobody live waits — deleted (uncontended: GET, LPOP, DEL).
+  local who, ttl = nextLive(owner)
+  if who then
+    handTo(who, ttl, reserve, channel)
+    return holder == owner and 1 or 0
   end
   if holder == owner then
-    -- The common case: the holder (never in the queue itself) gives the key to the next live
-    -- waiter, or deletes it when nobody waits — uncontended: GET, ZPOPMIN, DEL.
-    if not handOn() then redis.call('DEL', KEYS[1]) end
+    redis.call('DEL', KEYS[1])
     return 1
   end
-  -- A waiter giving up (or a holder whose lease ended): leave the queue; a free key goes on.
-  redis.call('ZREM', KEYS[2], owner)
-  redis.call('ZREM', KEYS[3], owner)
-  if not holder then handOn() end
   return 0
 end
 `;
 
 /**
  * Release if ARGV[1] holds the key, and leave the queue either way (a waiter giving up calls it
- * too). The next live waiter, if any, gets the key reserved and a wake-up.
- * ARGV: owner, reservation ms, wake channel. Returns 1 if the owner held the key, else 0.
+ * too, with its entry). The next live waiter, if any, gets the key and a wake-up.
+ * ARGV: owner, its queue entry or '', reservation ms, wake channel. Returns 1 if the owner held
+ * the key, else 0.
  */
 export const RELEASE = script(`${RELEASE_FUNCTION}
-return release(ARGV[1], ARGV[2], ARGV[3])
+return release(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4])
 `);
 
 /**
  * End the hold on the key whoever holds it (an operator's forceRelease): released as its holder
- * would (the next live waiter gets it reserved), and "!lost <holder>" published on the wake
- * channel, so the holder's process — subscribed since its grant — aborts the lease at once.
- * On a semaphore, every holder's permit ends so. ARGV: reservation ms, wake channel. Returns the
+ * would (the next live waiter gets it), and "!lost <holder>" published on the wake channel, so
+ * the holder's process — subscribed since its grant — aborts the lease at once. On a semaphore,
+ * every holder's permit ends so. ARGV: reservation ms, wake channel. Returns the
  * holder (a semaphore's first), or nil when the key was free.
  */
 export const FORCE_RELEASE = script(`${RELEASE_FUNCTION}
 ${SEMAPHORE_FORCE_RELEASE}
 local holder = redis.call('GET', KEYS[1])
 if not holder then return false end
-release(holder, ARGV[1], ARGV[2])
+release(holder, '', tonumber(ARGV[1]), ARGV[2])
 redis.call('PUBLISH', ARGV[2], '!lost ' .. holder)
 return holder
 `);
@@ -173,9 +211,12 @@ return holder
 export const INSPECT = script(`${SEMAPHORE_INSPECT}
 local holder = redis.call('GET', KEYS[1])
 if not holder then return {} end
-local t = redis.call('TIME')
-local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {holder, redis.call('PTTL', KEYS[1]), redis.call('ZCOUNT', KEYS[3], '(' .. nowMs, '+inf')}
+${NOW}
+local live = 0
+for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+  if tonumber(string.match(entry, '^(%d+) ')) > now() then live = live + 1 end
+end
+return {holder, redis.call('PTTL', KEYS[1]), live}
 `);
 
 /** Reset the expiry if ARGV[1] still holds the key. ARGV: owner, ttl ms. Returns 1 or 0. */
