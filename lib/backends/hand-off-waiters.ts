@@ -32,6 +32,8 @@ interface QueuedOwner {
   token: bigint;
   /** The backend's own name for its queue entry, when the server gives one (Redis: its list entry). */
   entry: string;
+  /** The server keeps a liveness record for it beside its entry (Redis: its heartbeat refreshed it). */
+  refreshed: boolean;
 }
 
 /** A reservation a queued owner may start on before claiming it: see `HandOffWaiters.handOff`. */

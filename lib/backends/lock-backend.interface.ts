@@ -63,18 +63,10 @@ export type AcquireResult =
        * lease is valid for `validForMs` from `validFrom` (a `performance.now()` time known to be
        * no later than the grant on the server), until `confirmed` resolves with the send time of
        * the request that set the full ttl. `confirmed` resolves `undefined` if the key turned out
-       * not to be ours (the lease is then lost). `claim` instead: the request that sets the full
-       * ttl is sent only when it is called (its promise as `confirmed`'s) — the engine calls it once
-       * the lease has outlived a tenth of what is left of the provisional validity, or before any
-       * extend, and never after a release: a short hold pays no claim. Without either, that
-       * validity is final (the hand-off itself set the ttl on the server).
+       * not to be ours (the lease is then lost). Without `confirmed`, that validity is final (the
+       * hand-off itself set the ttl on the server).
        */
-      readonly provisional?: {
-        readonly validFrom: number;
-        readonly validForMs: number;
-        readonly confirmed?: Promise<number | undefined>;
-        readonly claim?: () => Promise<number | undefined>;
-      };
+      readonly provisional?: { readonly validFrom: number; readonly validForMs: number; readonly confirmed?: Promise<number | undefined> };
     }
   | {
       readonly acquired: false;

@@ -130,7 +130,6 @@ export class Acquisition {
           if (until > monotonicNow()) {
             const lease = this.deps.grants.grant(o, backend, owner, result.token, until, sentAt - started);
             if (p?.confirmed) LEASE_INTERNALS.core(lease).confirmWith(p.confirmed);
-            else if (p?.claim) LEASE_INTERNALS.core(lease).claimLater(p.claim);
             return lease;
           }
           // The answer came after the lease would already have ended: it cannot be trusted. Give

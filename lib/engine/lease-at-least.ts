@@ -25,6 +25,11 @@ export class LockAtLeast {
     this.until = Math.max(this.until, monotonicNow() + forMs);
   }
 
+  /** Whether a release now keeps the key a while (the at-least time is still ahead). */
+  keeps(): boolean {
+    return this.forMs > 0 && this.until - monotonicNow() > 0;
+  }
+
   /**
    * Give the key back, owner-checked: at once, or — `keep`, and the at-least time still ahead —
    * shorten its life to exactly that time, then delete it. true if the key was still ours.

@@ -11,7 +11,6 @@ import { LeaseGiveBack, type GiveBackHost } from './lease-give-back.js';
 import { OrderedCalls } from './ordered-calls.js';
 import { ReentrantHandles } from './reentrant-handles.js';
 import { LeaseSignal } from './lease-signal.js';
-import { LeaseClaim } from './lease-claim.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 
 export type LeaseObserver = LeaseObserverOf<LeaseCore>;
@@ -23,7 +22,7 @@ export type { LeaseState };
  * with lockAtLeastFor, shutdown with work running — read and write the same validity. Its parts
  * with state of their own are apart: the settings in force with the watchdog (lease-settings.ts),
  * the give-back (lease-give-back.ts), the signal (lease-signal.ts), the reentrant handles, the work
- * under it (lease-work.ts), the order of its calls (ordered-calls.ts), a hand-off's claim, the timer.
+ * under it (lease-work.ts), the order of its calls (ordered-calls.ts), the deadline timer.
  *
  * Server-side, a key lives `ttl + lockDelay`; the holder trusts it for `ttl` minus drift. A
  * release deletes it at once (or after `lockAtLeastFor`); an involuntary loss leaves it for the
@@ -59,7 +58,6 @@ export class LeaseCore {
   /** A claim, extends, renewals, the lockAtLeastFor extend in order; the handles: both made on first use. */
   private orderedCalls?: OrderedCalls;
   private reentrantHandles?: ReentrantHandles;
-  private claim?: LeaseClaim; // a hand-off's claim not sent yet
 
   constructor(init: LeaseCoreInit<LeaseCore>) {
     ({ key: this.key, purpose: this.purpose, token: this.token, backend: this.backend, backendName: this.backendName } = init);
@@ -104,13 +102,19 @@ export class LeaseCore {
   }
 
   /** The lease's AbortController (made on first read: see LeaseSignal). */
-  get controller(): AbortController { return this.ending.controller; }
+  get controller(): AbortController {
+    return this.ending.controller;
+  }
 
   /** The LeaseLostError it was lost with, or undefined while held or once released. */
-  get lost(): LeaseLostError | undefined { return this.ending.error; }
+  get lost(): LeaseLostError | undefined {
+    return this.ending.error;
+  }
 
   /** Whether work is still running under this lease. */
-  get working(): boolean { return this.work?.active ?? false; }
+  get working(): boolean {
+    return this.work?.active ?? false;
+  }
 
   /**
    * The application shuts down: the signal aborts now (the work is told to stop). The key is
@@ -181,11 +185,6 @@ export class LeaseCore {
     }
   }
 
-  /** A provisional grant whose claim is sent only if the lease lasts (see LeaseClaim). */
-  claimLater(claim: () => Promise<number | undefined>): void {
-    this.claim = new LeaseClaim(claim, this.validUntilMs, (confirmed) => this.confirmWith(confirmed));
-  }
-
   /**
    * A provisional grant (a hand-off the backend learned of by message): the full ttl counts from
    * the send time `confirmed` resolves with; `undefined` means the key was not ours after all.
@@ -209,7 +208,6 @@ export class LeaseCore {
 
   async extend(ttlMs: number, lockDelay = this.settings.lockDelayMs): Promise<void> {
     this.assertHeld();
-    this.claim?.now(); // a hand-off's claim not sent yet goes first (ordered before this extend)
     let sentAt = 0;
     const owned = await this.calls.send(() => {
       // Lost while an earlier call was answered: nothing is sent.
@@ -262,7 +260,6 @@ export class LeaseCore {
   private stopTimers(): void {
     this.expiry.clear();
     this.settings.watchdog?.stop();
-    this.claim?.cancel();
   }
 
   private scheduleExpiry(): void {
@@ -271,9 +268,11 @@ export class LeaseCore {
 }
 
 /**
- * What the lease's settings and its give-back read of it and tell it: accessors on the prototype,
- * not literals with a getter and closure each per grant (with the error below, those had made the
- * service's client CPU per lock 1.4-1.9x, issue 34). Kept here: it reads the lease's private fields.
+ * What the lease's settings and its give-back read of it and tell it: one object per lease whose
+ * accessors live on the prototype. Object literals with getters and arrow functions (as before)
+ * cost an accessor definition and a closure each per grant: with the error below, they had made
+ * the service's client CPU per lock 1.4-1.9x (issue 34's bench check). It is the lease's own part,
+ * kept in its file, so it reads the lease's private fields.
  */
 class CoreHost implements SettingsHost, GiveBackHost {
   constructor(private readonly core: LeaseCore) {}

@@ -46,7 +46,7 @@ export class LeaseGiveBack {
   start(): Promise<void> {
     if (!this.releasing) {
       this.draining = this.lease.lossError?.reason === 'shutdown' && (this.lease.work?.active ?? false);
-      this.releasing = this.giveBack(this.draining ? this.drain() : undefined);
+      this.releasing = this.draining ? this.giveBack(this.drain()) : this.giveBackNow();
       this.lease.releasing(this.releasing);
     }
     return this.draining ? Promise.resolve() : this.releasing;
@@ -60,6 +60,34 @@ export class LeaseGiveBack {
     const { work, backend, owner, validUntilMs } = this.lease;
     if (!work) return Promise.resolve(true);
     return work.settledBefore(Math.min(validUntilMs, backend.validUntil?.(owner) ?? Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * The common case — no work to wait for, nothing to keep for `lockAtLeastFor` — as one owner-
+   * checked release and its answer, without the general path's awaits.
+   */
+  private giveBackNow(): Promise<void> {
+    const { lossError, settings, backend, key, owner } = this.lease;
+    if ((lossError === undefined || lossError.reason === 'shutdown') && settings.atLeast.keeps()) return this.giveBack();
+    let released: Promise<boolean>;
+    try {
+      released = backend.release(key, owner);
+    } catch (error) {
+      released = Promise.reject(error);
+    }
+    return released.then(
+      (wasOwner) => {
+        try {
+          this.lease.released(wasOwner);
+        } finally {
+          this.lease.ended();
+        }
+      },
+      (error: unknown) => {
+        this.lease.ended();
+        throw error;
+      },
+    );
   }
 
   private async giveBack(drained?: Promise<boolean>): Promise<void> {

@@ -117,13 +117,18 @@ export class Lease implements AsyncDisposable {
    * taken from it is released too (until then, or until the ttl runs out, the key stays held).
    * A leader's term (`campaign()`) steps down: its `signal` aborts with reason `'stepped-down'`.
    */
-  async release(): Promise<void> {
-    if (this.ended) return;
+  release(): Promise<void> {
+    if (this.ended) return Promise.resolve();
     this.ended = true;
     this.released?.resolve();
-    // A leader's release ends its term: the signal aborts ('stepped-down') for any work on it.
-    if (this.owning) await (this.core.kind === 'leader' ? this.core.stepDown() : this.core.release());
-    else this.core.closeHandle();
+    try {
+      // A leader's release ends its term: the signal aborts ('stepped-down') for any work on it.
+      if (this.owning) return this.core.kind === 'leader' ? this.core.stepDown() : this.core.release();
+      this.core.closeHandle();
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** `await using lease = …`: releases on scope exit and never throws over the scope's own error. */

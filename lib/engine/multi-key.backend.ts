@@ -122,8 +122,7 @@ export class MultiKeyBackend implements LockBackend {
       lastDirect = !result.provisional;
       if (result.provisional) {
         // A hand-off: the key is ours once its claim has landed (it may turn out not to be).
-        const confirmed = result.provisional.confirmed ?? result.provisional.claim?.();
-        if (confirmed && (await confirmed) === undefined) {
+        if (result.provisional.confirmed && (await result.provisional.confirmed) === undefined) {
           await this.inner.release(this.keys[i], this.idOf(owner, i)).catch(() => undefined);
           return this.restart(owner, p);
         }

@@ -27,7 +27,7 @@ describe('Redis semaphores: races, dead processes, late answers, nothing left be
   /** Every key of `key` still on the server (the lock key, its queues, the permits). */
   const leftOn = async (key: string): Promise<string[]> => {
     const found: string[] = [];
-    for (const suffix of ['', ':q2', ':q', ':qa', ':sq', ':sqa', ':sp']) if ((await raw.exists(`lock:{${key}}${suffix}`)) === 1) found.push(suffix || 'lock');
+    for (const suffix of ['', ':q2', ':q2a', ':q', ':qa', ':sq', ':sqa', ':sp']) if ((await raw.exists(`lock:{${key}}${suffix}`)) === 1) found.push(suffix || 'lock');
     return found;
   };
   /** A bare backend on its own connection: it never renews nor releases unless told (a paused or dead process). */

@@ -7,7 +7,8 @@ import pg from 'pg';
 import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
 
 export type WorkerCommand =
-  | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness' }
+  /** `busyMs`: right after the grant, keep the event loop busy that long (CPU-bound work, a long GC pause). */
+  | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness'; busyMs?: number }
   | { op: 'release' }
   /** A PgFence update of `table` row `id` with the held lease's token (PostgreSQL workers). */
   | { op: 'fenced-update'; table: string; id: string; set: Record<string, unknown> }
@@ -65,6 +66,12 @@ async function main(): Promise<void> {
           const pending = locks.acquire(command.key, { purpose, ttl: command.ttl, wait: command.wait });
           send({ event: 'waiting', key: command.key });
           const held = await pending;
+          if (command.busyMs) {
+            const until = Date.now() + command.busyMs;
+            while (Date.now() < until) {
+              // synchronous work: nothing else of this process runs
+            }
+          }
           lease = held;
           held.signal.addEventListener('abort', () => {
             send({ event: 'lost', reason: (held.signal.reason as { reason?: string }).reason ?? 'unknown', at: Date.now() });

@@ -31,14 +31,15 @@ export function checkRedisKeyPrefix(prefix: unknown, cluster: boolean, where: st
 
 /**
  * The layout of a lock's keys this version writes (see redis.scripts.ts). Its queue's name carries
- * it (`:q2`); the lock key's name is the same in every layout, so two layouts never both hold a key.
+ * it (`:q2`, `:q2a`); the lock key's name is the same in every layout, so two layouts never both hold a key.
  * Layout 1 (0.1.x) queued in `:q` and `:qa` (sorted sets).
  */
 export const REDIS_LAYOUT = 2;
 
 /**
- * The Redis keys of one lock under a prefix: `lock:{key}`, its queue `lock:{key}:q2`, layout 1's
- * queue `lock:{key}:q` (only read, to refuse queueing beside it), and a semaphore's three beside them. The user key sits inside one `{…}` hash tag, so all of them share
+ * The Redis keys of one lock under a prefix: `lock:{key}`, its queue `lock:{key}:q2` and its
+ * waiters' refreshes `lock:{key}:q2a`, a semaphore's three beside them, and layout 1's queue
+ * `lock:{key}:q` (only read, to refuse queueing beside it). The user key sits inside one `{…}` hash tag, so all of them share
  * a Cluster slot. Cluster hashes what lies between the first `{` and the first `}` after it, or the
  * whole name when that is empty: a key starting with `}` (`}a` → `lock:{}a}`) would leave the tag
  * empty and scatter its keys over several slots (CROSSSLOT). Such keys, and only they, use
@@ -59,10 +60,10 @@ export class RedisKeys {
     return plain ? lock : `${this.prefix}%{${key.replaceAll('%', '%25').replaceAll('}', '%7D')}}`;
   }
 
-  /** The lock key, its queue, and layout 1's queue. */
-  plain(key: string): [lock: string, queue: string, layout1Queue: string] {
+  /** The lock key, its queue, and its waiters' refreshes. */
+  plain(key: string): [lock: string, queue: string, refreshed: string] {
     const lock = this.lock(key);
-    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q`];
+    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q${REDIS_LAYOUT}a`];
   }
 
   /**
@@ -72,7 +73,7 @@ export class RedisKeys {
    */
   all(key: string): string[] {
     const lock = this.lock(key);
-    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`];
+    return [lock, `${lock}:q${REDIS_LAYOUT}`, `${lock}:q${REDIS_LAYOUT}a`, `${lock}:sq`, `${lock}:sqa`, `${lock}:sp`, `${lock}:q`];
   }
 }
 

@@ -10,7 +10,7 @@ import { redisScript as script } from './redis-script.loader.js';
  *           the set expires (PEXPIREAT) with its last holder.
  *   KEYS[2] the plain lock's queue (read only: plain waiters queued make the key "awaited as a
  *           plain lock", which a semaphore refuses; the list lapses 3 heartbeats after its last
- *           live waiter looked); KEYS[3] layout 1's plain queue, unused here
+ *           live waiter looked); KEYS[3] the plain waiters' refreshes, unused here
  *   KEYS[4] queue — sorted set of waiting owners by arrival (server time, µs)
  *   KEYS[5] alive — sorted set of the same owners by the server time their entry expires
  *   KEYS[6] permits — the number every caller of the key must agree on; kept while holders or

@@ -21,15 +21,51 @@ export class RedisWaiters extends HandOffWaiters {
     return super.wait(owner, Math.min(timeoutMs, cap), signal);
   }
 
+  /**
+   * Holders granted by a hand-off whose heartbeat had refreshed them while they waited: their
+   * release also deletes that record (a hot key's hand-off does not spend a command on it).
+   */
+  private readonly refreshedHolders = new Set<string>();
+
   /** The queue entry the server last answered for `owner` ('' when it has none here). */
   entryOf(owner: string): string {
     return this.waiters.get(owner)?.entry ?? '';
   }
 
-  /** Remember `owner`'s queue entry (it names the entry when it refreshes or leaves). */
-  setEntry(owner: string, entry: string): void {
+  /**
+   * What a refresh of `owner`'s place sends: whether to look for its entry (its first refresh, or
+   * so long since its last answer — more than half an entry's life — that the entry may have
+   * lapsed and been dropped), and whether it has a refresh record (see REQUEUE).
+   */
+  refreshFlags(owner: string, entryLifeMs: number): [verify: '0' | '1', refreshed: '0' | '1'] {
     const waiter = this.waiters.get(owner);
-    if (waiter) waiter.entry = entry;
+    const refreshed = waiter?.refreshed === true;
+    const stale = waiter?.queuedAt === undefined || performance.now() - waiter.queuedAt > entryLifeMs / 2;
+    return [!refreshed || stale ? '1' : '0', refreshed ? '1' : '0'];
+  }
+
+  /** Remember `owner`'s queue entry (it names the entry when it refreshes or leaves); `refreshed`: a refresh answered it. */
+  setEntry(owner: string, entry: string, refreshed: boolean): void {
+    const waiter = this.waiters.get(owner);
+    if (!waiter) return;
+    // A refresh that kept the entry keeps a record of it on the server; one that added it anew deleted it.
+    waiter.refreshed = refreshed && waiter.entry === entry;
+    waiter.entry = entry;
+  }
+
+  /** `owner` is granted by a hand-off: keep whether its release must delete its refresh record. */
+  granted(owner: string): void {
+    if (this.waiters.get(owner)?.refreshed) this.refreshedHolders.add(owner);
+  }
+
+  /** Whether `owner`'s release deletes a refresh record (a waiter leaving always does). */
+  releasing(owner: string): boolean {
+    return this.refreshedHolders.delete(owner) || this.waiters.get(owner)?.refreshed === true;
+  }
+
+  /** The holders whose release deletes a refresh record (see LockBackend.bookkeeping). */
+  holdersRefreshed(): string[] {
+    return [...this.refreshedHolders];
   }
 
   /**
@@ -46,8 +82,8 @@ export class RedisWaiters extends HandOffWaiters {
 /**
  * The release that woke `owner` gave it the key (and took it out of the queue): start at once. Its
  * validity counts from its first queue request, which the hand-off followed. For its own ttl:
- * final. For a shorter reservation: the engine claims the full ttl (an owner-checked `PEXPIRE` of
- * `lock`) if the hold lasts (see LeaseClaim). undefined: too little of it is left; ask the server.
+ * final. For a shorter reservation: its full ttl is claimed at once (an owner-checked `PEXPIRE`
+ * of `lock`) and counts from the claim's answer. undefined: too little is left; ask the server.
  */
 export function takeHandOff(
   waiters: RedisWaiters,
@@ -60,14 +96,14 @@ export function takeHandOff(
 ): AcquireResult | undefined {
   const handOff = waiters.handOff(owner, validityMs);
   if (!handOff) return undefined;
+  waiters.granted(owner);
   waiters.forget(owner);
   const { validFrom, validForMs } = handOff;
   if (handOff.reservedMs >= ttlMs) return { acquired: true, provisional: { validFrom, validForMs } };
-  const claim = (): Promise<number | undefined> => {
-    const sentAt = performance.now();
-    const confirmed = commands.call('acquire', key, () => commands.script(EXTEND, [lock], [owner, ttlMs])).then((reply) => (reply === 1 ? sentAt : undefined));
-    confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
-    return confirmed;
-  };
-  return { acquired: true, provisional: { validFrom, validForMs, claim } };
+  // Written now, before the holder's work starts: a start that keeps the event loop busy (CPU-bound
+  // work, a long GC pause) must not outlive the reservation on the server.
+  const sentAt = performance.now();
+  const confirmed = commands.call('acquire', key, () => commands.script(EXTEND, [lock], [owner, ttlMs])).then((reply) => (reply === 1 ? sentAt : undefined));
+  confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
+  return { acquired: true, provisional: { validFrom, validForMs, confirmed } };
 }

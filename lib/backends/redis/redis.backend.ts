@@ -81,8 +81,8 @@ export class RedisBackend implements LockBackend {
     });
   }
 
-  /** The keys of one lock the scripts read: `lock:{key}`, its queue `lock:{key}:q2`, layout 1's queue (see RedisKeys). */
-  keysOf(key: string): [lock: string, queue: string, layout1Queue: string] {
+  /** The keys of one lock the scripts read: `lock:{key}`, its queue `lock:{key}:q2`, its waiters' refreshes (see RedisKeys). */
+  keysOf(key: string): [lock: string, queue: string, refreshed: string] {
     return this.keys.plain(key);
   }
 
@@ -99,7 +99,12 @@ export class RedisBackend implements LockBackend {
 
   /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
-    return { waiters: this.waiters.owners(), semaphoreSending: this.semaphores?.sendingOwners() ?? [], busyKeyCache: this.waiters.busyKeyCache() };
+    return {
+      waiters: this.waiters.owners(),
+      semaphoreSending: this.semaphores?.sendingOwners() ?? [],
+      busyKeyCache: this.waiters.busyKeyCache(),
+      holdersRefreshed: this.waiters.holdersRefreshed(),
+    };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
@@ -128,6 +133,7 @@ export class RedisBackend implements LockBackend {
       }
     }
     const entry = this.waiters.entryOf(owner);
+    const [verify, refreshed] = this.waiters.refreshFlags(owner, this.entryLifeMs);
     this.waiters.joining(owner);
     // A process's first wait: its place in line is taken now, and the wake-up subscriber is opened
     // beside it (a connection, on a Cluster `CLUSTER SLOTS` first: longer than a warm waiter's
@@ -136,13 +142,16 @@ export class RedisBackend implements LockBackend {
     this.waiters.sending(owner);
     let reply: [number, number?, string?];
     try {
-      // Queued already (its heartbeat, or the holder's expiry when first in line): refresh the
-      // entry in place. Else join at the end.
-      const args = [owner, ttlMs, this.entryLifeMs, this.channel];
+      // Queued already (its heartbeat, or the holder's expiry when first in line): refresh its
+      // place. Else join at the end.
+      const keys = this.allKeysOf(key);
       reply = (await this.commands.call(
         'acquire',
         key,
-        () => (entry ? this.commands.script(REQUEUE, this.allKeysOf(key), [...args, entry]) : this.commands.script(ENQUEUE, this.allKeysOf(key), args)),
+        () =>
+          entry
+            ? this.commands.script(REQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel, entry, verify, refreshed])
+            : this.commands.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs]),
         { owner, ttlMs },
       )) as [number, number?, string?];
     } catch (error) {
@@ -166,7 +175,7 @@ export class RedisBackend implements LockBackend {
     }
     const holderMs = reply[1] ?? -1;
     this.waiters.queued(key, owner, holderMs);
-    this.waiters.setEntry(owner, reply[2] ?? '');
+    this.waiters.setEntry(owner, reply[2] ?? '', entry !== '');
     if (listening) await this.wake.heardOnce(listening, key, owner, (k, o) => this.release(k, o));
     return { acquired: false, holderRemainingMs: holderMs >= 0 ? holderMs : undefined };
   }
@@ -218,10 +227,13 @@ export class RedisBackend implements LockBackend {
     if (this.config.queueing === false) {
       return (await this.commands.call('release', key, () => this.commands.script(DELETE_IF_OWNER, [this.keys.lock(key)], [owner]))) === 1;
     }
-    // A waiter giving up names its queue entry; a holder has none.
+    // A waiter giving up names its queue entry; a holder has none. Either deletes its refresh record, if any.
     const entry = this.waiters.entryOf(owner);
+    const refreshed = this.waiters.releasing(owner) ? '1' : '0';
     this.waiters.forget(owner);
-    const reply = await this.commands.call('release', key, () => this.commands.script(RELEASE, this.keysOf(key), [owner, entry, this.entryLifeMs, this.channel]));
+    const reply = await this.commands.call('release', key, () =>
+      this.commands.script(RELEASE, this.keysOf(key), [owner, entry, this.entryLifeMs, this.channel, refreshed]),
+    );
     return reply === 1;
   }
 

@@ -39,7 +39,7 @@ export function expect(condition: unknown, message: string): asserts condition {
 /** Resolve to whether `result` is a grant the backend stands by (a provisional one once confirmed). */
 export async function settled(result: AcquireResult): Promise<Grant> {
   if (!result.acquired) return { acquired: false, holderRemainingMs: result.holderRemainingMs };
-  const confirmed = result.provisional?.confirmed ?? result.provisional?.claim?.();
+  const confirmed = result.provisional?.confirmed;
   if (confirmed && (await confirmed) === undefined) return { acquired: false };
   return { acquired: true, token: result.token };
 }
