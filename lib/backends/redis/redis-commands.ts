@@ -33,7 +33,8 @@ export class RedisCommands {
   private connected?: Promise<void>;
   /** Clean-ups past their ttl waiting for the client's next reconnection (see cleanUp). */
   private readonly reconnectRetries = new Set<() => void>();
-  private corked = false;
+  /** The socket corked until the next tick (see batchWrites), if any. */
+  private corkedStream?: { uncork(): void };
 
   constructor(private readonly config: RedisCommandsConfig) {
     this.deadlines = new AnswerDeadlines(config.commandTimeoutMs);
@@ -80,6 +81,11 @@ export class RedisCommands {
 
   script(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
     return runScript(this.config.client, script, keys, args);
+  }
+
+  /** `script` by its text (`EVAL`): one request whatever the server's script cache holds. */
+  evalNow(script: RedisScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+    return this.config.client.eval(script.lua, keys.length, ...keys, ...args);
   }
 
   /** `PING` within `timeoutMs`, counting the wait for a connection. */
@@ -152,15 +158,22 @@ export class RedisCommands {
    * socket is corked until the callers resumed by the same answers have all sent theirs.
    */
   private batchWrites(): void {
-    if (this.corked || this.deadlines.inFlight === 0) return;
+    if (this.corkedStream || this.deadlines.inFlight === 0) return;
     const stream = (this.config.client as { stream?: { cork?: () => void; uncork(): void; writable?: boolean } }).stream;
     if (typeof stream?.cork !== 'function' || !stream.writable) return;
-    this.corked = true;
+    this.corkedStream = stream;
     stream.cork();
-    process.nextTick(() => {
-      this.corked = false;
-      stream.uncork();
-    });
+    process.nextTick(() => this.flush());
+  }
+
+  /**
+   * Write what is corked now. A claim written for a holder about to start must not wait for the
+   * next tick: the holder's own synchronous work would run first, the reservation's clock running.
+   */
+  flush(): void {
+    const stream = this.corkedStream;
+    this.corkedStream = undefined;
+    stream?.uncork();
   }
 
   /** undefined when connected (no wait, not even a microtask), else the bounded wait for it. */

@@ -81,9 +81,10 @@ export class RedisWaiters extends HandOffWaiters {
 
 /**
  * The release that woke `owner` gave it the key (and took it out of the queue): start at once. Its
- * validity counts from its first queue request, which the hand-off followed. For its own ttl:
- * final. For a shorter reservation: its full ttl is claimed at once (an owner-checked `PEXPIRE`
- * of `lock`) and counts from the claim's answer. undefined: too little is left; ask the server.
+ * validity counts from its first queue request, which the hand-off followed. Set for its own ttl:
+ * final. For a shorter reservation, or after a long wait: its full ttl is claimed at once (an
+ * owner-checked `PEXPIRE` of `lock`) and counts from the claim's send. undefined: too little is
+ * left; ask the server.
  */
 export function takeHandOff(
   waiters: RedisWaiters,
@@ -99,11 +100,16 @@ export function takeHandOff(
   waiters.granted(owner);
   waiters.forget(owner);
   const { validFrom, validForMs } = handOff;
-  if (handOff.reservedMs >= ttlMs) return { acquired: true, provisional: { validFrom, validForMs } };
-  // Written now, before the holder's work starts: a start that keeps the event loop busy (CPU-bound
-  // work, a long GC pause) must not outlive the reservation on the server.
+  // Set for its own ttl at the hand-off: final, unless the wait spent more than a tenth of the
+  // validity (which counts from its first queue request) — a lease starts with 90 % of its ttl.
   const sentAt = performance.now();
-  const confirmed = commands.call('acquire', key, () => commands.script(EXTEND, [lock], [owner, ttlMs])).then((reply) => (reply === 1 ? sentAt : undefined));
+  if (handOff.reservedMs >= ttlMs && sentAt - validFrom <= validityMs / 10) return { acquired: true, provisional: { validFrom, validForMs } };
+  // Written now, before the holder's work starts: a start that keeps the event loop busy (CPU-bound
+  // work, a long GC pause) must not outlive a reservation on the server.
+  // By its text (EVAL), not its SHA: after a restart or failover the server may not know the SHA,
+  // and the text sent again after a NOSCRIPT answer would wait for that work too.
+  const confirmed = commands.call('acquire', key, () => commands.evalNow(EXTEND, [lock], [owner, ttlMs])).then((reply) => (reply === 1 ? sentAt : undefined));
+  commands.flush();
   confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
   return { acquired: true, provisional: { validFrom, validForMs, confirmed } };
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
@@ -27,6 +28,8 @@ export class RedisBackend implements LockBackend {
   private readonly client: RedisClientLike;
   private readonly keys: RedisKeys;
   private readonly channel: string;
+  /** The suffix of this process's own wake channel (`<channel>:<process>`), '-' for none. */
+  private readonly process: string;
   private readonly entryLifeMs: number;
   private readonly waiters: RedisWaiters;
   private closed = false;
@@ -51,6 +54,8 @@ export class RedisBackend implements LockBackend {
     const prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.keys = new RedisKeys(prefix);
     this.channel = `${prefix}__wake`;
+    // Its own wake channel (redis.scripts.ts): none on a Cluster, whose PUBLISH counts the node's subscribers only.
+    this.process = config.client.isCluster === true ? '-' : randomBytes(9).toString('base64url');
     const connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
     const commandTimeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
     const heartbeatMs = config.waiterHeartbeatMs ?? REDIS_DEFAULTS.waiterHeartbeatMs;
@@ -62,6 +67,7 @@ export class RedisBackend implements LockBackend {
       name: this.name,
       client: this.client,
       channel: this.channel,
+      processChannel: this.process === '-' ? undefined : `${this.channel}:${this.process}`,
       timeoutMs: connectTimeoutMs + commandTimeoutMs,
       outages: this.outages,
       waiters: this.waiters,
@@ -97,22 +103,16 @@ export class RedisBackend implements LockBackend {
     return (this.semaphores ??= new RedisSemaphores({ channel, entryLifeMs, waiters, keys, wake, commands }));
   }
 
-  /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
-    return {
-      waiters: this.waiters.owners(),
-      semaphoreSending: this.semaphores?.sendingOwners() ?? [],
-      busyKeyCache: this.waiters.busyKeyCache(),
-      holdersRefreshed: this.waiters.holdersRefreshed(),
-    };
+    const { waiters } = this;
+    return { waiters: waiters.owners(), semaphoreSending: this.semaphores?.sendingOwners() ?? [], busyKeyCache: waiters.busyKeyCache(), holdersRefreshed: waiters.holdersRefreshed() };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     if (permitsOf(request) > 1) return this.semaphoreOf().acquire(request);
     const { key, owner, ttlMs, queue, reportHolder } = request;
     if (queue && this.waiters.hasHandOff(owner)) {
-      // The engine trusts a grant for its ttl only: with a lock-delay it asks the server to keep
-      // the key longer (ttlMs = ttl + lockDelay) than it will trust it (validityMs = ttl).
+      // With a lock-delay the server keeps the key (ttlMs = ttl + lockDelay) longer than it is trusted (validityMs = ttl).
       const validityMs = Math.min(ttlMs, request.validityMs ?? ttlMs);
       const granted = takeHandOff(this.waiters, this.commands, this.keys.lock(key), key, owner, ttlMs, validityMs);
       if (granted) return granted;
@@ -124,10 +124,9 @@ export class RedisBackend implements LockBackend {
       const reply = await this.commands.call('acquire', key, () => this.client.set(lock, owner, 'PX', ttlMs, 'NX'), { owner, ttlMs });
       if (reply === 'OK') return this.granted(key, owner);
       if (!queue) {
-        // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller
-        // that will report it — a skipped @Cron tick must not pay a second round trip.
-        // A process that uses semaphores here also learns on a busy try whether the key is one
-        // (a mismatch); one that never does skips that round trip, and learns when it queues.
+        // Busy without queueing: say when the holder's lease ends (Retry-After) only to a caller that
+        // will report it (a skipped @Cron tick pays no second round trip). A process that uses
+        // semaphores also learns on a busy try whether the key is one (a mismatch).
         if (!reportHolder && this.semaphores === undefined) return { acquired: false };
         return this.busy(key, lock, reportHolder === true);
       }
@@ -139,6 +138,8 @@ export class RedisBackend implements LockBackend {
     // beside it (a connection, on a Cluster `CLUSTER SLOTS` first: longer than a warm waiter's
     // round trip), so a waiter that asks later is never queued before it.
     const listening = this.wake.listening();
+    // Its own channel only once it listens there (a hand-off before that goes by the shared one).
+    const process = listening ? '-' : this.process;
     this.waiters.sending(owner);
     let reply: [number, number?, string?];
     try {
@@ -150,8 +151,8 @@ export class RedisBackend implements LockBackend {
         key,
         () =>
           entry
-            ? this.commands.script(REQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel, entry, verify, refreshed])
-            : this.commands.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs]),
+            ? this.commands.script(REQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel, entry, verify, refreshed, process])
+            : this.commands.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, process]),
         { owner, ttlMs },
       )) as [number, number?, string?];
     } catch (error) {
