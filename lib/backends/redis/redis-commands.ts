@@ -163,7 +163,11 @@ export class RedisCommands {
     if (typeof stream?.cork !== 'function' || !stream.writable) return;
     this.corkedStream = stream;
     stream.cork();
-    process.nextTick(() => this.flush());
+    process.nextTick(() => {
+      if (this.corkedStream !== stream) return; // flushed meanwhile
+      this.corkedStream = undefined;
+      stream.uncork();
+    });
   }
 
   /**
@@ -171,9 +175,16 @@ export class RedisCommands {
    * next tick: the holder's own synchronous work would run first, the reservation's clock running.
    */
   flush(): void {
-    const stream = this.corkedStream;
     this.corkedStream = undefined;
-    stream?.uncork();
+    // Every cork of the socket, not only ours: another backend on the same client may have corked it this tick.
+    const stream = (this.config.client as { stream?: { uncork(): void; writableCorked?: number } }).stream;
+    for (let i = 0; stream && i < 64 && (stream.writableCorked ?? 0) > 0; i++) stream.uncork();
+  }
+
+  /** Whether the client holds commands back to send them together later (ioredis' `enableAutoPipelining`). */
+  get holdsWrites(): boolean {
+    const options = (this.config.client as { options?: { enableAutoPipelining?: boolean; redisOptions?: { enableAutoPipelining?: boolean } } }).options;
+    return options?.enableAutoPipelining === true || options?.redisOptions?.enableAutoPipelining === true;
   }
 
   /** undefined when connected (no wait, not even a microtask), else the bounded wait for it. */

@@ -97,18 +97,26 @@ export function takeHandOff(
 ): AcquireResult | undefined {
   const handOff = waiters.handOff(owner, validityMs);
   if (!handOff) return undefined;
-  waiters.granted(owner);
-  waiters.forget(owner);
   const { validFrom, validForMs } = handOff;
   // Set for its own ttl at the hand-off: final, unless the wait spent more than a tenth of the
   // validity (which counts from its first queue request) — a lease starts with 90 % of its ttl.
   const sentAt = performance.now();
-  if (handOff.reservedMs >= ttlMs && sentAt - validFrom <= validityMs / 10) return { acquired: true, provisional: { validFrom, validForMs } };
-  // Written now, before the holder's work starts: a start that keeps the event loop busy (CPU-bound
-  // work, a long GC pause) must not outlive a reservation on the server.
+  const final = handOff.reservedMs >= ttlMs && sentAt - validFrom <= validityMs / 10;
+  // Else the claim is written now, before the holder's work starts: a start that keeps the event
+  // loop busy (CPU-bound work, a long GC pause) must not outlive a reservation on the server. A
+  // client that holds writes back by itself (ioredis' auto-pipelining) would send it only after
+  // that work: the server is asked first instead (the owner's queue request claims).
+  if (!final && commands.holdsWrites) return undefined;
+  waiters.granted(owner);
+  waiters.forget(owner);
+  if (final) return { acquired: true, provisional: { validFrom, validForMs } };
   // By its text (EVAL), not its SHA: after a restart or failover the server may not know the SHA,
   // and the text sent again after a NOSCRIPT answer would wait for that work too.
-  const confirmed = commands.call('acquire', key, () => commands.evalNow(EXTEND, [lock], [owner, ttlMs])).then((reply) => (reply === 1 ? sentAt : undefined));
+  const confirmed = commands.call('acquire', key, () => commands.evalNow(EXTEND, [lock], [owner, ttlMs])).then((reply) => {
+    if (reply === 1) return sentAt;
+    waiters.releasing(owner); // not its key: the engine forgets the lease without a release
+    return undefined;
+  });
   commands.flush();
   confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
   return { acquired: true, provisional: { validFrom, validForMs, confirmed } };

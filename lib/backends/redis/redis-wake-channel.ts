@@ -12,8 +12,6 @@ export interface RedisWakeChannelConfig {
   readonly name: string;
   readonly client: RedisClientLike;
   readonly channel: string;
-  /** This process's own channel, where hand-offs to its waiters come (see redis.scripts.ts); none on a Cluster. */
-  readonly processChannel?: string;
   /** The bound on opening it: a connection and the SUBSCRIBE's answer. */
   readonly timeoutMs: number;
   readonly outages: RedisOutageLog;
@@ -80,8 +78,7 @@ export class RedisWakeChannel {
   }
 
   subscribe(): Promise<void> {
-    const { client, channel, processChannel, waiters } = this.config;
-    const channels = processChannel ? [channel, processChannel] : [channel];
+    const { client, channel, waiters } = this.config;
     this.subscribing ??= (async () => {
       // ioredis re-subscribes by itself after a reconnect, with a command nobody awaits: closed
       // before its answer, it rejects unhandled and the process crashes. We re-subscribe ourselves.
@@ -91,16 +88,16 @@ export class RedisWakeChannel {
       subscriber.on('connect', () => unref(subscriber));
       let subscribed = false;
       subscriber.on('ready', () => {
-        if (subscribed) subscriber.subscribe(...channels).catch(() => undefined);
+        if (subscribed) subscriber.subscribe(channel).catch(() => undefined);
       });
       subscriber.on('message', (from: string, message: string) => {
-        if (from !== channel && from !== processChannel) return;
+        if (from !== channel) return;
         if (!message.startsWith(LOST)) waiters.onMessage(message);
         else this.config.forced(message.slice(LOST.length));
       });
       this.subscriber = subscriber;
       if (this.config.closed()) await quit(subscriber);
-      await subscriber.subscribe(...channels);
+      await subscriber.subscribe(channel);
       subscribed = true;
       this.subscribed = true;
     })().catch((error: unknown) => {

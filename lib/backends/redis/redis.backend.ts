@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
@@ -28,8 +27,6 @@ export class RedisBackend implements LockBackend {
   private readonly client: RedisClientLike;
   private readonly keys: RedisKeys;
   private readonly channel: string;
-  /** The suffix of this process's own wake channel (`<channel>:<process>`), '-' for none. */
-  private readonly process: string;
   private readonly entryLifeMs: number;
   private readonly waiters: RedisWaiters;
   private closed = false;
@@ -54,8 +51,6 @@ export class RedisBackend implements LockBackend {
     const prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.keys = new RedisKeys(prefix);
     this.channel = `${prefix}__wake`;
-    // Its own wake channel (redis.scripts.ts): none on a Cluster, whose PUBLISH counts the node's subscribers only.
-    this.process = config.client.isCluster === true ? '-' : randomBytes(9).toString('base64url');
     const connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
     const commandTimeoutMs = config.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs;
     const heartbeatMs = config.waiterHeartbeatMs ?? REDIS_DEFAULTS.waiterHeartbeatMs;
@@ -67,7 +62,6 @@ export class RedisBackend implements LockBackend {
       name: this.name,
       client: this.client,
       channel: this.channel,
-      processChannel: this.process === '-' ? undefined : `${this.channel}:${this.process}`,
       timeoutMs: connectTimeoutMs + commandTimeoutMs,
       outages: this.outages,
       waiters: this.waiters,
@@ -138,8 +132,6 @@ export class RedisBackend implements LockBackend {
     // beside it (a connection, on a Cluster `CLUSTER SLOTS` first: longer than a warm waiter's
     // round trip), so a waiter that asks later is never queued before it.
     const listening = this.wake.listening();
-    // Its own channel only once it listens there (a hand-off before that goes by the shared one).
-    const process = listening ? '-' : this.process;
     this.waiters.sending(owner);
     let reply: [number, number?, string?];
     try {
@@ -151,8 +143,8 @@ export class RedisBackend implements LockBackend {
         key,
         () =>
           entry
-            ? this.commands.script(REQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel, entry, verify, refreshed, process])
-            : this.commands.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs, process]),
+            ? this.commands.script(REQUEUE, keys, [owner, ttlMs, this.entryLifeMs, this.channel, entry, verify, refreshed])
+            : this.commands.script(ENQUEUE, keys, [owner, ttlMs, this.entryLifeMs]),
         { owner, ttlMs },
       )) as [number, number?, string?];
     } catch (error) {
@@ -220,6 +212,8 @@ export class RedisBackend implements LockBackend {
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
     if (permitsOf(hold) > 1) return this.semaphoreOf().extend(key, owner, ttlMs);
     const reply = await this.commands.call('extend', key, () => this.commands.script(EXTEND, [this.keys.lock(key)], [owner, ttlMs]));
+    // Not its key any more: the engine forgets the lease without a release.
+    if (reply !== 1) this.waiters.releasing(owner);
     return reply === 1;
   }
 
@@ -281,6 +275,7 @@ export class RedisBackend implements LockBackend {
   /** A forced release ended `owner`'s hold: a hand-off to it not yet started on is void, a lease of it is lost. */
   private forced(owner: string): void {
     this.waiters.revokeHandOff(owner);
+    this.waiters.releasing(owner); // the engine forgets a force-released lease without a release
     this.lossListeners.tell(owner, 'ended by forceRelease()', 'force-released');
   }
 

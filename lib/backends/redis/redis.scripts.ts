@@ -9,9 +9,8 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
  *   KEYS[1] lock  — the holder's owner id, with the lease ttl as its expiry. Its name is the same
  *           in every layout, so instances of two layouts can never both hold a key.
  *   KEYS[2] queue — `:q2`, a list of waiters in arrival order, each entry "<expiry ms> <ttl ms>
- *           <process> <owner>": the server time the entry lapses unless refreshed, the ttl the
- *           owner asked for (set for it at hand-off), and its process's wake channel suffix ('-':
- *           none, on a Cluster). Entries never change in place.
+ *           <owner>": the server time the entry lapses unless refreshed, and the ttl the owner
+ *           asked for (set for it at hand-off). Entries never change in place.
  *   KEYS[3] refreshed — `:q2a`, a hash owner → the later expiry a waiter's heartbeat set (one
  *           O(1) write per heartbeat, whatever the queue's length); a waiter is alive while its
  *           entry's own expiry or this one is ahead
@@ -26,22 +25,18 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
  * the queue scripts report the semaphore's permits instead.
  *
  * Fairness without polling: a release does not free a contended key, it gives it to the head live
- * waiter (taking it out of the queue) and publishes "<owner> <ms>". Each process listens on a wake
- * channel of its own beside the shared one, and `PUBLISH` answers how many heard: the release
- * publishes on the waiter's process channel first and gives it the key for its own ttl if its
- * process heard — a process that died has no connection left, and is never handed more than a
- * reservation. Otherwise (no process channel: a Cluster, where `PUBLISH` counts the node's own
- * subscribers only, or a process not subscribed yet when it queued; nobody heard) the key goes for
- * the waiter's ttl when that is within a reservation of one entry lifetime (3 heartbeats), else for
- * the reservation, which the waiter claims (its own ttl set, owner-checked) by a request written
- * before its work starts. The waiter starts at once: its
- * validity counts from its first queue request, which the hand-off followed. A newcomer's plain
- * `SET NX` cannot jump the queue; a dead waiter is skipped once its entry has lapsed.
+ * waiter (taking it out of the queue) — for that waiter's own ttl when it is no longer than a
+ * reservation of one entry lifetime (3 heartbeats), else for the reservation — and publishes
+ * "<owner> <ms>" on the wake channel. The waiter starts at once: its validity counts from its first
+ * queue request, which the hand-off followed. A reservation is claimed (the waiter's own ttl set,
+ * owner-checked) by a request written before the waiter's work starts: a waiter that died just
+ * before its hand-off blocks the key for at most the reservation. A newcomer's plain `SET NX`
+ * cannot jump the queue; a dead waiter is skipped once its entry has lapsed.
  *
  * Commands per critical section of a hot key (INFO commandstats counts a script's own calls):
  * joining behind others is EVALSHA, TIME, RPUSH, PEXPIRE; the release that hands on is EVALSHA,
- * GET, LPOP, TIME, PUBLISH, SET — 10 in all, and nothing from the woken waiter (on a Cluster, a
- * lease longer than the reservation adds its claim: EVALSHA, GET, PEXPIRE).
+ * GET, LPOP, TIME, SET, PUBLISH — 10 in all for a lease within the reservation; a longer one adds
+ * its claim (EVALSHA, GET, PEXPIRE).
  */
 
 /** `now()`: the server's clock in ms, read once per script and only when needed. */
@@ -54,70 +49,57 @@ local function now()
   end
   return nowMs
 end
-local function entryOf(owner, ttl, life, process)
-  return string.format('%.0f %s %s %s', now() + life, ttl, process, owner)
+local function entryOf(owner, ttl, life)
+  return string.format('%.0f %s %s', now() + life, ttl, owner)
 end
 `;
 
 /**
- * A queue entry's parts: its expiry (server ms), the ttl its owner asked for, its process's wake
- * channel suffix, the owner. Shared by the scripts that pop the head: `serve(skip, reserve,
- * channel)` gives the key to the head live waiter — taking it out of the queue, dropping dead ones
- * on the way with their refresh record — and wakes it; returns that owner, or nil when nobody live
- * waits. Needs NOW.
+ * A queue entry's parts: its expiry (server ms), the ttl its owner asked for, the owner. Shared by
+ * the scripts that pop the head: `nextLive(skip)` takes the head live waiter out of the queue
+ * (dead ones are dropped on the way, with their refresh record), `handTo` gives it the key — for
+ * its own ttl, or the reservation when that is shorter — and wakes it. Needs NOW.
  */
 const SERVE = `
 local function parse(entry)
-  local expiry, ttl, process, who = string.match(entry, '^(%d+) (%d+) (%S+) (.*)$')
-  return tonumber(expiry), ttl, process, who
+  local expiry, ttl, who = string.match(entry, '^(%d+) (%d+) (.*)$')
+  return tonumber(expiry), ttl, who
 end
-local function ownerOf(entry)
-  local _, _, _, who = parse(entry)
-  return who
-end
--- The head live waiter, out of the queue (its entry, or its heartbeat's refresh, still ahead).
 local function nextLive(skip)
   while true do
     local entry = redis.call('LPOP', KEYS[2])
     if not entry then return nil end
-    local expiry, ttl, process, who = parse(entry)
+    local expiry, ttl, who = parse(entry)
     if who and who ~= skip then
-      if expiry and expiry > now() then return who, ttl, process end
+      if expiry and expiry > now() then return who, ttl end
+      -- Its entry lapsed: alive if its heartbeat refreshed it since.
       local refreshed = tonumber(redis.call('HGET', KEYS[3], who))
-      if refreshed and refreshed > now() then return who, ttl, process end
+      if refreshed and refreshed > now() then return who, ttl end
       if refreshed then redis.call('HDEL', KEYS[3], who) end
     end
   end
 end
--- Give the key to \`who\` and wake it: for its own ttl when its process heard the wake-up on its
--- own channel; else (no process channel, or nobody heard: that process is gone, or its subscriber
--- between two connections) for its ttl or the reservation, whichever is shorter.
-local function handTo(who, ttl, process, reserve, channel)
-  if process ~= '-' and redis.call('PUBLISH', channel .. ':' .. process, who .. ' ' .. ttl) > 0 then
-    redis.call('SET', KEYS[1], who, 'PX', ttl)
-    return
-  end
+local function handTo(who, ttl, reserve, channel)
   local ms = math.min(tonumber(ttl), reserve)
   redis.call('SET', KEYS[1], who, 'PX', ms)
   redis.call('PUBLISH', channel, who .. ' ' .. ms)
 end
-local function serve(skip, reserve, channel)
-  local who, ttl, process = nextLive(skip)
-  if who then handTo(who, ttl, process, reserve, channel) end
+local function ownerOf(entry)
+  local _, _, who = parse(entry)
   return who
 end
 `;
 
 /**
  * Join the queue, or take the lock when it is free and nobody waits. ARGV: owner, ttl ms, entry
- * lifetime ms, its process's wake channel suffix ('-': none). Returns {1} when acquired, {0, ms until the holder's expiry if first in line else
+ * lifetime ms. Returns {1} when acquired, {0, ms until the holder's expiry if first in line else
  * -1, the entry}, {-1, permits} when a semaphore holds the key, {-2, 1} when a waiter of layout 1
  * is queued for it (checked by the first in line here, and by every waiter when it looks again).
  */
 export const ENQUEUE = script(`
 local owner, ttl, life = ARGV[1], ARGV[2], tonumber(ARGV[3])
 ${NOW}
-local entry = entryOf(owner, ttl, life, ARGV[4])
+local entry = entryOf(owner, ttl, life)
 local queued = redis.call('RPUSH', KEYS[2], entry)
 redis.call('PEXPIRE', KEYS[2], life)
 -- Behind others: they were first to see the key busy, and a release hands it on to them.
@@ -145,8 +127,7 @@ return {0, redis.call('PTTL', KEYS[1]), entry}
  * liveness is refreshed (one hash field), or — when its entry may be gone — its entry is looked
  * for and added again at the end if gone. ARGV: owner, ttl ms, entry lifetime ms, wake channel,
  * its entry as last returned, '1' to look for it (its first refresh, or so long since its last
- * answer that the entry may have lapsed and been dropped), '1' if it has a refresh record, its
- * process's wake channel suffix.
+ * answer that the entry may have lapsed and been dropped), '1' if it has a refresh record.
  * Returns as ENQUEUE does (the entry: the same one while it stands); {1} also when the key was
  * handed to it and the wake-up was missed (its ttl is then set afresh).
  */
@@ -182,7 +163,7 @@ if verify then
   if redis.call('LPOS', KEYS[2], old) then
     redis.call('HSET', KEYS[3], owner, now() + life)
   else
-    entry = entryOf(owner, ttl, life, ARGV[8])
+    entry = entryOf(owner, ttl, life)
     redis.call('RPUSH', KEYS[2], entry)
     redis.call('HDEL', KEYS[3], owner)
   end
@@ -193,13 +174,13 @@ if redis.call('PTTL', KEYS[2]) < life then redis.call('PEXPIRE', KEYS[2], life) 
 if not holder then
   -- Free with waiters queued (a holder's lease ran out, or the last release found only dead
   -- waiters ahead): serve the head live waiter — this owner, or the one it hands on to.
-  local who, whoTtl, process = nextLive(nil)
+  local who, whoTtl = nextLive(nil)
   if who == owner then
     redis.call('SET', KEYS[1], owner, 'PX', ttl)
     redis.call('HDEL', KEYS[3], owner)
     return {1}
   end
-  if who then handTo(who, whoTtl, process, life, channel) end
+  if who then handTo(who, whoTtl, life, channel) end
 end
 local head = redis.call('LINDEX', KEYS[2], 0)
 if head and ownerOf(head) == owner then return {0, redis.call('PTTL', KEYS[1]), entry} end
@@ -234,7 +215,11 @@ local function release(owner, entry, reserve, channel, refreshed)
   if holder and holder ~= owner then return 0 end
   -- Ours, or free (a waiter giving up, or a holder whose lease ended): the next live waiter
   -- gets it; nobody live waits — deleted (uncontended: GET, LPOP, DEL).
-  if serve(owner, reserve, channel) then return holder == owner and 1 or 0 end
+  local who, ttl = nextLive(owner)
+  if who then
+    handTo(who, ttl, reserve, channel)
+    return holder == owner and 1 or 0
+  end
   if holder == owner then
     redis.call('DEL', KEYS[1])
     return 1
@@ -280,7 +265,7 @@ if not holder then return {} end
 ${NOW}
 local live = 0
 for _, entry in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
-  local expiry, _, _, who = string.match(entry, '^(%d+) (%d+) (%S+) (.*)$')
+  local expiry, _, who = string.match(entry, '^(%d+) (%d+) (.*)$')
   if tonumber(expiry) > now() or (tonumber(redis.call('HGET', KEYS[3], who)) or 0) > now() then live = live + 1 end
 end
 return {holder, redis.call('PTTL', KEYS[1]), live}
