@@ -60,7 +60,9 @@ export class RedisWaiters extends HandOffWaiters {
 
   /** Whether `owner`'s release deletes a refresh record (a waiter leaving always does). */
   releasing(owner: string): boolean {
-    return this.refreshedHolders.delete(owner) || this.waiters.get(owner)?.refreshed === true;
+    // (Nothing to look up on the common release: no holder refreshed, no waiter leaving.)
+    if (this.refreshedHolders.size > 0 && this.refreshedHolders.delete(owner)) return true;
+    return this.waiters.size > 0 && this.waiters.get(owner)?.refreshed === true;
   }
 
   /** The holders whose release deletes a refresh record (see LockBackend.bookkeeping). */

@@ -97,6 +97,7 @@ export class RedisBackend implements LockBackend {
     return (this.semaphores ??= new RedisSemaphores({ channel, entryLifeMs, waiters, keys, wake, commands }));
   }
 
+  /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
     const { waiters } = this;
     return { waiters: waiters.owners(), semaphoreSending: this.semaphores?.sendingOwners() ?? [], busyKeyCache: waiters.busyKeyCache(), holdersRefreshed: waiters.holdersRefreshed() };
