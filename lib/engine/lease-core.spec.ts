@@ -56,6 +56,30 @@ describe('LeaseCore.confirmWith (provisional hand-off grants)', () => {
     expect((core.controller.signal.reason as LeaseLostError).reason).toBe('expired');
   });
 
+  it('a claim answered in the turn its provisional validity ran out keeps the lease (a holder busy right after its grant)', async () => {
+    // The holder's loop was busy past the provisional validity: the expiry timer and the claim's
+    // answer are due together, and timers run first. The answer must still count.
+    const core = provisional();
+    const sentAt = performance.now();
+    core.confirmWith(new Promise<number>((resolve) => setImmediate(() => resolve(sentAt))));
+    const busyUntil = performance.now() + 300;
+    while (performance.now() < busyUntil) {
+      // CPU-bound work past the 200 ms provisional validity
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    expect(core.controller.signal.aborted).toBe(false);
+    expect(core.remainingMs()).toBeGreaterThan(9_000);
+    await core.release();
+  });
+
+  it('a claim still unanswered when its provisional validity ends: lost as expired, one I/O turn later at most', async () => {
+    const core = provisional();
+    core.confirmWith(new Promise<number>(() => undefined)); // never answered
+    const aborted = new Promise((r) => core.controller.signal.addEventListener('abort', r, { once: true }));
+    await aborted;
+    expect((core.controller.signal.reason as LeaseLostError).reason).toBe('expired');
+  });
+
   it('a confirmation after release changes nothing', async () => {
     const core = provisional();
     let resolve!: (v: number) => void;

@@ -4,7 +4,7 @@ import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
 import type { LockKind } from './lock-events.js';
 import type { LeaseCoreInit, LeaseObserverOf, LeaseState } from './lease-core.types.js';
-import { DeadlineTimer } from '../common/deadline-timer.js';
+import { LeaseExpiry } from './lease-expiry.js';
 import { LeaseWork } from './lease-work.js';
 import { LeaseSettings, type SettingsHost } from './lease-settings.js';
 import { LeaseGiveBack, type GiveBackHost } from './lease-give-back.js';
@@ -52,7 +52,7 @@ export class LeaseCore {
   private validUntilMs: number;
   readonly driftFactor: number;
   private readonly observer: LeaseObserver;
-  private readonly expiry = new DeadlineTimer(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
+  private readonly expiry = new LeaseExpiry(() => this.lose('expired', `its ${this.ttlMs} ms ttl ran out`));
   /** Giving the key back, once (released, lost, or shut down). */
   private readonly giveBack: LeaseGiveBack;
   /** A claim, extends, renewals, the lockAtLeastFor extend in order; the handles: both made on first use. */
@@ -190,7 +190,7 @@ export class LeaseCore {
    * the send time `confirmed` resolves with; `undefined` means the key was not ours after all.
    */
   confirmWith(confirmed: Promise<number | undefined>): void {
-    void this.calls.send(() => confirmed);
+    void this.calls.send(() => this.expiry.lengthen(confirmed));
     confirmed.then(
       (sentAt) => {
         if (this.state !== 'held') return;
@@ -220,7 +220,7 @@ export class LeaseCore {
         this.validUntilMs = mayEndAt;
         this.scheduleExpiry();
       }
-      return this.backend.extend(this.key, this.owner, ttlMs + lockDelay);
+      return this.expiry.lengthen(this.backend.extend(this.key, this.owner, ttlMs + lockDelay));
     });
     if (!owned) {
       this.lose('not-owner', 'the backend no longer has this owner on the key');

@@ -79,6 +79,10 @@ describe('Redis queue entries (layout 2)', () => {
     await holder.release(); // hands the key to the worker (a 1.5 s reservation: its ttl is 10 s)
     await worker.next('acquired', 10_000); // sent once its 2.5 s of work are over
     expect(cHolds).toBe(false);
+    // Nor right after the work: its claim's answer, read in the same turn as its provisional
+    // validity's end, keeps the lease (before 2026-12-07 the worker lost it then and gave it to C).
+    await sleep(300);
+    expect(cHolds).toBe(false);
     worker.send({ op: 'release' });
     await worker.next('released');
     await (await waiting).release();
