@@ -39,7 +39,10 @@ export class LeaseExpiry extends DeadlineTimer {
     this.rechecking = true;
     setImmediate(() => {
       this.rechecking = false;
+      // Node's timers count whole ms: one may fire up to a ms before a fractional deadline. Not
+      // due yet: armed again (else a lease whose request then fails would never expire).
       if (monotonicNow() >= this.at) this.expire();
+      else super.set(this.at);
     });
   }
 }
