@@ -200,10 +200,14 @@ async function soak(): Promise<void> {
     const before = heap();
     const ops = await runPhaseFor(impl, seconds * 1_000);
     const after = heap();
-    const line = `soak: ${ops} critical sections in ${seconds} s (${Math.round(ops / seconds)}/s), heap ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB (${(((after - before) / before) * 100).toFixed(1)} %)`;
+    const line = `soak on Node ${process.versions.node}: ${ops} critical sections in ${seconds} s (${Math.round(ops / seconds)}/s), heap ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB (${(((after - before) / before) * 100).toFixed(1)} %)`;
     console.log(line);
     mkdirSync(path.resolve('docs'), { recursive: true });
-    writeFileSync(path.resolve('docs/soak.txt'), `${new Date().toISOString()} ${line}\n`);
+    // One line per Node major (the reference runtime and the others reported beside it).
+    const file = path.resolve('docs/soak.txt');
+    const major = `Node ${process.versions.node.split('.')[0]}.`;
+    const others = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(' soak on Node ') && !l.includes(` soak on ${major}`)) : [];
+    writeFileSync(file, [...others, `${new Date().toISOString()} ${line}`].sort((x, y) => x.slice(x.indexOf(' soak')).localeCompare(y.slice(y.indexOf(' soak')))).join('\n') + '\n');
   } finally {
     await impl.close();
     await redis.stop();
