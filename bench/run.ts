@@ -2,7 +2,7 @@
 // Every implementation has its own connection; rounds rotate the order; the first round is a
 // warm-up and is not recorded; results are ratios to the floor measured in the same round, and
 // the medians over runs. Not part of `npm test`: speed is measured, not asserted.
-//   npm run bench                     3 runs
+//   npm run bench                     3 runs; on Node 24 (the reference) writes docs/benchmarks.md + .svg, on another Node docs/benchmarks-node<major>.md
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
 //   npm run bench -- --semaphore      adds a semaphore of permits 2 per backend (printed; docs/ left as they are)
@@ -357,13 +357,18 @@ function chart(rows: Row[]): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><title>Throughput as a ratio of the raw floor of the same backend (dashed line = 1×)</title>${parts.join('')}</svg>\n`;
 }
 
+/** The runtime the targets are stated for: its run writes docs/benchmarks.md; another's goes beside it. */
+const REFERENCE_NODE = 24;
+
 function writeDocs(rows: Row[], table: string, pgVersion: string): void {
   const dir = path.resolve('docs');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'benchmarks.svg'), chart(rows));
+  const major = Number(process.versions.node.split('.')[0]);
+  const reference = major === REFERENCE_NODE;
+  if (reference) writeFileSync(path.join(dir, 'benchmarks.svg'), chart(rows));
   const cpus = os.cpus();
-  const md = `# Benchmarks
-
+  const md = `# Benchmarks${reference ? '' : ` on Node ${major}`}
+${reference ? '' : `\nThe same bench on Node ${major}, beside the reference runtime's (Node ${REFERENCE_NODE}) in [benchmarks.md](benchmarks.md), which has the analysis.\n`}
 Measured by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: ${cpus.length} × ${cpus[0]?.model ?? 'CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version},
 redis-server, a 1-member etcd, PostgreSQL ${pgVersion} (the test harness's: \`initdb\`, \`fsync=off\`) and ZooKeeper 3.8 (the
 test harness's: standalone, \`forceSync=no\`, tick 500 ms) started by the script on loopback.
@@ -383,16 +388,15 @@ Waits are measured from the request to the grant. Fairness = least-served ÷ mos
 etcd fsyncs (\`etcd_disk_wal_fsync_duration_seconds_count\`) and PostgreSQL WAL bytes (\`pg_current_wal_insert_lsn()\`) are counted on the servers per operation; client CPU
 from \`process.cpuUsage()\`. "Max overlap" is the most holders of one key seen at once in-process (must be 1).
 
-![ratios](benchmarks.svg)
-
+${reference ? '![ratios](benchmarks.svg)\n' : ''}
 ${table}
 `;
   // Keep the hand-written analysis (everything from the marker on) across regenerations.
-  const file = path.join(dir, 'benchmarks.md');
+  const file = path.join(dir, reference ? 'benchmarks.md' : `benchmarks-node${major}.md`);
   const previous = existsSync(file) ? readFileSync(file, 'utf8') : '';
   const marker = previous.indexOf(ANALYSIS_MARKER);
   writeFileSync(file, marker >= 0 ? `${md}\n${previous.slice(marker)}` : md);
-  console.log(`wrote docs/benchmarks.md and docs/benchmarks.svg`);
+  console.log(reference ? 'wrote docs/benchmarks.md and docs/benchmarks.svg' : `wrote docs/benchmarks-node${major}.md`);
 }
 
 void main().then(
