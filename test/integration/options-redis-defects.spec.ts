@@ -4,6 +4,7 @@ import { InvalidLockOptionsError, RedisBackend, type Lease } from '../../lib/ind
 import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
+import { LockWorker } from '../harness/worker.js';
 import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
 
 /**
@@ -401,38 +402,42 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
 
   it('two processes, two holders: a waiter whose claim is slow keeps trusting a reservation the server dropped', async () => {
     // Process B's commands go through a proxy that delays them 600 ms each way (its wake-up
-    // subscription does not). A releases with a 300 ms reservation (waiterHeartbeatMs 100);
-    // B (waiterHeartbeatMs 1000) trusted it for its own 3 s while its claim was on the way.
+    // subscription does not). A (another process: a waiter of the releasing process itself is handed
+    // its whole ttl) releases with a 300 ms reservation (waiterHeartbeatMs 100); B
+    // (waiterHeartbeatMs 1000) trusted it for its own 3 s while its claim was on the way.
     const server = new URL(redisUrl());
     const proxy = await TcpProxy.start(Number(server.port));
     const direct = () => new Redis(redisUrl());
     const slowB = new Redis(`redis://${proxy.endpoint}`);
     (slowB as unknown as { duplicate: () => Redis }).duplicate = direct;
-    const clients = [direct(), direct(), slowB];
-    const [clientA, clientC] = clients;
+    const clients = [direct(), slowB];
+    const [clientC] = clients;
     const backend = (client: Redis, waiterHeartbeatMs: number) => new RedisBackend({ client, ownsClient: false, waiterHeartbeatMs });
-    const backends = [backend(clientA, 100), backend(slowB, 1_000), backend(clientC, 500)];
+    const backends = [backend(slowB, 1_000), backend(clientC, 500)];
     const apps = await Promise.all(backends.map((r) => startLockApp({ backends: { r }, purposes: { efficiency: 'r' } })));
-    const [a, b, c] = apps;
+    const [b, c] = apps;
+    const a = await LockWorker.start({ redisUrl: redisUrl(), redisHeartbeatMs: 100 });
     try {
       // Load the scripts (a NOSCRIPT fallback would cost B a second delayed round trip).
       const warm = uniqueKey('warm-up');
-      const first = await a.locks.acquire(warm, { purpose: 'efficiency' });
-      const next = c.locks.acquire(warm, { purpose: 'efficiency', wait: 2_000 });
-      await untilQueued(a.locks, warm, { purpose: 'efficiency' }, 1);
+      const first = await c.locks.acquire(warm, { purpose: 'efficiency' });
+      const next = b.locks.acquire(warm, { purpose: 'efficiency', wait: 2_000 });
+      await untilQueued(c.locks, warm, { purpose: 'efficiency' }, 1);
       await first.release();
       await (await next).release();
       await slowB.ping();
       proxy.delay(600);
 
       const key = uniqueKey('two-holders');
-      const holder = await a.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000 });
+      a.send({ op: 'acquire', key, ttl: 10_000, wait: 0 });
+      await a.next('acquired');
       let bLease: Lease | undefined;
       const waiting = b.locks.acquire(key, { purpose: 'efficiency', ttl: 10_000, wait: 8_000 }).then((l) => (bLease = l));
       waiting.catch(() => undefined); // it may still wait when the apps close
       // B's SET NX (0–1.2 s) failed; its queue request reaches Redis at ~1.8 s.
-      await untilQueued(a.locks, key, { purpose: 'efficiency' }, 1);
-      await holder.release(); // reserves the key for B for 300 ms and wakes it
+      await untilQueued(c.locks, key, { purpose: 'efficiency' }, 1);
+      a.send({ op: 'release' }); // reserves the key for B for 300 ms and wakes it
+      await a.next('released');
       await sleep(550); // the reservation is gone; B's claim reaches Redis only at ~+1 s
       const cLease = await c.locks.tryAcquire(key, { purpose: 'efficiency', ttl: 10_000 });
       const bHolds = bLease !== undefined && LEASE_INTERNALS.held(bLease) && !bLease.signal.aborted;
@@ -444,6 +449,7 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
       await bLease?.release().catch(() => undefined);
     } finally {
       proxy.heal();
+      await a.kill9();
       await Promise.all(apps.map((app) => app.close()));
       await Promise.all(backends.map((r) => r.close()));
       for (const client of clients) client.disconnect();

@@ -5,6 +5,7 @@ import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
+import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
 
 export type WorkerCommand =
   /** `busyMs`: right after the grant, keep the event loop busy that long (CPU-bound work, a long GC pause). */
@@ -46,7 +47,11 @@ async function main(): Promise<void> {
   @Module({
     imports: [
       DistributedLockModule.forRoot(given ?? {
-        ...(redisUrl ? { redis: { url: redisUrl } } : {}),
+        // WORKER_REDIS_HEARTBEAT_MS: a Redis backend with that waiterHeartbeatMs (not a module option).
+        ...(redisUrl && !process.env.WORKER_REDIS_HEARTBEAT_MS ? { redis: { url: redisUrl } } : {}),
+        ...(redisUrl && process.env.WORKER_REDIS_HEARTBEAT_MS
+          ? { backends: { r: new RedisBackend({ client: new Redis(redisUrl), ownsClient: true, waiterHeartbeatMs: Number(process.env.WORKER_REDIS_HEARTBEAT_MS) }) }, purposes: { efficiency: 'r' } }
+          : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
         ...(redlock ? { redlock: { urls: redlock.split(',') } } : {}),
