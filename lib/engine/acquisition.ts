@@ -11,7 +11,7 @@ import type { LockEvents } from './lock-events.js';
 import { kindOf, type LockRequest } from './lock-request.js';
 import { withPermits } from '../backends/semaphore.util.js';
 import { MultiKeyBackend } from './multi-key.backend.js';
-import { newOwnerId } from '../common/owner-id.js';
+import { newOwnerId } from './owner-id.js';
 import { reenter } from './reentrancy.js';
 import { linkSignals, sleepUnlessAborted, unlessAborted } from './signals.util.js';
 

@@ -402,8 +402,8 @@ describe('issue 12 (suspected): a waiter never trusts a hand-off reservation lon
 
   it('two processes, two holders: a waiter whose claim is slow keeps trusting a reservation the server dropped', async () => {
     // Process B's commands go through a proxy that delays them 600 ms each way (its wake-up
-    // subscription does not). A (another process: a waiter of the releasing process itself is handed
-    // its whole ttl) releases with a 300 ms reservation (waiterHeartbeatMs 100); B
+    // subscription does not). A (a process of its own, as in a deployment) releases with a 300 ms
+    // reservation (waiterHeartbeatMs 100); B
     // (waiterHeartbeatMs 1000) trusted it for its own 3 s while its claim was on the way.
     const server = new URL(redisUrl());
     const proxy = await TcpProxy.start(Number(server.port));

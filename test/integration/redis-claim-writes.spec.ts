@@ -1,8 +1,6 @@
 import { Redis } from 'ioredis';
 import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
 import { redisUrl, startLockApp, uniqueKey, until, type LockApp } from '../harness/lock-app.js';
-import { RedisServer } from '../harness/servers.mjs';
-import { LockWorker } from '../harness/worker.js';
 
 // Issue 35: a waiter handed a key it holds longer than the 1.5 s reservation writes its claim
 // (its own ttl, owner-checked) before its own code runs. These cases are the ways that write could
@@ -45,25 +43,22 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
   });
 
   /**
-   * A (another process: a waiter of the releasing process would be handed its whole ttl, no claim)
-   * holds `key`; B (on `client`, hooked by `beforeHandOff` in the tick its wake-up arrives)
+   * A holds `key`; B (on `client`, hooked by `beforeHandOff` in the tick its wake-up arrives)
    * queues and is handed the key, then works 2.5 s synchronously. Afterwards the key must still be
    * B's for about the rest of its 10 s ttl, and B's lease not lost.
    */
   async function handOffToBusyHolder(client: Redis, beforeHandOff?: (subscriber: Redis) => void): Promise<void> {
     const { backend, subscriber } = backendOn(client, 'b');
     const b = await startLockApp({ backends: { b: backend }, purposes: { efficiency: 'b' } });
-    const holder = await LockWorker.start(redisUrl());
     try {
       const key = uniqueKey('claim-before-work');
-      holder.send({ op: 'acquire', key, ttl: 10_000, wait: 0 });
-      await holder.next('acquired');
+      const holder = await a.locks.acquire(key, opts);
       const waiting = b.locks.acquire(key, { ...opts, wait: 10_000 });
       // Queued, and its first look at the key answered: the release below is then B's hand-off by
       // message (its next look, half a second on, would find the key handed to it and set the ttl itself).
       await until(async () => (await raw.hlen(`${lockKey(key)}:q2a`)) === 1, 5_000, 'B queued and looked again');
       if (beforeHandOff) subscriber().prependListener('message', () => beforeHandOff(subscriber()));
-      holder.send({ op: 'release' }); // hands the key to B for the 1.5 s reservation: B's ttl is longer
+      await holder.release(); // hands the key to B for the 1.5 s reservation: B's ttl is longer
       const lease = await waiting;
       busyFor(2_500);
       // The claim, had it waited for the work, reaches Redis only now: past the reservation the key
@@ -75,7 +70,6 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
       await lease.release();
       expect(await raw.exists(lockKey(key))).toBe(0);
     } finally {
-      await holder.kill9();
       await b.close();
     }
   }
@@ -101,42 +95,6 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
     // through it would leave after the work. The waiter asks the server first instead.
     await handOffToBusyHolder(new Redis(redisUrl(), { enableAutoPipelining: true }));
   }, 30_000);
-
-  it('a waiter of the releasing process is handed its whole ttl: no claim is sent', async () => {
-    // The releasing process runs the release, so its own waiter is neither dead nor paused: the
-    // reservation (and the claim that follows it) is for waiters of other processes. A server of
-    // its own: the command counts are the server's, and other specs run beside this one.
-    const server = await RedisServer.start();
-    const own = new Redis(server.url);
-    const [x, y] = [await startLockApp({ redis: { url: server.url } }), await startLockApp({ redis: { url: server.url } })];
-    try {
-      // Once first, so the scripts are cached (a NOSCRIPT answer's resend is an EVAL too) and both listen.
-      const warm = uniqueKey('same-process-warm-up');
-      const first = await x.locks.acquire(warm, opts);
-      const second = y.locks.acquire(warm, { ...opts, wait: 10_000 });
-      await until(async () => (await own.llen(`${lockKey(warm)}:q2`)) === 1, 5_000, 'Y queued');
-      await first.release();
-      await (await second).release();
-      const key = uniqueKey('same-process-hand-off');
-      const holder = await x.locks.acquire(key, opts);
-      const waiting = y.locks.acquire(key, { ...opts, wait: 10_000 });
-      await until(async () => (await own.llen(`${lockKey(key)}:q2`)) === 1, 5_000, 'Y queued');
-      const evals = async (): Promise<number> => Number(/cmdstat_eval:calls=(\d+)/.exec((await own.info('commandstats')) as string)?.[1] ?? 0);
-      const before = await evals();
-      await holder.release();
-      const lease = await waiting;
-      expect(await own.pttl(lockKey(key))).toBeGreaterThan(9_000); // set for 10 s by the release itself
-      expect((await evals()) - before).toBe(0); // the claim goes by EVAL: none was sent
-      expect(lease.signal.aborted).toBe(false);
-      await lease.release();
-      expect(await own.exists(lockKey(key), `${lockKey(key)}:q2`, `${lockKey(key)}:q2a`)).toBe(0);
-    } finally {
-      await x.close();
-      await y.close();
-      own.disconnect();
-      await server.stop();
-    }
-  });
 
   describe('a holder that had refreshed its place in line', () => {
     // A waiter queued longer than one heartbeat has a refresh record (`:q2a`); handed the key, its

@@ -13,7 +13,6 @@ import { RedisAdmin } from './redis-admin.js';
 import { PLAIN_BUSY } from './redis-semaphore.scripts.js';
 import { RedisSemaphores } from './redis-semaphore.js';
 import { permitsMismatch, permitsOf } from '../semaphore.util.js';
-import { PROCESS_OWNER_PREFIX } from '../../common/owner-id.js';
 
 const GRANTED: AcquireResult = Object.freeze({ acquired: true });
 
@@ -229,7 +228,7 @@ export class RedisBackend implements LockBackend {
     const refreshed = this.waiters.releasing(owner) ? '1' : '0';
     this.waiters.forget(owner);
     const reply = await this.commands.call('release', key, () =>
-      this.commands.script(RELEASE, this.keysOf(key), [owner, entry, this.entryLifeMs, this.channel, refreshed, PROCESS_OWNER_PREFIX]),
+      this.commands.script(RELEASE, this.keysOf(key), [owner, entry, this.entryLifeMs, this.channel, refreshed]),
     );
     return reply === 1;
   }

@@ -26,10 +26,8 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
  *
  * Fairness without polling: a release does not free a contended key, it gives it to the head live
  * waiter (taking it out of the queue) — for that waiter's own ttl when it is no longer than a
- * reservation of one entry lifetime (3 heartbeats) or when the waiter is of the releasing process
- * (its owner id starts with that process's prefix: the process is running this release, so it is
- * neither dead nor paused beyond what its own holder's ttl would have blocked), else for the
- * reservation — and publishes "<owner> <ms>" on the wake channel. The waiter starts at once: its validity counts from its first
+ * reservation of one entry lifetime (3 heartbeats), else for the reservation — and publishes
+ * "<owner> <ms>" on the wake channel. The waiter starts at once: its validity counts from its first
  * queue request, which the hand-off followed. A reservation is claimed (the waiter's own ttl set,
  * owner-checked) by a request written before the waiter's work starts: a waiter that died just
  * before its hand-off blocks the key for at most the reservation. A newcomer's plain `SET NX`
@@ -37,8 +35,8 @@ import { SEMAPHORE_FORCE_RELEASE, SEMAPHORE_INSPECT } from './redis-semaphore.sc
  *
  * Commands per critical section of a hot key (INFO commandstats counts a script's own calls):
  * joining behind others is EVALSHA, TIME, RPUSH, PEXPIRE; the release that hands on is EVALSHA,
- * GET, LPOP, TIME, SET, PUBLISH — 10 in all for a lease within the reservation or handed on within
- * one process; a longer one handed across processes adds its claim (EVAL, GET, PEXPIRE).
+ * GET, LPOP, TIME, SET, PUBLISH — 10 in all for a lease within the reservation; a longer one adds
+ * its claim (EVALSHA, GET, PEXPIRE).
  */
 
 /** `now()`: the server's clock in ms, read once per script and only when needed. */
@@ -81,10 +79,8 @@ local function nextLive(skip)
     end
   end
 end
-local function handTo(who, ttl, reserve, channel, local_)
-  -- A waiter of the releasing process gets its own ttl: that process is running this release.
-  local ms = tonumber(ttl)
-  if not (local_ and local_ ~= '' and string.sub(who, 1, #local_) == local_) then ms = math.min(ms, reserve) end
+local function handTo(who, ttl, reserve, channel)
+  local ms = math.min(tonumber(ttl), reserve)
   redis.call('SET', KEYS[1], who, 'PX', ms)
   redis.call('PUBLISH', channel, who .. ' ' .. ms)
 end
@@ -193,13 +189,12 @@ return {0, -1, entry}
 
 /**
  * RELEASE's logic as a Lua function (owner, its queue entry or '', reservation ms, wake channel,
- * whether the owner's heartbeat ever refreshed it, the releasing process's owner prefix or ''),
- * shared with FORCE_RELEASE.
+ * whether the owner's heartbeat ever refreshed it), shared with FORCE_RELEASE.
  */
 const RELEASE_FUNCTION = `
 ${NOW}
 ${SERVE}
-local function release(owner, entry, reserve, channel, refreshed, local_)
+local function release(owner, entry, reserve, channel, refreshed)
   local holder = redis.pcall('GET', KEYS[1])
   if holder ~= owner then
     -- A waiter leaving (or a holder whose lease ended): its entry goes — found by its owner when
@@ -222,7 +217,7 @@ local function release(owner, entry, reserve, channel, refreshed, local_)
   -- gets it; nobody live waits — deleted (uncontended: GET, LPOP, DEL).
   local who, ttl = nextLive(owner)
   if who then
-    handTo(who, ttl, reserve, channel, local_)
+    handTo(who, ttl, reserve, channel)
     return holder == owner and 1 or 0
   end
   if holder == owner then
@@ -237,11 +232,10 @@ end
  * Release if ARGV[1] holds the key, and leave the queue either way (a waiter giving up calls it
  * too, with its entry). The next live waiter, if any, gets the key and a wake-up.
  * ARGV: owner, its queue entry or '', reservation ms, wake channel, '1' if its heartbeat ever
- * refreshed it (its record goes), the releasing process's owner prefix (its waiters are handed
- * their own ttl). Returns 1 if the owner held the key, else 0.
+ * refreshed it (its record goes). Returns 1 if the owner held the key, else 0.
  */
 export const RELEASE = script(`${RELEASE_FUNCTION}
-return release(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1', ARGV[6])
+return release(ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1')
 `);
 
 /**
@@ -255,7 +249,7 @@ export const FORCE_RELEASE = script(`${RELEASE_FUNCTION}
 ${SEMAPHORE_FORCE_RELEASE}
 local holder = redis.call('GET', KEYS[1])
 if not holder then return false end
-release(holder, '', tonumber(ARGV[1]), ARGV[2], true, '')
+release(holder, '', tonumber(ARGV[1]), ARGV[2], true)
 redis.call('PUBLISH', ARGV[2], '!lost ' .. holder)
 return holder
 `);

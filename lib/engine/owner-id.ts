@@ -1,11 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
-/**
- * 128 random bits, drawn once per process (per thread: each has its own module instances): no two
- * share it. So an owner id that starts with it belongs to an acquisition of this very process — a
- * Redis release hands such a waiter its whole ttl at once (see redis.scripts.ts).
- */
-export const PROCESS_OWNER_PREFIX = randomBytes(16).toString('base64url');
+/** 128 random bits, drawn once per process: no two processes share it. */
+const OWNER_PREFIX = randomBytes(16).toString('base64url');
 let ownerCount = 0;
 
 /**
@@ -14,4 +10,4 @@ let ownerCount = 0;
  * (randomUUID, and randomBytes per call before it, showed in every profile) and 10 bytes shorter
  * on the wire. Never contains a dot (a multi-key lease's keys are held by `<owner>.<gen>-<index>`).
  */
-export const newOwnerId = (): string => PROCESS_OWNER_PREFIX + (ownerCount++).toString(36);
+export const newOwnerId = (): string => OWNER_PREFIX + (ownerCount++).toString(36);
