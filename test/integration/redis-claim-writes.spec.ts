@@ -71,6 +71,7 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
       expect(await raw.exists(lockKey(key))).toBe(0);
     } finally {
       await b.close();
+      await backend.close(); // passed in `backends`: the application's to close
     }
   }
 
@@ -123,6 +124,7 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
         expect(await raw.exists(`${lockKey(key)}:q2a`)).toBe(0);
       } finally {
         await b.close();
+        await backend.close(); // passed in `backends`: the application's to close
       }
     }, 30_000);
 
@@ -135,6 +137,7 @@ describe('Redis: the claim of a handed-off key is written before the holder runs
         await lease.release();
       } finally {
         await b.close();
+        await backend.close(); // passed in `backends`: the application's to close
       }
     }, 30_000);
   });
