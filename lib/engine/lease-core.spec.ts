@@ -68,7 +68,9 @@ describe('LeaseCore.confirmWith (provisional hand-off grants)', () => {
     }
     await new Promise((r) => setTimeout(r, 20));
     expect(core.controller.signal.aborted).toBe(false);
-    expect(core.remainingMs()).toBeGreaterThan(9_000);
+    // Extended to the full ttl from the claim's send time (not the 200 ms provisional validity);
+    // the bound leaves seconds for a loaded machine.
+    expect(core.remainingMs()).toBeGreaterThan(7_000);
     await core.release();
   });
 
