@@ -5,6 +5,9 @@
 //   npm test -- --unit        only the unit specs (no servers)
 //   npm test -- <jest args>   passed on to jest (e.g. a path pattern)
 //   npm test -- --long        everything, and the long stress specs (*.long.spec.ts: minutes each)
+//   npm test -- --quick       the quick tier: unit specs, the memory, Redis and etcd integration
+//                             specs, the decorator's e2e specs and the conformance suite (what CI
+//                             runs on the other Node.js lines: `npm run test:node -- 24 26 --quick`)
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -18,7 +21,16 @@ const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
 const unitOnly = args.includes('--unit');
 const longMode = args.includes('--long');
-const jestArgs = args.filter((a) => a !== '--unit' && a !== '--long');
+const quick = args.includes('--quick');
+const jestArgs = args.filter((a) => a !== '--unit' && a !== '--long' && a !== '--quick');
+
+/** The quick tier's spec files (path patterns). */
+const QUICK = [
+  '/lib/.*\\.spec\\.ts$',
+  '/test/integration/(redis|etcd|semaphore-(memory|redis|etcd)|lease-lifetime|engine-composition|service-semantics|reentrant-options|release-to-next-waiter)[^/]*\\.spec\\.ts$',
+  '/test/e2e/decorator-[^/]*\\.spec\\.ts$',
+  '/test/conformance/[^/]*\\.spec\\.ts$',
+];
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 
@@ -76,6 +88,8 @@ try {
   const LONG = ['\\.long\\.spec\\.ts$'];
   const phases = jestArgs.length > 0 || unitOnly
     ? [jestArgs]
+    : quick
+    ? [['--maxWorkers=3', '--testPathIgnorePatterns', '\\.long\\.spec\\.ts$', '--testPathPatterns', ...QUICK]]
     : [['--runInBand', ...TIMED], ['--maxWorkers=3', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)]];
   // Ctrl-C (or a SIGTERM) ends the run: the running jest gets it, and no later phase starts
   // (it used to: a Ctrl-C in the fault suite started the other 114 files).
@@ -99,7 +113,8 @@ try {
       exitCode = exitCode || 1;
       break;
     }
-    const jest = spawn(bin('jest'), phaseArgs, { cwd: root, env, stdio: 'inherit' });
+    // Under the Node.js that runs this script (npm run test:node runs it under other lines).
+    const jest = spawn(process.execPath, [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), ...phaseArgs], { cwd: root, env, stdio: 'inherit' });
     forwardTo.jest = jest;
     const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
     if (code !== 0) exitCode = code;
