@@ -23,6 +23,8 @@ export type { MemoryBackendOptions } from './backends/memory/memory-backend.opti
 export type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
 export type { ListOptions, LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
+export type { NodeRedisLike } from './backends/redis/node-redis-client.js';
+export type { RedisClientInput } from './backends/redis/redis-client.check.js';
 export type {
   AcquireRequest,
   AcquireResult,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { RedisClientLike } from '../backends/redis/redis-client.interface.js';
+import { checkRedisClient, type RedisClientInput } from '../backends/redis/redis-client.check.js';
 import { checkResourceKey, fenceToken, hasLeaseOn, type LeaseSource } from './fence-token.util.js';
 import { runScript, type RedisScript } from '../backends/redis/redis-script.loader.js';
 import { FENCED_READ, FENCED_WRITE } from './redis-fence.scripts.js';
@@ -36,11 +37,14 @@ export interface RedisFenceOptions {
  */
 export class RedisFence {
   private readonly prefix: string;
+  private readonly client: RedisClientLike;
 
+  /** `client`: ioredis or iovalkey `Redis`/`Cluster`, or a connected node-redis client. */
   constructor(
-    private readonly client: RedisClientLike,
+    client: RedisClientInput,
     private readonly options: RedisFenceOptions = {},
   ) {
+    this.client = checkRedisClient(client, 'client', 'new RedisFence()');
     this.prefix = options.keyPrefix ?? 'fence:';
   }
 

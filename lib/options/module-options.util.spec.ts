@@ -163,7 +163,7 @@ describe('resolveModuleOptions', () => {
     });
 
     it('refuses a key prefix with an empty hash tag on a Cluster client only', () => {
-      const client = { set() {}, evalsha() {}, eval() {}, duplicate() {} };
+      const client = { status: 'ready', set() {}, evalsha() {}, eval() {}, duplicate() {} };
       expect(settingsOf(resolveModuleOptions({ redis: { client: client as never, keyPrefix: 'a{}b:' } }), 'redis').keyPrefix).toBe('a{}b:');
       const error = errorOf({ redis: { client: { ...client, isCluster: true }, keyPrefix: 'a{}b:' } });
       expect(error.field).toBe('redis.keyPrefix');

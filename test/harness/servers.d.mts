@@ -12,6 +12,8 @@ export declare class RedisServer {
   /** A Sentinel (redis-server --sentinel) monitoring `master` as "mymaster" with quorum 1. */
   static startSentinel(master: RedisServer): Promise<RedisServer>;
   readonly port: number;
+  /** A cluster-mode server's bus port. */
+  readonly busPort: number | undefined;
   readonly url: string;
   readonly pid: number | undefined;
   readonly running: boolean;

@@ -2,6 +2,7 @@ import { checkPositiveMs, failOption, isPlainObject, MODULE_OPTIONS, rejectUnkno
 import { describeValue } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
+import { checkRedisClient, type RedisClientInput } from './redis-client.check.js';
 import { checkRedisKeyPrefix } from './redis-keys.util.js';
 
 /** No fencing tokens: a failover or a restart without persistence can lose a key. */
@@ -23,10 +24,11 @@ export interface RedisBackendOptions {
    */
   options?: Record<string, unknown>;
   /**
-   * An ioredis `Redis` (standalone or Sentinel) or `Cluster` the application already owns.
-   * Never closed by this module. Mutually exclusive with `url` / `options`.
+   * A client the application already owns: an ioredis or iovalkey `Redis` (standalone or Sentinel)
+   * or `Cluster`, or a connected node-redis client (`createClient`, `createCluster`,
+   * `createSentinel`). Never closed by this module. Mutually exclusive with `url` / `options`.
    */
-  client?: RedisClientLike;
+  client?: RedisClientInput;
   /** Prefix of every key this backend writes. @default 'lock:' */
   keyPrefix?: string;
   /**
@@ -40,8 +42,8 @@ export interface RedisBackendOptions {
 
 /** What `new RedisBackend()` takes (the module builds one from `RedisBackendOptions`). */
 export interface RedisBackendConfig {
-  /** ioredis `Redis` or `Cluster`. */
-  client: RedisClientLike;
+  /** ioredis or iovalkey `Redis` or `Cluster`, or a connected node-redis client. */
+  client: RedisClientInput;
   /** Close the client in `close()` (true only when the module created it). */
   ownsClient: boolean;
   /** @default 'lock:' */
@@ -68,7 +70,7 @@ export interface RedisBackendConfig {
 }
 
 /** `RedisBackendOptions` after `resolveRedisOptions()`: defaults filled in. */
-export type ResolvedRedisOptions = Pick<RedisBackendOptions, 'url' | 'options' | 'client'> &
+export type ResolvedRedisOptions = Pick<RedisBackendOptions, 'url' | 'options'> & { client?: RedisClientLike } &
   Required<Pick<RedisBackendOptions, 'keyPrefix' | 'connectTimeoutMs' | 'commandTimeoutMs'>>;
 
 /** The fields `redis` accepts, in the order errors list them; `satisfies` keeps it in step with the type. */
@@ -98,22 +100,19 @@ export function resolveRedisOptions(raw: unknown, field: string): ResolvedRedisO
   if (!isPlainObject(raw)) return failOption(field, 'must be an object such as { url: "redis://127.0.0.1:6379" }');
   rejectUnknown(raw, FIELDS, `${field}.`);
   const { url, options, client } = raw;
+  let checked: RedisClientLike | undefined;
   if (client !== undefined) {
-    const c = client as Record<string, unknown>;
-    if (!isPlainObject(c) && typeof c !== 'object') failOption(`${field}.client`, 'must be an ioredis Redis or Cluster instance');
-    for (const method of ['set', 'evalsha', 'eval', 'duplicate'] as const) {
-      if (typeof c?.[method] !== 'function') failOption(`${field}.client`, `must be an ioredis Redis or Cluster instance (no ${method}())`);
-    }
+    checked = checkRedisClient(client, `${field}.client`);
     if (url !== undefined || options !== undefined) failOption(`${field}.client`, 'give either client or url/options, not both');
   } else if (url === undefined && options === undefined) {
     failOption(field, 'needs url, options or client');
   }
   if (options !== undefined && !isPlainObject(options)) failOption(`${field}.options`, 'must be an object of ioredis options');
-  const cluster = (client as { isCluster?: unknown } | undefined)?.isCluster === true;
+  const cluster = checked?.isCluster === true;
   return {
     url: url === undefined ? undefined : checkRedisUrl(url, `${field}.url`),
     options: options as Record<string, unknown> | undefined,
-    client: client as RedisClientLike | undefined,
+    client: checked,
     keyPrefix: checkRedisKeyPrefix(raw.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, cluster, MODULE_OPTIONS, `${field}.keyPrefix`),
     connectTimeoutMs: checkPositiveMs(raw.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs, `${field}.connectTimeoutMs`, MODULE_OPTIONS),
     commandTimeoutMs: checkPositiveMs(raw.commandTimeoutMs ?? REDIS_DEFAULTS.commandTimeoutMs, `${field}.commandTimeoutMs`, MODULE_OPTIONS),

@@ -1,6 +1,7 @@
 /**
- * The part of an ioredis `Redis` or `Cluster` client this module uses. Structural, so a user of
- * the etcd backend alone never needs ioredis installed to compile or run.
+ * The part of an ioredis (or iovalkey) `Redis` or `Cluster` client this module uses. Structural, so
+ * a user of the etcd backend alone never needs ioredis installed to compile or run. A node-redis
+ * client is seen through `NodeRedisClient`, which has this shape.
  */
 export interface RedisClientLike {
   readonly status: string;
@@ -21,6 +22,12 @@ export interface RedisClientLike {
   subscribe(...args: any[]): Promise<unknown>;
   quit(): Promise<unknown>;
   disconnect(...args: any[]): void;
+  /** Commands are held back by the client and written together later (node-redis: at the next setImmediate). */
+  readonly holdsWrites?: boolean;
+  /** What tells one connection from the next (ioredis: its `stream`, a new socket per connection). */
+  readonly connection?: unknown;
+  /** Let the process exit whatever the connection does (ioredis: its `stream.unref()`). */
+  unref?(): void;
   on(event: string, listener: (...args: any[]) => void): unknown;
   once(event: string, listener: (...args: any[]) => void): unknown;
 }

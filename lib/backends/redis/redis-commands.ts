@@ -139,7 +139,8 @@ export class RedisCommands {
   }
 
   private socket(): unknown {
-    return (this.config.client as { stream?: unknown }).stream;
+    const client = this.config.client as RedisClientLike & { stream?: unknown };
+    return client.connection ?? client.stream;
   }
 
   /** Run `retry` at the client's next 'ready' (one listener however many clean-ups wait). */
@@ -181,8 +182,9 @@ export class RedisCommands {
     for (let i = 0; stream && i < 64 && (stream.writableCorked ?? 0) > 0; i++) stream.uncork();
   }
 
-  /** Whether the client holds commands back to send them together later (ioredis' `enableAutoPipelining`). */
+  /** Whether the client holds commands back to send them together later (ioredis' `enableAutoPipelining`, node-redis always). */
   get holdsWrites(): boolean {
+    if (this.config.client.holdsWrites === true) return true;
     const options = (this.config.client as { options?: { enableAutoPipelining?: boolean; redisOptions?: { enableAutoPipelining?: boolean } } }).options;
     return options?.enableAutoPipelining === true || options?.redisOptions?.enableAutoPipelining === true;
   }

@@ -4,7 +4,9 @@ import type { RedisClientLike } from './redis-client.interface.js';
 
 /** Let the process exit whatever this connection does (ioredis makes a new socket per reconnect). */
 export function unref(client: RedisClientLike): void {
-  (client as { stream?: { unref?(): void } }).stream?.unref?.();
+  const stream = (client as { stream?: { unref?(): void } }).stream;
+  if (stream) stream.unref?.();
+  else client.unref?.();
 }
 
 /** QUIT within a second, else drop the connection. */

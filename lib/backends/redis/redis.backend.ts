@@ -1,6 +1,7 @@
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import type { RedisClientLike } from './redis-client.interface.js';
+import { checkRedisClient } from './redis-client.check.js';
 import { REDIS_CAPABILITIES, REDIS_DEFAULTS, type RedisBackendConfig } from './redis-backend.options.js';
 import { checkRedisKeyPrefix, layoutMismatch, RedisKeys } from './redis-keys.util.js';
 import { quit, RedisOutageLog, unref } from './redis-connection.util.js';
@@ -40,15 +41,15 @@ export class RedisBackend implements LockBackend {
   private readonly admin: RedisAdmin;
 
   constructor(private readonly config: RedisBackendConfig) {
-    this.client = config.client;
     this.name = config.name ?? 'redis';
+    this.client = checkRedisClient(config.client, 'client', `new RedisBackend("${this.name}")`);
     this.outages = new RedisOutageLog(this.name, config.log, () => this.closed);
     // The application's own client reports its errors to the application; ours to our log.
     if (config.ownsClient) {
       this.outages.watch(this.client, true);
       this.client.on('connect', () => unref(this.client));
     }
-    const prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, config.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
+    const prefix = checkRedisKeyPrefix(config.keyPrefix ?? REDIS_DEFAULTS.keyPrefix, this.client.isCluster === true, `new RedisBackend("${this.name}")`, 'keyPrefix');
     this.keys = new RedisKeys(prefix);
     this.channel = `${prefix}__wake`;
     const connectTimeoutMs = config.connectTimeoutMs ?? REDIS_DEFAULTS.connectTimeoutMs;
@@ -178,7 +179,7 @@ export class RedisBackend implements LockBackend {
   acquireAll(keys: readonly string[], owners: readonly string[], ttlMs: number): Promise<AcquireResult> {
     return acquireAllOnRedis(
       {
-        cluster: this.config.client.isCluster === true,
+        cluster: this.client.isCluster === true,
         keys: this.keys,
         commands: this.commands,
         release: (key, owner) => this.release(key, owner),

@@ -13,7 +13,7 @@ const refused = (raw: unknown): InvalidLockOptionsError => {
 };
 const urls = (n: number): string[] => Array.from({ length: n }, (_, i) => `redis://10.0.0.${i + 1}:6379`);
 /** Enough of an ioredis client for the checks. */
-const client = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ set() {}, evalsha() {}, eval() {}, duplicate() {}, ...extra });
+const client = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({ status: 'ready', set() {}, evalsha() {}, eval() {}, duplicate() {}, ...extra });
 
 describe('forRoot({ redlock }) options', () => {
   it('fills the defaults', () => {

@@ -2,6 +2,7 @@ import { checkPositiveMs, failOption, isPlainObject, MODULE_OPTIONS, rejectUnkno
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import { checkRedisUrl } from '../redis/redis-backend.options.js';
 import type { RedisClientLike } from '../redis/redis-client.interface.js';
+import { checkRedisClient, type RedisClientInput } from '../redis/redis-client.check.js';
 import { checkRedisKeyPrefix } from '../redis/redis-keys.util.js';
 
 /**
@@ -30,7 +31,7 @@ export interface RedlockBackendOptions {
    * ioredis `Redis` clients of independent masters that the application owns: an odd number, at
    * least 3. Never closed by this module. Mutually exclusive with `urls` / `options`.
    */
-  clients?: RedisClientLike[];
+  clients?: RedisClientInput[];
   /** Prefix of every key this backend writes, on every master. @default 'lock:' */
   keyPrefix?: string;
   /**
@@ -49,7 +50,7 @@ export interface RedlockBackendOptions {
 }
 
 /** `RedlockBackendOptions` after `resolveRedlockOptions()`: defaults filled in. */
-export type ResolvedRedlockOptions = Pick<RedlockBackendOptions, 'urls' | 'options' | 'clients'> &
+export type ResolvedRedlockOptions = Pick<RedlockBackendOptions, 'urls' | 'options'> & { clients?: RedisClientLike[] } &
   Required<Pick<RedlockBackendOptions, 'keyPrefix' | 'nodeTimeoutMs' | 'connectTimeoutMs' | 'retryDelayMs'>>;
 
 const FIELDS = Object.keys({
@@ -99,19 +100,18 @@ export function resolveRedlockOptions(raw: unknown, field: string): ResolvedRedl
   rejectUnknown(raw, FIELDS, `${field}.`);
   const { urls, options, clients } = raw;
   let checkedUrls: string[] | undefined;
+  let checkedClients: RedisClientLike[] | undefined;
   if (clients !== undefined) {
     if (urls !== undefined || options !== undefined) failOption(`${field}.clients`, 'give either clients or urls/options, not both');
-    if (!Array.isArray(clients)) failOption(`${field}.clients`, 'must be an array of ioredis Redis clients, one per independent master');
-    clients.forEach((client, i) => {
-      const c = client as Record<string, unknown> | null;
-      for (const method of ['set', 'evalsha', 'eval', 'duplicate'] as const) {
-        if (typeof c?.[method] !== 'function') failOption(`${field}.clients[${i}]`, `must be an ioredis Redis instance (no ${method}())`);
-      }
-      if (c?.isCluster === true) failOption(`${field}.clients[${i}]`, 'is a Redis Cluster client: Redlock needs independent masters (a Cluster is one store; use the redis backend with it)');
+    if (!Array.isArray(clients)) failOption(`${field}.clients`, 'must be an array of Redis clients (ioredis, iovalkey or node-redis), one per independent master');
+    checkedClients = clients.map((client, i) => {
+      const checked = checkRedisClient(client, `${field}.clients[${i}]`);
+      if (checked.isCluster === true) failOption(`${field}.clients[${i}]`, 'is a Redis Cluster client: Redlock needs independent masters (a Cluster is one store; use the redis backend with it)');
+      return checked;
     });
     if (new Set(clients).size !== clients.length) failOption(`${field}.clients`, 'names one client twice: every master must be a different, independent server');
     // By the address each client was given (a client over a unix socket names its path).
-    const addresses = clients.map((client) => {
+    const addresses = checkedClients.map((client) => {
       const o = (client as { options?: { host?: unknown; port?: unknown; path?: unknown } }).options;
       if (typeof o?.path === 'string' && o.path) return `unix:${o.path}`;
       return typeof o?.host === 'string' ? serverOf(o.host, o.port as number | undefined) : undefined;
@@ -136,7 +136,7 @@ export function resolveRedlockOptions(raw: unknown, field: string): ResolvedRedl
   return {
     urls: checkedUrls,
     options: options as Record<string, unknown> | undefined,
-    clients: clients as RedisClientLike[] | undefined,
+    clients: checkedClients,
     keyPrefix: checkRedisKeyPrefix(raw.keyPrefix ?? REDLOCK_DEFAULTS.keyPrefix, false, MODULE_OPTIONS, `${field}.keyPrefix`),
     nodeTimeoutMs: checkPositiveMs(raw.nodeTimeoutMs ?? REDLOCK_DEFAULTS.nodeTimeoutMs, `${field}.nodeTimeoutMs`, MODULE_OPTIONS),
     connectTimeoutMs: checkPositiveMs(raw.connectTimeoutMs ?? REDLOCK_DEFAULTS.connectTimeoutMs, `${field}.connectTimeoutMs`, MODULE_OPTIONS),

@@ -1,7 +1,7 @@
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend } from '../lock-backend.interface.js';
 import { RedisBackend } from '../redis/redis.backend.js';
-import type { RedisClientLike } from '../redis/redis-client.interface.js';
+import { checkRedisClient, type RedisClientInput } from '../redis/redis-client.check.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { REDLOCK_CAPABILITIES, REDLOCK_DEFAULTS } from './redlock-backend.options.js';
 import { RedlockServers } from './redlock-servers.js';
@@ -10,8 +10,8 @@ import { median, quorumNames, vote, type Tally } from './redlock-vote.js';
 
 /** What `new RedlockBackend()` takes (the module builds one from `RedlockBackendOptions`). */
 export interface RedlockBackendConfig {
-  /** One ioredis client per independent master: an odd number, at least 3. */
-  clients: RedisClientLike[];
+  /** One client per independent master (ioredis, iovalkey or node-redis): an odd number, at least 3. */
+  clients: RedisClientInput[];
   /** Close the clients in `close()` (true only when the module created them). */
   ownsClients: boolean;
   /** @default 'lock:' */
@@ -69,11 +69,12 @@ export class RedlockBackend implements LockBackend {
 
   constructor(config: RedlockBackendConfig) {
     this.name = config.name ?? 'redlock';
-    const count = config.clients.length;
+    const clients = config.clients.map((client, i) => checkRedisClient(client, `clients[${i}]`, `new RedlockBackend("${this.name}")`));
+    const count = clients.length;
     if (count < 3 || count % 2 === 0) throw new Error(`RedlockBackend: needs an odd number of masters, at least 3 (got ${count})`);
     const nodeTimeoutMs = config.nodeTimeoutMs ?? REDLOCK_DEFAULTS.nodeTimeoutMs;
     this.latency = new MasterLatency(count, nodeTimeoutMs);
-    this.nodes = config.clients.map(
+    this.nodes = clients.map(
       (client, i) =>
         new RedisBackend({
           name: `${this.name}[${i}]`,
@@ -90,7 +91,7 @@ export class RedlockBackend implements LockBackend {
     );
     this.quorum = Math.floor(count / 2) + 1;
     this.retryDelayMs = config.retryDelayMs ?? REDLOCK_DEFAULTS.retryDelayMs;
-    this.servers = new RedlockServers(config.clients, nodeTimeoutMs * 5, (earlier, later, runId) =>
+    this.servers = new RedlockServers(clients, nodeTimeoutMs * 5, (earlier, later, runId) =>
       config.log?.warn(
         `${this.name}: masters [${earlier}] and [${later}] reach one Redis server (run_id ${runId.slice(0, 8)}…): it votes once, ` +
           `so ${this.quorum} of the other masters are needed — give Redlock ${count} independent servers`,
