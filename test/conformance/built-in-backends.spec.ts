@@ -40,7 +40,7 @@ const skipsOf = (c: BackendCase): string[] => [
 ];
 
 // Every backend and topology (each Redis client shape is a case of its own).
-const CASES = backendCases();
+const CASES = backendCases(() => true, { clients: true });
 
 describe.each(CASES)('conformance: $name', (c) => {
   let server: BackendServer;
@@ -49,7 +49,7 @@ describe.each(CASES)('conformance: $name', (c) => {
     server = await c.server();
     report = await verifyLockBackend({
       // Each instance as one more process on the server (a client of its own where the options carry one).
-      create: () => instance(server.another?.() ?? server.options),
+      create: async () => instance((await server.another?.()) ?? server.options),
       unreachable: server.unreachable ? async () => instance(await server.unreachable!(closedPort)) : undefined,
     });
   }, 240_000);

@@ -1,4 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
+import { createClient, createCluster } from 'redis';
+import { startRedisCluster } from './redis-cluster.js';
 import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep } from './lock-app.js';
 import { PostgresServer } from './postgres.mjs';
@@ -14,7 +17,7 @@ export interface BackendServer {
    * The options of one more process on this server, with clients of its own where the options carry
    * a client (stop() closes them). Absent: `options` serve any number of processes.
    */
-  another?(): DistributedLockModuleOptions;
+  another?(): DistributedLockModuleOptions | Promise<DistributedLockModuleOptions>;
   /**
    * Options that reach no server of this kind (a port nobody listens on), with short timeouts: what
    * the conformance suite's `unreachable-bounded` check builds; `closedPort` gives a port nobody listens on
@@ -98,6 +101,78 @@ export async function freshRedisCluster(): Promise<BackendServer> {
   };
 }
 
+/** The `redis` package's clients closed at stop(), connecting first (the module takes node-redis clients connected). */
+function nodeRedisClients(): { open(make: () => { connect(): Promise<unknown>; on(e: string, l: () => void): unknown }): Promise<never>; stop(): Promise<void> } {
+  const clients: Array<{ isOpen: boolean; destroy(): void }> = [];
+  return {
+    open: async (make) => {
+      const client = make();
+      client.on('error', () => undefined);
+      clients.push(client as never);
+      return (await client.connect()) as never;
+    },
+    stop: async () => {
+      for (const c of clients) c.destroy();
+    },
+  };
+}
+
+/** The run's redis-server through the application's node-redis clients (one per process). */
+export async function suiteRedisNodeRedis(): Promise<BackendServer> {
+  const clients = nodeRedisClients();
+  const open = (): Promise<never> => clients.open(() => createClient({ url: redisUrl() }));
+  return {
+    options: { redis: { client: await open() } },
+    another: async () => ({ redis: { client: await open() } }),
+    // A client connected to a server of its own that is then stopped: node-redis refuses to be given a client it never connected.
+    unreachable: async () => {
+      const gone = await RedisServer.start();
+      const client = await clients.open(() => createClient({ url: gone.url, socket: { reconnectStrategy: 50 } }));
+      await gone.stop();
+      return { redis: { client, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
+    },
+    stop: () => clients.stop(),
+  };
+}
+
+/** The run's redis-server through the application's iovalkey clients (one per process). */
+export async function suiteRedisIovalkey(): Promise<BackendServer> {
+  const clients: Valkey[] = [];
+  const own = (client: Valkey): Valkey => (clients.push(client), client);
+  return {
+    options: { redis: { client: own(new Valkey(redisUrl())) } },
+    another: () => ({ redis: { client: own(new Valkey(redisUrl())) } }),
+    unreachable: async (closedPort) => ({ redis: { client: own(new Valkey({ port: await closedPort(), host: '127.0.0.1' })), connectTimeoutMs: 500, commandTimeoutMs: 500 } }),
+    stop: async () => {
+      for (const client of clients) client.disconnect();
+    },
+  };
+}
+
+/** A three-master Redis Cluster of the spec's own, through the application's node-redis Cluster clients. */
+export async function freshRedisClusterNodeRedis(): Promise<BackendServer> {
+  const cluster = await startRedisCluster(3);
+  const clients = nodeRedisClients();
+  const rootNodes = cluster.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}` }));
+  const open = (): Promise<never> => clients.open(() => createCluster({ rootNodes }));
+  return {
+    options: { redis: { client: await open() } },
+    nodes: cluster.nodes,
+    another: async () => ({ redis: { client: await open() } }),
+    // A one-master Cluster of its own, connected to and then stopped (node-redis is given connected clients only).
+    unreachable: async () => {
+      const gone = await startRedisCluster(1);
+      const client = await clients.open(() => createCluster({ rootNodes: gone.nodes.map((n) => ({ url: `redis://${n.host}:${n.port}`, socket: { reconnectStrategy: 50 } })) }));
+      await gone.stop();
+      return { redis: { client, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
+    },
+    stop: async () => {
+      await clients.stop();
+      await cluster.stop();
+    },
+  };
+}
+
 /**
  * One backend a spec runs against, as the suite knows it: its name in the module, what it promises
  * (the capabilities a spec's checks depend on) and how to start its server. A spec takes its cases
@@ -107,6 +182,12 @@ export async function freshRedisCluster(): Promise<BackendServer> {
 export interface BackendCase {
   /** Distinct per case, for titles: 'memory', 'redis', 'redis-cluster', 'redlock', 'etcd', 'postgres', 'zookeeper'. */
   name: string;
+  /**
+   * The Redis client the application passes, where it is not ioredis: these cases run in the
+   * conformance suite, and in every spec that takes its cases from `backendCases()` when
+   * TEST_REDIS_CLIENTS=all (a run of its own: they add minutes to `npm test`).
+   */
+  client?: 'node-redis' | 'iovalkey';
   /** Its name in the module: what `{ backend }` selects. */
   backend: string;
   /** The purpose a spec asks for on it (correctness where it may serve it). */
@@ -141,15 +222,21 @@ export const BACKENDS: readonly BackendCase[] = [
   { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
   { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedis },
   { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
+  { name: 'redis-node-redis', client: 'node-redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedisNodeRedis },
+  { name: 'redis-cluster-node-redis', client: 'node-redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisClusterNodeRedis },
+  { name: 'redis-iovalkey', client: 'iovalkey', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedisIovalkey },
   { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
   { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
   { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
   { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
 ];
 
-/** The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order. */
-export function backendCases(needs: (c: BackendCase) => boolean = () => true): BackendCase[] {
-  return BACKENDS.filter(needs);
+/**
+ * The cases a spec runs: those that meet `needs` (every case when omitted), in BACKENDS' order;
+ * the other Redis clients' cases only with `clients` (the conformance suite) or TEST_REDIS_CLIENTS=all.
+ */
+export function backendCases(needs: (c: BackendCase) => boolean = () => true, { clients = process.env.TEST_REDIS_CLIENTS === 'all' } = {}): BackendCase[] {
+  return BACKENDS.filter((c) => (clients || c.client === undefined) && needs(c));
 }
 
 /** Every backend that queues (for `describe.each`): one topology per backend. */

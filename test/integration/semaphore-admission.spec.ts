@@ -13,7 +13,7 @@ describe.each(backendCases((c) => c.semaphores))('semaphore admission on $name',
   let apps: LockApp[] = [];
   beforeAll(async () => {
     running = await server();
-    apps = await Promise.all([0, 1, 2].map(() => startLockApp(running.another?.() ?? running.options)));
+    apps = await Promise.all([0, 1, 2].map(() => (async () => startLockApp((await running.another?.()) ?? running.options))()));
   }, 90_000);
   afterAll(async () => {
     for (const app of apps) await app.close();
