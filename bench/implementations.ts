@@ -205,6 +205,40 @@ export async function ours(backend: Backend, target: Target): Promise<Implementa
 }
 
 /**
+ * Ours on the application's own Redis client of another kind than ioredis (what `forRoot({ redis:
+ * { client } })` takes): node-redis 6 (`createClient`, RESP3 by default) or iovalkey.
+ */
+export async function oursOnClient(kind: 'node-redis' | 'iovalkey', url: string): Promise<Implementation> {
+  let client: { close(): Promise<unknown> };
+  let given: unknown;
+  if (kind === 'node-redis') {
+    const { createClient } = await import('redis');
+    const c = await createClient({ url }).on('error', () => undefined).connect();
+    client = { close: () => c.close() };
+    given = c;
+  } else {
+    const { Redis } = await import('iovalkey');
+    const c = new Redis(url);
+    client = { close: () => c.quit() };
+    given = c;
+  }
+  const app = await lockApp({ redis: { client: given as never } });
+  const locks = app.get(DistributedLockService);
+  return {
+    name: `ours: service (redis on ${kind})`,
+    backend: 'redis',
+    async lock(key) {
+      const lease = await locks.acquire(key, { purpose: 'efficiency', ttl: TTL, wait: 60_000 });
+      return () => lease.release();
+    },
+    close: async () => {
+      await app.close();
+      await client.close();
+    },
+  };
+}
+
+/**
  * Ours, a semaphore of `permits` through the service (`npm run bench -- --semaphore`): one holder
  * at a time sequentially shows what the semaphore's own path costs against the plain lock
  * (`permits: 1` is the plain lock itself); on one hot key up to `permits` hold at once.

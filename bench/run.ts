@@ -15,7 +15,7 @@ import pg from 'pg';
 import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
 import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
-import { etcdFloor, ours, oursDecorator, oursSemaphore, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
+import { etcdFloor, ours, oursDecorator, oursOnClient, oursSemaphore, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
 import { peers, redlockPeers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'few' | 'spread';
@@ -247,6 +247,8 @@ async function main(): Promise<void> {
         ['redis', () => redisFloor(redis.url)],
         ['redis', () => ours('redis', redis.url)],
         ['redis', () => oursDecorator('redis', redis.url)],
+        ['redis', () => oursOnClient('node-redis', redis.url)],
+        ['redis', () => oursOnClient('iovalkey', redis.url)],
         ['peers', () => peers(redis.url, etcd.hosts)],
         ['etcd', () => etcdFloor(etcd.hosts)],
         ['etcd', () => ours('etcd', etcd.hosts)],

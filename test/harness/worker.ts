@@ -27,7 +27,7 @@ export class LockWorker {
     backends:
       | string
       | { options: DistributedLockModuleOptions }
-      | { redisUrl?: string; redisHeartbeatMs?: number; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
+      | { redisUrl?: string; redisClient?: 'node-redis'; redisHeartbeatMs?: number; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
   ): Promise<LockWorker> {
     if (typeof backends === 'object' && 'options' in backends) {
       return LockWorker.forked({ ...process.env, WORKER_OPTIONS: JSON.stringify(backends.options) });
@@ -42,6 +42,7 @@ export class LockWorker {
       WORKER_REDLOCK: b.redlockUrls?.join(',') ?? '',
     };
     if (b.zkSessionMs !== undefined) env.WORKER_ZK_SESSION_MS = String(b.zkSessionMs);
+    if (b.redisClient !== undefined) env.WORKER_REDIS_CLIENT = b.redisClient;
     if (b.redisHeartbeatMs !== undefined) env.WORKER_REDIS_HEARTBEAT_MS = String(b.redisHeartbeatMs);
     if (b.sessionTtlSeconds !== undefined) env.WORKER_SESSION_TTL = String(b.sessionTtlSeconds);
     return LockWorker.forked(env);

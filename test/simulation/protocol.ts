@@ -8,6 +8,8 @@ export interface WorkerConfig {
   /** Namespace of this seed's keys and registers on the shared servers. */
   runId: string;
   redisUrl: string;
+  /** The client the Redis backend runs on (plan.redisClients); absent: ioredis. */
+  redisClient?: 'ioredis' | 'node-redis';
   etcdHosts: string[];
   registerRedisUrl: string;
   registerEtcdHosts: string[];

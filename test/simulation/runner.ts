@@ -359,6 +359,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     incarnation,
     runId,
     redisUrl: `redis://${proxies[w].redis.endpoint}`,
+    redisClient: plan.redisClients[w],
     etcdHosts: proxies[w].etcd.map((p) => p.endpoint),
     registerRedisUrl: `redis://${proxies[w].register.endpoint}`,
     registerEtcdHosts: proxies[w].registerEtcd.map((p) => p.endpoint),
@@ -631,7 +632,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     const t0 = wallNow();
     const phase = (name: string): void => log(`  ${name} at +${((wallNow() - started) / 1000).toFixed(1)} s`);
     phase('workers ready');
-    log(`seed ${params.seed}: ${params.workers} workers × ${params.fibers} fibers, ${plan.keys} keys, session ttl ${plan.sessionTtlSeconds} s, ${plan.faults.length} faults, ${params.durationMs} ms`);
+    log(`seed ${params.seed}: ${params.workers} workers × ${params.fibers} fibers, ${plan.keys} keys, session ttl ${plan.sessionTtlSeconds} s, ${plan.faults.length} faults, ${params.durationMs} ms; Redis clients ${plan.redisClients.join(', ')}`);
     for (const proc of current) send(proc, { cmd: 'go' });
     // One fault per resource at a time in real time too: a fault that ends later than planned (a
     // slow restart) holds the next one on its resource back. Two at once raced on one server — a

@@ -12,6 +12,7 @@ import { Injectable, Module, type INestApplicationContext, type Type } from '@ne
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import pg from 'pg';
 import { defer, Observable, repeat } from 'rxjs';
 import {
@@ -127,12 +128,37 @@ let locks!: DistributedLockService;
 let appUp: Promise<void> = Promise.resolve();
 const debugApps: Array<{ backends: Map<string, unknown>; startedAt: number; closedAt?: number }> = [];
 
+/** The application's node-redis client of the running app (config.redisClient 'node-redis'): closed after the app. */
+let appRedisClient: { destroy(): void } | undefined;
+
+/** The Redis backend's options: the module's own ioredis client from the URL, or the application's node-redis client, connected first (bounded). */
+async function redisOptions(): Promise<NonNullable<Parameters<typeof DistributedLockModule.forRoot>[0]['redis']>> {
+  const timeouts = { connectTimeoutMs: 600, commandTimeoutMs: 800 };
+  // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
+  if (config.redisClient !== 'node-redis') return { url: config.redisUrl, ...timeouts, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) };
+  const client = createClient({ url: config.redisUrl, socket: { connectTimeout: 600, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } }).on('error', () => undefined);
+  try {
+    await timeout(client.connect(), 3_000);
+  } catch (error) {
+    client.destroy();
+    throw error;
+  }
+  appRedisClient = client;
+  return { client, ...timeouts };
+}
+
+/** After app.close(): the application closes its own client (the module never does). */
+function closeAppRedisClient(): void {
+  appRedisClient?.destroy();
+  appRedisClient = undefined;
+}
+
 async function startApp(direct = false): Promise<void> {
+  const redis = await redisOptions();
   @Module({
     imports: [
       DistributedLockModule.forRoot({
-        // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
-        redis: { url: config.redisUrl, connectTimeoutMs: 600, commandTimeoutMs: 800, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) },
+        redis,
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
         // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL,
         // ZooKeeper or Redlock says `backend: 'postgres'` / `'zookeeper'` / `'redlock'`.
@@ -149,7 +175,12 @@ async function startApp(direct = false): Promise<void> {
   })
   class SimModule {}
   void direct;
-  app = await NestFactory.createApplicationContext(SimModule, { logger: false });
+  try {
+    app = await NestFactory.createApplicationContext(SimModule, { logger: false });
+  } catch (error) {
+    closeAppRedisClient();
+    throw error;
+  }
   locks = app.get(DistributedLockService);
   decoratedInstances = decoratedClasses.map((cls) => app!.get(cls) as DecoratedMethodHost);
   appUsed = new Map();
@@ -206,6 +237,7 @@ async function restartOnce(downMs: number): Promise<void> {
   } catch (error) {
     emit({ ev: 'note', message: `app.close() threw: ${errorInfo(error).message}` });
   }
+  closeAppRedisClient();
   emit({ ev: 'app', state: 'closed', used: usedList(old.used) });
   await sleep(downMs);
   if (process.env.SIM_DEBUG) emit({ ev: 'note', message: `after app.close() + ${downMs} ms: ${sockets().join(', ')} ${process.getActiveResourcesInfo().join(',')}` });
@@ -1331,6 +1363,7 @@ async function probe(): Promise<void> {
     emit({ ev: 'register', store: 'postgres', key, list: parse(row.rows[0]?.v as string | undefined) });
   }
   await app?.close();
+  closeAppRedisClient();
   registerRedis.disconnect();
   registerEtcd.close();
   await registerPg.end();
@@ -1373,6 +1406,7 @@ async function main(): Promise<void> {
     } else if (message.cmd === 'exit') {
       void (async () => {
         await app?.close();
+        closeAppRedisClient();
         registerRedis.disconnect();
         registerEtcd.close();
         await registerPg.end().catch(() => undefined);

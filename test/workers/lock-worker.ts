@@ -3,6 +3,7 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import pg from 'pg';
 import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
 import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
@@ -44,13 +45,15 @@ async function main(): Promise<void> {
   const given = process.env.WORKER_OPTIONS ? (JSON.parse(process.env.WORKER_OPTIONS) as DistributedLockModuleOptions) : undefined;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
   let fenceClient: Redis | undefined;
+  // WORKER_REDIS_CLIENT=node-redis: the application's own node-redis client (connected), as `redis.client`.
+  const nodeRedis = redisUrl && process.env.WORKER_REDIS_CLIENT === 'node-redis' ? await createClient({ url: redisUrl }).on('error', () => undefined).connect() : undefined;
   @Module({
     imports: [
       DistributedLockModule.forRoot(given ?? {
         // WORKER_REDIS_HEARTBEAT_MS: a Redis backend with that waiterHeartbeatMs (not a module option).
-        ...(redisUrl && !process.env.WORKER_REDIS_HEARTBEAT_MS ? { redis: { url: redisUrl } } : {}),
+        ...(redisUrl && !process.env.WORKER_REDIS_HEARTBEAT_MS ? { redis: nodeRedis ? { client: nodeRedis } : { url: redisUrl } } : {}),
         ...(redisUrl && process.env.WORKER_REDIS_HEARTBEAT_MS
-          ? { backends: { r: new RedisBackend({ client: new Redis(redisUrl), ownsClient: true, waiterHeartbeatMs: Number(process.env.WORKER_REDIS_HEARTBEAT_MS) }) }, purposes: { efficiency: 'r' } }
+          ? { backends: { r: new RedisBackend({ client: nodeRedis ?? new Redis(redisUrl), ownsClient: !nodeRedis, waiterHeartbeatMs: Number(process.env.WORKER_REDIS_HEARTBEAT_MS) }) }, purposes: { efficiency: 'r' } }
           : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
