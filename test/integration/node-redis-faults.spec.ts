@@ -138,6 +138,10 @@ describe('Redis backend on node-redis: faults', () => {
         raw.disconnect();
       }
     } finally {
+      // The applications and their clients first: a Sentinel client whose servers are gone keeps
+      // re-discovering them (its timers) until it is destroyed.
+      for (const a of apps.splice(0)) await a.close();
+      for (const c of clients.splice(0)) await (c as unknown as { destroy(): Promise<void> | void }).destroy();
       await sentinel.stop();
       await master.stop();
     }
