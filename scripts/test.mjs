@@ -5,8 +5,9 @@
 //   npm test -- --unit        only the unit specs (no servers)
 //   npm test -- <jest args>   passed on to jest (e.g. a path pattern)
 //   npm test -- --long        everything, and the long stress specs (*.long.spec.ts: minutes each)
-//   npm test -- --quick       the quick tier: unit specs, the memory, Redis and etcd integration
-//                             specs, the decorator's e2e specs and the conformance suite (what CI
+//   npm test -- --quick       the quick tier: unit specs, the memory, Redis (each client) and etcd
+//                             integration specs, the decorator's e2e specs, the conformance suite
+//                             and the packed-tarball test (what CI
 //                             runs on the other Node.js lines: `npm run test:node -- 24 26 --quick`)
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -27,9 +28,11 @@ const jestArgs = args.filter((a) => a !== '--unit' && a !== '--long' && a !== '-
 /** The quick tier's spec files (path patterns). */
 const QUICK = [
   '/lib/.*\\.spec\\.ts$',
-  '/test/integration/(redis|etcd|semaphore-(memory|redis|etcd)|lease-lifetime|engine-composition|service-semantics|reentrant-options|release-to-next-waiter)[^/]*\\.spec\\.ts$',
+  '/test/integration/(redis|node-redis|etcd|semaphore-(memory|redis|etcd)|lease-lifetime|engine-composition|service-semantics|reentrant-options|release-to-next-waiter)[^/]*\\.spec\\.ts$',
   '/test/e2e/decorator-[^/]*\\.spec\\.ts$',
   '/test/conformance/[^/]*\\.spec\\.ts$',
+  // The packed tarball installed into Nest 11 and 12 projects, run under this Node.
+  '/test/package/[^/]*\\.spec\\.ts$',
 ];
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);

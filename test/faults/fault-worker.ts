@@ -116,17 +116,38 @@ function postgresRegister(config: FaultWorkerConfig): Register {
   };
 }
 
-function lockOptions(config: FaultWorkerConfig): Parameters<typeof DistributedLockModule.forRoot>[0] {
+/**
+ * The lock Redis' client: the module's own ioredis from the URL, or (FAULT_REDIS_CLIENT, `npm run
+ * test:faults` with it set) the application's node-redis or iovalkey client.
+ */
+async function redisOptions(url: string): Promise<NonNullable<Parameters<typeof DistributedLockModule.forRoot>[0]['redis']>> {
+  const timeouts = { connectTimeoutMs: 500, commandTimeoutMs: 500 };
+  const kind = process.env.FAULT_REDIS_CLIENT;
+  if (kind === 'node-redis') {
+    const { createClient } = await import('redis');
+    const client = createClient({ url, socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } }).on('error', () => undefined);
+    return { client: await client.connect(), ...timeouts };
+  }
+  if (kind === 'iovalkey') {
+    const { Redis: Valkey } = await import('iovalkey');
+    return { client: new Valkey(url).on('error', () => undefined), ...timeouts };
+  }
+  if (kind !== undefined && kind !== '' && kind !== 'ioredis') throw new Error(`FAULT_REDIS_CLIENT: node-redis, iovalkey or ioredis, got ${kind}`);
+  return { url, ...timeouts };
+}
+
+async function lockOptions(config: FaultWorkerConfig): Promise<Parameters<typeof DistributedLockModule.forRoot>[0]> {
   if (config.backend === 'etcd') return { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } };
   if (config.backend === 'zookeeper') return { zookeeper: { connectionString: config.zookeeper!, sessionTimeoutMs: config.zkSessionMs ?? 1_000, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 } };
   if (config.backend === 'postgres') return { postgres: { connectionString: config.postgresUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
   if (config.backend === 'redlock') return { redlock: { urls: config.redlockUrls! } };
-  return { redis: { url: config.lockRedisUrl!, connectTimeoutMs: 500, commandTimeoutMs: 500 } };
+  return { redis: await redisOptions(config.lockRedisUrl!) };
 }
 
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.FAULT_WORKER!) as FaultWorkerConfig;
-  @Module({ imports: [DistributedLockModule.forRoot(lockOptions(config))] })
+  const options = await lockOptions(config);
+  @Module({ imports: [DistributedLockModule.forRoot(options)] })
   class WorkerModule {}
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
   const locks = app.get(DistributedLockService);
