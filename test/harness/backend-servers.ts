@@ -93,7 +93,8 @@ export async function freshRedisCluster(): Promise<BackendServer> {
     options: { redis: { client: clients[0] } },
     nodes,
     another: () => ({ redis: { client: own(new Cluster(nodes)) } }),
-    unreachable: async (closedPort) => ({ redis: { client: own(new Cluster([{ host: '127.0.0.1', port: await closedPort() }])), commandTimeoutMs: 500 } }),
+    // The application listens to its client's errors (ioredis prints each one it finds no listener for).
+    unreachable: async (closedPort) => ({ redis: { client: own(new Cluster([{ host: '127.0.0.1', port: await closedPort() }]).on('error', () => undefined) as Cluster), commandTimeoutMs: 500 } }),
     stop: async () => {
       for (const client of clients) client.disconnect();
       await server.stop();
