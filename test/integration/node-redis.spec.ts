@@ -1,6 +1,6 @@
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { createClient, createCluster } from 'redis';
+import { createClient, createCluster, RESP_TYPES } from 'redis';
 import { createClient as createClient5, createCluster as createCluster5 } from 'redis5';
 import {
   DistributedLock,
@@ -42,6 +42,12 @@ const TOPOLOGIES: Topology[] = [
   { name: 'node-redis 6, RESP3', open: () => createClient({ url: redisUrl(), RESP: 3 }).on('error', () => undefined).connect() as Promise<AppClient>, ping: (c) => c.sendCommand(['PING']) },
   { name: 'node-redis 6, RESP2', open: () => createClient({ url: redisUrl(), RESP: 2 }).on('error', () => undefined).connect() as Promise<AppClient>, ping: (c) => c.sendCommand(['PING']) },
   { name: 'node-redis 5', open: () => createClient5({ url: redisUrl() }).on('error', () => undefined).connect() as Promise<AppClient>, ping: (c) => c.sendCommand(['PING']) },
+  {
+    // An application whose client maps every string reply to a Buffer: the module reads its own replies as strings.
+    name: 'node-redis 6 with Buffer replies',
+    open: async () => (await createClient({ url: redisUrl() }).on('error', () => undefined).connect()).withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer, [RESP_TYPES.SIMPLE_STRING]: Buffer }) as unknown as AppClient,
+    ping: async (c) => String(await c.sendCommand(['PING'])),
+  },
   {
     name: 'node-redis 6 Cluster (3 masters)',
     open: () => createCluster({ rootNodes: clusterNodes() }).on('error', () => undefined).connect() as Promise<AppClient>,

@@ -47,6 +47,13 @@ export function nodeRedisKind(client: unknown): Kind | undefined {
   return 'client';
 }
 
+/**
+ * node-redis' default reply types (strings, numbers, arrays), whatever the application's client was
+ * given (`withTypeMapping`, `commandOptions`): a client that maps strings to Buffers must not make an
+ * owner id compare unequal.
+ */
+const DEFAULT_REPLIES = { typeMapping: {} };
+
 const arg = (value: unknown): string | Buffer => (typeof value === 'string' || Buffer.isBuffer(value) ? value : String(value));
 
 /**
@@ -113,11 +120,11 @@ export class NodeRedisClient implements RedisClientLike {
     if (this.route) return this.route(key, command);
     switch (this.kind) {
       case 'cluster':
-        return this.raw.sendCommand(key, false, command);
+        return this.raw.sendCommand(key, false, command, DEFAULT_REPLIES);
       case 'sentinel':
-        return this.raw.sendCommand(false, command);
+        return this.raw.sendCommand(false, command, DEFAULT_REPLIES);
       default:
-        return this.raw.sendCommand(command);
+        return this.raw.sendCommand(command, DEFAULT_REPLIES);
     }
   }
 
@@ -147,7 +154,7 @@ export class NodeRedisClient implements RedisClientLike {
   nodes(): RedisClientLike[] {
     if (this.kind !== 'cluster') return [this];
     const cluster = this.raw;
-    return (cluster.masters ?? []).map((master) => new NodeRedisClient(cluster, 'client', async (_key, args) => (await cluster.nodeClient!(master)).sendCommand(args)));
+    return (cluster.masters ?? []).map((master) => new NodeRedisClient(cluster, 'client', async (_key, args) => (await cluster.nodeClient!(master)).sendCommand(args, DEFAULT_REPLIES)));
   }
 
   evalsha(sha: string, numKeys: number, ...rest: unknown[]): Promise<unknown> {
