@@ -14,6 +14,9 @@ interface Consumer {
   type: 'module' | 'commonjs';
   nest: string;
   dependencies: Record<string, string>;
+  /** Its entry point (test/package/consumer/); the Redis client it installs. @default main.ts, ioredis */
+  main?: string;
+  redisClient?: Record<string, string>;
 }
 
 /** Throwaway Nest projects: the current major as ESM, the previous one as CommonJS (require(esm)). */
@@ -42,6 +45,16 @@ const consumers: Consumer[] = [
   },
 ];
 
+/** A project whose only Redis client is node-redis: ioredis is never installed, so never loaded. */
+const nodeRedisConsumer: Consumer = {
+  name: 'Nest 12, ESM, node-redis only',
+  type: 'module',
+  nest: '12.',
+  dependencies: { '@nestjs/common': '^12.0.0', '@nestjs/core': '^12.0.0' },
+  main: 'main-node-redis.ts',
+  redisClient: { redis: '^6.0.0' },
+};
+
 interface Outcome {
   nest: string;
   statuses: number[];
@@ -62,7 +75,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
 
   /** npm install the tarball and Nest into a fresh directory, then compile main.ts with tsc. */
   async function prepare(consumer: Consumer): Promise<string> {
-    const dir = join(work, consumer.type);
+    const dir = join(work, consumer.main ? consumer.main.replace(/\.ts$/, '') : consumer.type);
     mkdirSync(join(dir, 'src'), { recursive: true });
     writeFileSync(
       join(dir, 'package.json'),
@@ -73,7 +86,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
         dependencies: {
           'nest-distributed-lock': `file:${tarball}`,
           ...consumer.dependencies,
-          ioredis: '^6.0.0',
+          ...(consumer.redisClient ?? { ioredis: '^6.0.0' }),
           'reflect-metadata': '^0.2.0',
           rxjs: '^7.8.0',
           '@types/node': '^20.19.0',
@@ -98,8 +111,8 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
         include: ['src'],
       }),
     );
-    cpSync(join(root, 'test/package/consumer/main.ts'), join(dir, 'src/main.ts'));
-    cpSync(join(root, 'docs/samples/simple-redis.backend.ts'), join(dir, 'src/simple-redis.backend.ts'));
+    cpSync(join(root, 'test/package/consumer', consumer.main ?? 'main.ts'), join(dir, 'src/main.ts'));
+    if (!consumer.main) cpSync(join(root, 'docs/samples/simple-redis.backend.ts'), join(dir, 'src/simple-redis.backend.ts'));
     await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error'], {
       cwd: dir,
       timeout: 240_000,
@@ -122,7 +135,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as Array<{ filename: string; files: Array<{ path: string }> }>;
     tarball = join(work, packed.filename);
     files = packed.files.map((f) => f.path);
-    for (const consumer of consumers) {
+    for (const consumer of [...consumers, nodeRedisConsumer]) {
       const pending = prepare(consumer);
       pending.catch(() => undefined); // awaited by its test
       prepared.set(consumer.name, pending);
@@ -146,7 +159,22 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing', './board']));
     expect(manifest.exports['./testing'].types).toBe('./dist/lib/testing/index.d.ts');
     expect(manifest.exports['./board'].types).toBe('./dist/lib/board/index.d.ts');
+    // The Node lines it runs on (20.19+, 22, 24, 26: `npm run test:node` runs the suite on each), this one among them.
+    expect(manifest.engines.node).toBe('>=20.19');
+    const [major, minor] = process.versions.node.split('.').map(Number);
+    expect(major! > 20 || (major === 20 && minor! >= 19)).toBe(true);
+    // Every Redis client is an optional peer: a user installs the one they use.
+    for (const client of ['ioredis', 'iovalkey', 'redis']) {
+      expect(manifest.peerDependencies[client]).toBeDefined();
+      expect(manifest.peerDependenciesMeta[client]).toEqual({ optional: true });
+    }
   });
+
+  it('a project with node-redis only (no ioredis installed): the decorator and the service on its client, left open', async () => {
+    const dir = await prepared.get(nodeRedisConsumer.name)!;
+    const { stdout } = await run(process.execPath, ['dist/main.js'], { cwd: dir, timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '', REDIS_URL: redisUrl() } });
+    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toEqual({ runs: 6, most: 1, busy: true, clientOpen: true, ping: 'PONG', ioredis: 'not installed' });
+  }, 300_000);
 
   it("publishes the service's documented API only: no internal member in its .d.ts", async () => {
     await run('tar', ['-xzf', tarball, '-C', work, 'package/dist/lib/distributed-lock.service.d.ts']);
