@@ -1,6 +1,10 @@
 import { Redis } from 'ioredis';
-import { createClient, createSentinel } from 'redis';
-import { LockBackendUnavailableError } from '../../lib/index.js';
+import { Cluster } from 'ioredis';
+import { createClient, createCluster, createSentinel } from 'redis';
+import { createCluster as createCluster5 } from 'redis5';
+import { InvalidLockOptionsError, LockBackendUnavailableError } from '../../lib/index.js';
+import { startRedisCluster } from '../harness/redis-cluster.js';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 import { redisUrl, sleep, startLockApp, uniqueKey, until, untilQueued, type LockApp } from '../harness/lock-app.js';
 import { RedisServer } from '../harness/servers.mjs';
 import { LockWorker } from '../harness/worker.js';
@@ -20,6 +24,11 @@ describe('Redis backend on node-redis: faults', () => {
   const workers: LockWorker[] = [];
   const connected = async (url: string): Promise<NodeRedis> => {
     const client = nodeRedis(url).on('error', () => undefined);
+    clients.push(client);
+    return client.connect();
+  };
+  const connectedWith = async (options: Parameters<typeof createClient>[0]): Promise<unknown> => {
+    const client = createClient(options).on('error', () => undefined);
     clients.push(client);
     return client.connect();
   };
@@ -146,4 +155,80 @@ describe('Redis backend on node-redis: faults', () => {
       await master.stop();
     }
   }, 30_000);
+
+  it('app.close() while the wake-up subscriber of a node-redis 5 Cluster is still discovering leaves no connection behind (review finding)', async () => {
+    const cluster = await startRedisCluster(3);
+    const proxy = await TcpProxy.start(cluster.nodes[0]!.port);
+    const ports = new Set(cluster.nodes.map((n) => n.port));
+    const ours = (): number =>
+      (process as unknown as { _getActiveHandles(): Array<{ remotePort?: number; destroyed?: boolean }> })._getActiveHandles().filter((h) => h.remotePort !== undefined && !h.destroyed && (ports.has(h.remotePort) || h.remotePort === proxy.port)).length;
+    try {
+      const appClient = await createCluster5({ rootNodes: [{ url: `redis://${proxy.endpoint}` }] }).on('error', () => undefined).connect();
+      const a = await app(appClient, { connectTimeoutMs: 300, commandTimeoutMs: 300 });
+      const other = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${cluster.nodes[1]!.port}` }] }).on('error', () => undefined).connect();
+      const b = await app(other);
+      const key = uniqueKey('nr5-discovering');
+      const held = await b.locks.acquire(key, { ...opts, ttl: 5_000 });
+      proxy.blackhole(); // the root node stops answering: the subscriber's discovery hangs there
+      await expect(a.locks.acquire(key, { ...opts, ttl: 5_000, wait: 3_000 })).rejects.toBeInstanceOf(LockBackendUnavailableError);
+      await held.release();
+      for (const x of apps.splice(0)) await x.close();
+      await appClient.close();
+      await other.close();
+      proxy.heal(); // the root node answers again: a discovery still going on would now connect the masters
+      await sleep(1_500);
+      // This spec's own servers and proxy: nothing of this process may still be connected to them.
+      expect(ours()).toBe(0);
+    } finally {
+      await proxy.close();
+      await cluster.stop();
+    }
+  }, 40_000);
+
+  it('a node-redis client with its own keyPrefix shares one lock space with an ioredis client of the same keyPrefix (review finding: two holders)', async () => {
+    const ioredis = new Redis(redisUrl(), { keyPrefix: 'app:' });
+    try {
+      const nodeRedisApp = await app(await connectedWith({ url: redisUrl(), keyPrefix: 'app:' }));
+      const ioredisApp = await startLockApp({ redis: { client: ioredis } });
+      apps.push(ioredisApp);
+      const key = uniqueKey('nr-keyprefix');
+      const held = await ioredisApp.locks.acquire(key, { ...opts, ttl: 5_000 });
+      expect(await nodeRedisApp.locks.tryAcquire(key, opts)).toBeNull();
+      const waiting = nodeRedisApp.locks.acquire(key, { ...opts, ttl: 5_000, wait: 5_000 });
+      await untilQueued(nodeRedisApp.locks, key, opts, 1);
+      await held.release();
+      const next = await waiting;
+      expect(await ioredisApp.locks.tryAcquire(key, opts)).toBeNull();
+      expect((await nodeRedisApp.locks.list(opts, { prefix: key })).map((l) => l.key)).toEqual([key]);
+      expect((await ioredisApp.locks.list(opts, { prefix: key })).map((l) => l.key)).toEqual([key]);
+      await next.release();
+      const raw = new Redis(redisUrl());
+      try {
+        expect(await raw.keys(`*${key}*`)).toEqual([]);
+      } finally {
+        raw.disconnect();
+      }
+    } finally {
+      ioredis.disconnect();
+    }
+  });
+
+  it('refuses at bootstrap an ioredis Cluster the application disconnect()ed (it stays "close", not "end": review finding)', async () => {
+    const servers = await startRedisCluster(3);
+    try {
+      const cluster = new Cluster(servers.nodes).on('error', () => undefined);
+      await until(() => cluster.status === 'ready', 5_000, 'the Cluster client ready');
+      cluster.disconnect();
+      // 'end' at once, then 'close' for good (ioredis 5's Cluster, 2026-12): the module must refuse both.
+      await until(() => cluster.status === 'close', 5_000, 'the disconnected Cluster at "close"');
+      const error = await startLockApp({ redis: { client: cluster } }).then(
+        async (a) => (await a.close(), undefined),
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(InvalidLockOptionsError);
+      expect((error as Error).message).toMatch(/redis\.client.*closed/);
+    } finally {
+      await servers.stop();
+    }
+  });
 });

@@ -179,7 +179,7 @@ describe('node-redis clients the module refuses at bootstrap', () => {
 
   it('a client not connected yet, naming connect()', async () => {
     expect((await refused(createClient({ url: redisUrl() }))).message).toMatch(/not connected: await client\.connect\(\)/);
-    expect((await refused(createCluster({ rootNodes: clusterNodes() }))).message).toMatch(/not connected/);
+    expect((await refused(createCluster({ rootNodes: clusterNodes() }))).message).toMatch(/not open \(not connected yet, or closed\).*await client\.connect\(\)/);
   });
 
   it('a client already closed', async () => {

@@ -25,6 +25,8 @@ export interface NodeRedisLike {
   on(event: string, listener: (...args: any[]) => void): unknown;
   once(event: string, listener: (...args: any[]) => void): unknown;
   off?(event: string, listener: (...args: any[]) => void): unknown;
+  /** node-redis 6's `keyPrefix` option, as its commands apply it. */
+  readonly _keyPrefix?: string | Buffer;
   /** Its options (node-redis: `url`, `socket: { host, port, path }`). */
   readonly options?: { url?: unknown; socket?: { host?: unknown; port?: unknown; path?: unknown } };
   /** A Cluster's masters, and the client of one of them. */
@@ -74,6 +76,10 @@ export class NodeRedisClient implements RedisClientLike {
   private readonly messages = new EventEmitter();
   private readonly channels = new Set<string>();
   private readonly onMessage = (message: string, channel: string): void => void this.messages.emit('message', channel, message);
+  /** quit() or disconnect() was called (on a copy of ours: the application's client is never closed by us). */
+  private closed = false;
+  /** A copy's connect() is over. */
+  private connected = false;
 
   constructor(
     /** The application's node-redis client (or one we duplicated from it). */
@@ -88,6 +94,25 @@ export class NodeRedisClient implements RedisClientLike {
 
   /** Where it connects, as ioredis' options say it (Redlock tells its masters apart by it). */
   get options(): { host?: string; port?: number; path?: string; keyPrefix?: string } | undefined {
+    const keyPrefix = this.prefix === undefined ? undefined : this.prefix.toString();
+    const where = this.address();
+    return keyPrefix === undefined ? where : { ...where, keyPrefix };
+  }
+
+  /** The client's own key prefix (node-redis 6 `keyPrefix`), applied to the keys we send as ioredis applies its own. */
+  private get prefix(): string | Buffer | undefined {
+    const prefix = this.raw._keyPrefix;
+    return prefix === undefined || prefix.length === 0 ? undefined : prefix;
+  }
+
+  private prefixed(key: unknown): unknown {
+    const prefix = this.prefix;
+    if (prefix === undefined) return key;
+    if (typeof prefix === 'string' && typeof key === 'string') return prefix + key;
+    return Buffer.concat([Buffer.from(prefix), Buffer.from(arg(key))]);
+  }
+
+  private address(): { host?: string; port?: number; path?: string } | undefined {
     const { url, socket } = this.raw.options ?? {};
     if (typeof socket?.path === 'string') return { path: socket.path };
     if (typeof socket?.host === 'string' || typeof socket?.port === 'number') {
@@ -102,11 +127,16 @@ export class NodeRedisClient implements RedisClientLike {
     }
   }
 
-  /** ioredis' names for node-redis' state: a client neither open nor ready is closed (or was never connected). */
+  /**
+   * ioredis' names for node-redis' state: a client neither open nor ready is closed (or was never
+   * connected); a copy of ours is 'connecting' until its connect() is over (node-redis 5's Cluster
+   * has no isReady, and is open while it still discovers its nodes).
+   */
   get status(): string {
-    const { isOpen, isReady = isOpen } = this.raw;
-    if (isReady) return 'ready';
-    return isOpen ? 'reconnecting' : 'end';
+    const { isOpen, isReady } = this.raw;
+    if (this.closed || !isOpen) return 'end';
+    if (this.connecting && !this.connected) return 'connecting';
+    return (isReady ?? isOpen) ? 'ready' : 'reconnecting';
   }
 
   /** A new number after each reconnection (RedisCommands compares it as it compares ioredis' socket). */
@@ -128,12 +158,14 @@ export class NodeRedisClient implements RedisClientLike {
     }
   }
 
-  set(...args: unknown[]): Promise<unknown> {
-    return this.send(args[0], ['SET', ...args]);
+  set(key: unknown, ...args: unknown[]): Promise<unknown> {
+    const k = this.prefixed(key);
+    return this.send(k, ['SET', k, ...args]);
   }
 
   pttl(key: string): Promise<unknown> {
-    return this.send(key, ['PTTL', key]);
+    const k = this.prefixed(key);
+    return this.send(k, ['PTTL', k]);
   }
 
   ping(): Promise<unknown> {
@@ -158,11 +190,17 @@ export class NodeRedisClient implements RedisClientLike {
   }
 
   evalsha(sha: string, numKeys: number, ...rest: unknown[]): Promise<unknown> {
-    return this.send(numKeys > 0 ? rest[0] : undefined, ['EVALSHA', sha, numKeys, ...rest]);
+    return this.script('EVALSHA', sha, numKeys, rest);
   }
 
   eval(lua: string, numKeys: number, ...rest: unknown[]): Promise<unknown> {
-    return this.send(numKeys > 0 ? rest[0] : undefined, ['EVAL', lua, numKeys, ...rest]);
+    return this.script('EVAL', lua, numKeys, rest);
+  }
+
+  /** EVAL/EVALSHA, the client's key prefix on its KEYS (as ioredis puts its own). */
+  private script(command: string, script: string, numKeys: number, rest: unknown[]): Promise<unknown> {
+    const keys = rest.slice(0, numKeys).map((key) => this.prefixed(key));
+    return this.send(keys[0], [command, script, numKeys, ...keys, ...rest.slice(numKeys)]);
   }
 
   /**
@@ -173,8 +211,19 @@ export class NodeRedisClient implements RedisClientLike {
     const copy = this.raw.duplicate();
     copy.on('error', () => undefined); // before connect(): an 'error' without a listener throws
     const connecting = copy.connect();
-    connecting.catch(() => undefined); // its failure reaches whoever subscribes
-    return new NodeRedisClient(copy, this.kind, undefined, connecting);
+    const duplicate = new NodeRedisClient(copy, this.kind, undefined, connecting);
+    connecting.then(
+      () => {
+        duplicate.connected = true;
+        // Closed while it connected (node-redis 5's Cluster goes on discovering its nodes past a
+        // close(), and connects them): close what the connection made.
+        if (duplicate.closed) duplicate.destroy();
+      },
+      () => {
+        if (duplicate.closed) duplicate.destroy();
+      }, // its failure reaches whoever subscribes
+    );
+    return duplicate;
   }
 
   /** SUBSCRIBE, its messages emitted as ioredis emits them: `('message', channel, message)`. */
@@ -186,6 +235,7 @@ export class NodeRedisClient implements RedisClientLike {
     this.channels.add(channel);
     try {
       await this.connecting;
+      if (this.closed) throw new Error('the subscriber was closed while it connected');
       return await subscribe.call(this.raw, channel, this.onMessage);
     } catch (error) {
       this.channels.delete(channel);
@@ -193,16 +243,23 @@ export class NodeRedisClient implements RedisClientLike {
     }
   }
 
-  /** Close after the commands in flight are answered. */
+  /** Close after the commands in flight are answered (a copy still connecting: now). */
   async quit(): Promise<unknown> {
+    this.closed = true;
+    if (this.connecting && !this.connected) return this.destroy();
     const raw = this.raw;
     return typeof raw.close === 'function' ? raw.close() : raw.quit?.();
   }
 
   /** Close now, failing what is in flight. */
   disconnect(): void {
+    this.closed = true;
+    this.destroy();
+  }
+
+  private destroy(): void {
     const raw = this.raw;
-    if (typeof raw.destroy === 'function') raw.destroy();
+    if (typeof raw.destroy === 'function') void raw.destroy();
     else void raw.disconnect?.();
   }
 

@@ -20,12 +20,15 @@ export function checkRedisClient(client: unknown, field: string, where = MODULE_
   if (kind) {
     const raw = client as NodeRedisLike;
     if (!raw.isOpen) {
-      const closed = typeof raw.socketEpoch === 'number' && raw.socketEpoch > 0;
+      // A Cluster has no socketEpoch: closed or never connected cannot be told apart there.
+      const closed = typeof raw.socketEpoch === 'number' ? raw.socketEpoch > 0 : undefined;
       failOption(
         field,
-        closed
+        closed === true
           ? 'is a node-redis client that was closed: pass an open one'
-          : 'is a node-redis client that is not connected: await client.connect() before the module starts (in forRootAsync({ useFactory }), say)',
+          : closed === false
+            ? 'is a node-redis client that is not connected: await client.connect() before the module starts (in forRootAsync({ useFactory }), say)'
+            : 'is a node-redis client that is not open (not connected yet, or closed): pass one you have connected (await client.connect()) and not closed',
         where,
       );
     }
@@ -37,6 +40,9 @@ export function checkRedisClient(client: unknown, field: string, where = MODULE_
     if (typeof c[method] !== 'function') failOption(field, `must be ${KINDS} (no ${method}())`, where);
   }
   if (typeof c.status !== 'string') failOption(field, `must be ${KINDS} (no status)`, where);
-  if (c.status === 'end') failOption(field, 'is a Redis client that was closed (quit() or disconnect()): pass an open one', where);
+  // A Cluster the application disconnect()ed settles at 'close', not 'end' (ioredis 5 and 6): its
+  // manuallyClosing flag tells it from one between two connections.
+  const closing = c.manuallyClosing === true && (c.status === 'close' || c.status === 'disconnecting');
+  if (c.status === 'end' || closing) failOption(field, 'is a Redis client that was closed (quit() or disconnect()): pass an open one', where);
   return client as RedisClientLike;
 }
