@@ -239,13 +239,13 @@ export interface Plan {
   longTtl?: number;
   /**
    * Each worker's Redis client for the Redis backend (the lock Redis): ioredis through `redis.url`,
-   * or the application's node-redis client through `redis.client` — drawn per worker from a stream
+   * or the application's node-redis or iovalkey client through `redis.client` — drawn per worker from a stream
    * of its own, so the rest of a seed's plan is what it was before the draw existed.
    */
   redisClients: RedisClientKind[];
 }
 
-export type RedisClientKind = 'ioredis' | 'node-redis';
+export type RedisClientKind = 'ioredis' | 'node-redis' | 'iovalkey';
 
 /** The ttl of the edge fiber's multi-key leases closed under (see Plan.longTtl). */
 export const LONG_TTL = 5_000;
@@ -341,7 +341,7 @@ export function generatePlan(params: SimParams): Plan {
     .map((fault, index) => ({ ...fault, index }))
     .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index));
   const clients = root.fork('redis-clients');
-  const redisClients = Array.from({ length: params.workers }, () => clients.pick<RedisClientKind>(['ioredis', 'node-redis']));
+  const redisClients = Array.from({ length: params.workers }, () => clients.pick<RedisClientKind>(['ioredis', 'node-redis', 'iovalkey']));
   const plan: Plan = { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated, redisClients };
   if (ctx.primitives) {
     plan.primitives = ctx.primitives;

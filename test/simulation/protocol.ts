@@ -9,7 +9,7 @@ export interface WorkerConfig {
   runId: string;
   redisUrl: string;
   /** The client the Redis backend runs on (plan.redisClients); absent: ioredis. */
-  redisClient?: 'ioredis' | 'node-redis';
+  redisClient?: 'ioredis' | 'node-redis' | 'iovalkey';
   etcdHosts: string[];
   registerRedisUrl: string;
   registerEtcdHosts: string[];

@@ -12,6 +12,7 @@ import { Injectable, Module, type INestApplicationContext, type Type } from '@ne
 import { NestFactory } from '@nestjs/core';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
 import { createClient } from 'redis';
 import pg from 'pg';
 import { defer, Observable, repeat } from 'rxjs';
@@ -128,13 +129,18 @@ let locks!: DistributedLockService;
 let appUp: Promise<void> = Promise.resolve();
 const debugApps: Array<{ backends: Map<string, unknown>; startedAt: number; closedAt?: number }> = [];
 
-/** The application's node-redis client of the running app (config.redisClient 'node-redis'): closed after the app. */
+/** The application's own client of the running app (config.redisClient 'node-redis' or 'iovalkey'): closed after the app. */
 let appRedisClient: { destroy(): void } | undefined;
 
-/** The Redis backend's options: the module's own ioredis client from the URL, or the application's node-redis client, connected first (bounded). */
+/** The Redis backend's options: the module's own ioredis client from the URL, or the application's iovalkey client, or its node-redis client, connected first (bounded). */
 async function redisOptions(): Promise<NonNullable<Parameters<typeof DistributedLockModule.forRoot>[0]['redis']>> {
   const timeouts = { connectTimeoutMs: 600, commandTimeoutMs: 800 };
   // SIM_DEBUG: every ioredis error carries the stack of the call that issued its command.
+  if (config.redisClient === 'iovalkey') {
+    const client = new Valkey(config.redisUrl).on('error', () => undefined);
+    appRedisClient = { destroy: () => client.disconnect() };
+    return { client, ...timeouts };
+  }
   if (config.redisClient !== 'node-redis') return { url: config.redisUrl, ...timeouts, ...(process.env.SIM_DEBUG ? { options: { showFriendlyErrorStack: true } } : {}) };
   const client = createClient({ url: config.redisUrl, socket: { connectTimeout: 600, reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } }).on('error', () => undefined);
   try {
