@@ -22,12 +22,66 @@ export interface LockApp {
   close(): Promise<void>;
 }
 
+const validRedisUrl = (url: string): boolean => {
+  try {
+    const parsed = new URL(url);
+    return /^rediss?:$/i.test(parsed.protocol) && Number(parsed.port || 6379) <= 65_535;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * TEST_REDIS_CLIENT=node-redis|iovalkey: an application's `redis: { url }` becomes `redis: { client }`
+ * of that kind, connected to the same URL (node-redis first connects, within 3 s; a URL it cannot
+ * reach or parse stays a URL), which the
+ * application closes after its app — so a Redis spec written for the module's own ioredis client
+ * runs on the other clients unchanged (`TEST_REDIS_CLIENT=node-redis npm test -- test/integration/redis`).
+ */
+async function withTestClient(options: DistributedLockModuleOptions): Promise<{ options: DistributedLockModuleOptions; close(): Promise<void> }> {
+  const kind = process.env.TEST_REDIS_CLIENT;
+  const redis = options.redis;
+  if (!kind || kind === 'ioredis' || !redis || typeof redis.url !== 'string' || redis.options !== undefined) return { options, close: async () => undefined };
+  const { url, ...rest } = redis;
+  if (!validRedisUrl(url)) return { options, close: async () => undefined }; // a spec of the URL option itself
+  if (kind === 'iovalkey') {
+    const { Redis: Valkey } = await import('iovalkey');
+    const client = new Valkey(url).on('error', () => undefined);
+    return { options: { ...options, redis: { ...rest, client } }, close: async () => void client.disconnect() };
+  }
+  if (kind !== 'node-redis') throw new Error(`TEST_REDIS_CLIENT: ioredis, node-redis or iovalkey, got ${kind}`);
+  const { createClient } = await import('redis');
+  const open = (): ReturnType<typeof createClient> => createClient({ url, socket: { reconnectStrategy: (retries: number) => Math.min(50 * 2 ** retries, 500) } });
+  let client: ReturnType<typeof open> | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    client = open().on('error', () => undefined);
+    await Promise.race([client.connect(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('not connected within 3 s')), 3_000)))]);
+  } catch {
+    // A URL node-redis cannot reach or parse: the spec is about the URL option itself (a bad URL, a
+    // server not up yet), so the module gets it as written.
+    client?.destroy();
+    return { options, close: async () => undefined };
+  } finally {
+    clearTimeout(timer);
+  }
+  const connected = client;
+  return { options: { ...options, redis: { ...rest, client: connected } }, close: async () => void (connected.isOpen && connected.destroy()) };
+}
+
 /** A real Nest application (its own module instance, clients and service) importing the lock module. */
 export async function startLockApp(imports: DistributedLockModuleOptions | DynamicModule): Promise<LockApp> {
-  const lockModule = 'module' in imports ? (imports as DynamicModule) : DistributedLockModule.forRoot(imports as DistributedLockModuleOptions);
+  const own = 'module' in imports ? undefined : await withTestClient(imports as DistributedLockModuleOptions);
+  const lockModule = own ? DistributedLockModule.forRoot(own.options) : (imports as DynamicModule);
   @Module({ imports: [lockModule] })
   class AppModule {}
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+  let app: INestApplicationContext;
+  try {
+    app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+  } catch (error) {
+    await own?.close();
+    throw error;
+  }
   let closed = false;
   return {
     app,
@@ -36,6 +90,7 @@ export async function startLockApp(imports: DistributedLockModuleOptions | Dynam
       if (closed) return;
       closed = true;
       await app.close();
+      await own?.close();
     },
   };
 }

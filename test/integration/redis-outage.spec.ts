@@ -23,6 +23,14 @@ async function killUnderUnansweredWrite(server: RedisServer, app: LockApp, send:
   return attempt;
 }
 
+/**
+ * What ioredis does with a command written before its connection broke (it sends it again after
+ * reconnecting), read through its commandQueue: run on the module's own ioredis client only.
+ * node-redis fails such a command instead (never resends it); a run with TEST_REDIS_CLIENT set
+ * leaves these out rather than test another client's internals.
+ */
+const ioredisIt = !process.env.TEST_REDIS_CLIENT || process.env.TEST_REDIS_CLIENT === 'ioredis' ? it : it.skip;
+
 describe('Redis backend: server outages', () => {
   let server: RedisServer;
   let app: LockApp;
@@ -91,7 +99,7 @@ describe('Redis backend: server outages', () => {
     }
   });
 
-  it('leaves no ghost lock when the connection dies under an unanswered SET and comes back later than connectTimeoutMs (ioredis resends the SET)', async () => {
+  ioredisIt('leaves no ghost lock when the connection dies under an unanswered SET and comes back later than connectTimeoutMs (ioredis resends the SET)', async () => {
     const key = uniqueKey('resent');
     await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
     // The SET goes out to a paused server; the server dies before answering; the reconnect comes
@@ -119,7 +127,7 @@ describe('Redis backend: server outages', () => {
     }
   }, 30_000);
 
-  it('leaves no ghost lock either when Redis comes back only after the ttl: the resent SET would hold the key for a whole ttl again', async () => {
+  ioredisIt('leaves no ghost lock either when Redis comes back only after the ttl: the resent SET would hold the key for a whole ttl again', async () => {
     const key = uniqueKey('resent-late');
     const ttl = 3_000;
     await app.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());
@@ -142,7 +150,7 @@ describe('Redis backend: server outages', () => {
     await lease!.release();
   }, 30_000);
 
-  it('the same for a multi-key acquire: the resent all-or-nothing script leaves no key behind', async () => {
+  ioredisIt('the same for a multi-key acquire: the resent all-or-nothing script leaves no key behind', async () => {
     const keys = [uniqueKey('resent-multi-a'), uniqueKey('resent-multi-b')];
     await app.locks.tryAcquire(keys, { purpose: 'efficiency' }).then((l) => l?.release());
     expect(await killUnderUnansweredWrite(server, app, () => app.locks.tryAcquire(keys, { purpose: 'efficiency', ttl: 30_000 }))).toBeInstanceOf(LockBackendUnavailableError);
@@ -159,7 +167,7 @@ describe('Redis backend: server outages', () => {
     }
   }, 30_000);
 
-  it('closing the app while an acquire is unanswered gives the key back when the answer comes, before the client closes (review finding F2)', async () => {
+  ioredisIt('closing the app while an acquire is unanswered gives the key back when the answer comes, before the client closes (review finding F2)', async () => {
     const closing = await startLockApp({ redis: { url: server.url, connectTimeoutMs: 500, commandTimeoutMs: 500 } });
     const key = uniqueKey('close-in-flight');
     await closing.locks.tryAcquire(key, { purpose: 'efficiency' }).then((l) => l?.release());

@@ -3,6 +3,7 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
+import { Redis as Valkey } from 'iovalkey';
 import { createClient } from 'redis';
 import pg from 'pg';
 import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
@@ -45,8 +46,15 @@ async function main(): Promise<void> {
   const given = process.env.WORKER_OPTIONS ? (JSON.parse(process.env.WORKER_OPTIONS) as DistributedLockModuleOptions) : undefined;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
   let fenceClient: Redis | undefined;
-  // WORKER_REDIS_CLIENT=node-redis: the application's own node-redis client (connected), as `redis.client`.
-  const nodeRedis = redisUrl && process.env.WORKER_REDIS_CLIENT === 'node-redis' ? await createClient({ url: redisUrl }).on('error', () => undefined).connect() : undefined;
+  // WORKER_REDIS_CLIENT (else the suite's TEST_REDIS_CLIENT) node-redis or iovalkey: the application's own client, as `redis.client`.
+  const kind = process.env.WORKER_REDIS_CLIENT || process.env.TEST_REDIS_CLIENT;
+  const nodeRedis = !redisUrl
+    ? undefined
+    : kind === 'node-redis'
+      ? await createClient({ url: redisUrl }).on('error', () => undefined).connect()
+      : kind === 'iovalkey'
+        ? new Valkey(redisUrl).on('error', () => undefined)
+        : undefined;
   @Module({
     imports: [
       DistributedLockModule.forRoot(given ?? {
