@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import { Redis as Valkey } from 'iovalkey';
+import { Cluster as ValkeyCluster, Redis as Valkey } from 'iovalkey';
 import { createClient, createCluster } from 'redis';
 import { startRedisCluster } from './redis-cluster.js';
 import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
@@ -150,6 +150,23 @@ export async function suiteRedisIovalkey(): Promise<BackendServer> {
   };
 }
 
+/** A three-master Redis Cluster of the spec's own, through the application's iovalkey Cluster clients. */
+export async function freshRedisClusterIovalkey(): Promise<BackendServer> {
+  const cluster = await startRedisCluster(3);
+  const clients: ValkeyCluster[] = [];
+  const own = (client: ValkeyCluster): ValkeyCluster => (clients.push(client.on('error', () => undefined) as ValkeyCluster), client);
+  return {
+    options: { redis: { client: own(new ValkeyCluster(cluster.nodes)) } },
+    nodes: cluster.nodes,
+    another: () => ({ redis: { client: own(new ValkeyCluster(cluster.nodes)) } }),
+    unreachable: async (closedPort) => ({ redis: { client: own(new ValkeyCluster([{ host: '127.0.0.1', port: await closedPort() }])), commandTimeoutMs: 500 } }),
+    stop: async () => {
+      for (const client of clients) client.disconnect();
+      await cluster.stop();
+    },
+  };
+}
+
 /** A three-master Redis Cluster of the spec's own, through the application's node-redis Cluster clients. */
 export async function freshRedisClusterNodeRedis(): Promise<BackendServer> {
   const cluster = await startRedisCluster(3);
@@ -225,6 +242,7 @@ export const BACKENDS: readonly BackendCase[] = [
   { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
   { name: 'redis-node-redis', client: 'node-redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedisNodeRedis },
   { name: 'redis-cluster-node-redis', client: 'node-redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisClusterNodeRedis },
+  { name: 'redis-cluster-iovalkey', client: 'iovalkey', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisClusterIovalkey },
   { name: 'redis-iovalkey', client: 'iovalkey', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedisIovalkey },
   { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
   { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
