@@ -51,9 +51,17 @@ async function commandStats(raw: Redis): Promise<Map<string, number>> {
   return stats;
 }
 
+/** The Redis server's own CPU seconds so far (INFO cpu): the server shares the machine's cores with the client. */
+async function serverCpu(raw: Redis): Promise<number> {
+  const info = (await raw.info('cpu')) as string;
+  const read = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return read('used_cpu_user') + read('used_cpu_sys');
+}
+
 interface Result {
   wallUs: number;
   cpuUs: number;
+  serverUs: number;
   commands: Map<string, number>;
   waitP99Ms: number;
 }
@@ -61,6 +69,7 @@ interface Result {
 async function run(impl: Implementation, tag: string, raw: Redis): Promise<Result> {
   const per = phase === 'sequential' ? OPS : OPS / WORKERS;
   const before = await commandStats(raw);
+  const serverBefore = await serverCpu(raw);
   const waits: number[] = [];
   const cpu = process.cpuUsage();
   const started = performance.now();
@@ -79,11 +88,12 @@ async function run(impl: Implementation, tag: string, raw: Redis): Promise<Resul
   );
   const wall = performance.now() - started;
   const used = process.cpuUsage(cpu);
+  const serverUsed = (await serverCpu(raw)) - serverBefore;
   const after = await commandStats(raw);
   const commands = new Map([...after].map(([name, n]) => [name, (n - (before.get(name) ?? 0)) / OPS] as [string, number]).filter(([, n]) => n > 0.005));
   waits.sort((a, b) => a - b);
   // Every worker does the same number of operations here: fairness is the full bench's (a fixed time).
-  return { wallUs: (wall * 1000) / OPS, cpuUs: (used.user + used.system) / OPS, commands, waitP99Ms: waits[Math.floor(waits.length * 0.99)] };
+  return { wallUs: (wall * 1000) / OPS, cpuUs: (used.user + used.system) / OPS, serverUs: (serverUsed * 1e6) / OPS, commands, waitP99Ms: waits[Math.floor(waits.length * 0.99)] };
 }
 
 async function main(): Promise<void> {
@@ -131,7 +141,7 @@ async function main(): Promise<void> {
     const cmds = [...last.commands].sort((a, b) => b[1] - a[1]);
     const total = cmds.reduce((n, [, c]) => n + c, 0);
     console.log(
-      `${name.padEnd(10)} wall ${median(rs.map((r) => r.wallUs)).toFixed(1).padStart(6)} µs/op  cpu ${median(rs.map((r) => r.cpuUs)).toFixed(1).padStart(6)} µs/op${ratio}` +
+      `${name.padEnd(10)} wall ${median(rs.map((r) => r.wallUs)).toFixed(1).padStart(6)} µs/op  cpu ${median(rs.map((r) => r.cpuUs)).toFixed(1).padStart(6)} µs/op  server ${median(rs.map((r) => r.serverUs)).toFixed(1).padStart(5)} µs/op${ratio}` +
         `  wait p99 ${median(rs.map((r) => r.waitP99Ms)).toFixed(2)} ms`,
     );
     console.log(`           ${total.toFixed(2)} Redis commands/op: ${cmds.map(([c, n]) => `${c} ${n.toFixed(2)}`).join(', ')}`);

@@ -12,6 +12,11 @@ export class BusyKeys {
     if (this.busyAt.size > 1_000) this.busyAt.delete(this.busyAt.keys().next().value!);
   }
 
+  /** Forget that `key` was busy: it was found free (and nobody waited for it) since. */
+  free(key: string): void {
+    this.busyAt.delete(key);
+  }
+
   /** The keys remembered (see LockBackend.bookkeeping). */
   keys(): string[] {
     return [...this.busyAt.keys()];

@@ -95,6 +95,11 @@ export class HandOffWaiters extends TurnWaiters<QueuedOwner> {
     this.busyKeys.busy(key);
   }
 
+  /** `key` was found free with nobody waiting: the next try assumes a free key again. */
+  free(key: string): void {
+    this.busyKeys.free(key);
+  }
+
   hasHandOff(owner: string): boolean {
     return this.waiters.get(owner)?.reservedMs !== undefined;
   }

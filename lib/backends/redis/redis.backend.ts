@@ -157,6 +157,9 @@ export class RedisBackend implements LockBackend {
     }
     if (reply[0] === 1) {
       this.waiters.forget(owner);
+      // Joined nobody: the key was free and nobody waited. The next try is a plain SET NX again
+      // (one command, not the queue script's five).
+      if (!entry) this.waiters.free(key);
       // Granted before we listened: firstGrant() waits for the subscriber, then checks the key is ours.
       return listening ? this.wake.firstGrant(key, owner) : this.granted(key, owner);
     }
