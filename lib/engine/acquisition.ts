@@ -1,4 +1,4 @@
-import type { LockBackend } from '../backends/lock-backend.interface.js';
+import type { AcquireResult, LockBackend } from '../backends/lock-backend.interface.js';
 import { monotonicNow, validUntil } from '../common/validity.util.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
@@ -44,7 +44,12 @@ export function shutdownError(o: LockRequest): LockBackendUnavailableError {
  * checked, as work close() waits for.
  */
 export class Acquisition {
-  constructor(private readonly deps: AcquisitionDeps) {}
+  /** The waiting of a call with no signal of its own, not nested in a lease: it stops at shutdown only. */
+  private readonly stoppingOnly: { readonly signal: AbortSignal; dispose(): void };
+
+  constructor(private readonly deps: AcquisitionDeps) {
+    this.stoppingOnly = { signal: deps.stopping, dispose: () => undefined };
+  }
 
   async take(o: LockRequest, throwWhenBusy: boolean): Promise<Lease | null> {
     o.signal?.throwIfAborted();
@@ -57,7 +62,8 @@ export class Acquisition {
     // Waiting stops at the caller's signal, when shutdown begins, or when a lease this call is
     // nested in is lost (its work is unprotected now) — whichever comes first.
     const enclosing = this.deps.context.leases();
-    const waiting = linkSignals([o.signal, this.deps.stopping, ...enclosing.map((lease) => lease.signal)]);
+    // Most calls have no signal of their own and are not nested: shutdown alone, nothing to link.
+    const waiting = o.signal || enclosing.length > 0 ? linkSignals([o.signal, this.deps.stopping, ...enclosing.map((lease) => lease.signal)]) : this.stoppingOnly;
     // A release of this key by this process still in flight (a re-subscription, a loop) goes
     // first: otherwise our own lock would look busy to us.
     if (o.keys) {
@@ -84,42 +90,37 @@ export class Acquisition {
     // place (and of a multi-key attempt's keys taken so far) must reach the server before the
     // clients close, or those keys stay held for their whole ttl.
     let waited: (() => void) | undefined;
-    /** Give back what `owner` may hold or queue for (owner-checked), as work close() waits for. */
-    const giveBack = (): Promise<unknown> => this.deps.inFlight.track(backend.release(o.key, owner).catch(() => undefined));
-    /** Start over as a new owner: a clean-up of the old one still in flight never touches the new one's keys. */
-    const renew = (): void => {
-      this.deps.registry.attempted(owner);
-      owner = newOwnerId();
-      attempt = this.deps.registry.attempting(owner);
-      queued = false;
-    };
+    // (No closures over this call's state: a bare acquire allocates none. giveBack() gives back
+    // what `owner` may hold or queue for; renewed() starts over as a new owner, so that a clean-up
+    // of the old one still in flight never touches the new one's keys.)
     try {
       for (;;) {
         if (attempt.lost) {
           // A key this attempt had taken was lost while it waited for another: start over.
-          await giveBack();
-          renew();
+          await this.giveBack(backend, o.key, owner);
+          owner = this.renewed(owner);
+          attempt = this.deps.registry.attempting(owner);
+          queued = false;
         }
         const sentAt = monotonicNow();
         // The server keeps the key for ttl + lockDelay; we trust it for ttl (minus drift).
         const answer = this.deps.inFlight.track(backend.acquire({ key: o.key, owner, ttlMs: o.ttl + o.policy.lockDelay, validityMs: o.ttl, queue, reportHolder: throwWhenBusy }));
         // A caller's signal stops the wait for the answer too; whatever the answer turns out to be
         // (a grant, a queue place) is given back, owner-checked, when it comes.
-        const attemptOwner = owner;
-        const result = o.signal || enclosing.length > 0
-          ? await unlessAborted(answer, waiting.signal, () => void this.deps.inFlight.track(backend.release(o.key, attemptOwner).catch(() => undefined)))
-          : await answer;
+        const result = waiting === this.stoppingOnly ? await answer : await this.unlessAborted(answer, waiting.signal, backend, o.key, owner);
         if (result.acquired) {
           if (this.deps.shuttingDown()) {
             // Shutdown began while we asked: no work may start now. Give the key straight back.
-            await giveBack();
+            await this.giveBack(backend, o.key, owner);
             queued = false;
             throw shutdownError(o);
           }
           if (attempt.lost) {
             // Granted, but the backend said meanwhile that a key of it is gone: not a lease.
-            await giveBack();
-            renew();
+            await this.giveBack(backend, o.key, owner);
+            owner = this.renewed(owner);
+            attempt = this.deps.registry.attempting(owner);
+            queued = false;
             if (monotonicNow() >= deadline) break;
             continue;
           }
@@ -134,8 +135,10 @@ export class Acquisition {
           }
           // The answer came after the lease would already have ended: it cannot be trusted. Give
           // it up, and retry as a NEW owner.
-          await giveBack();
-          renew();
+          await this.giveBack(backend, o.key, owner);
+          owner = this.renewed(owner);
+          attempt = this.deps.registry.attempting(owner);
+          queued = false;
           // A backend slower than the ttl is not hammered: back off, 10 ms doubling to 1 s.
           const pause = Math.min(1_000, 10 * 2 ** lateAnswers++);
           if (monotonicNow() + pause >= deadline) {
@@ -154,9 +157,9 @@ export class Acquisition {
         // A campaign waits without end: one timer's longest span at a time.
         await backend.waitForTurn(o.key, owner, Math.min(remaining, MAX_TIMER_MS), waiting.signal);
       }
-      if (queued) await giveBack();
+      if (queued) await this.giveBack(backend, o.key, owner);
     } catch (error) {
-      if (queued) await giveBack();
+      if (queued) await this.giveBack(backend, o.key, owner);
       if (this.deps.stopping.aborted && error === this.deps.stopping.reason) throw shutdownError(o);
       throw error;
     } finally {
@@ -168,6 +171,22 @@ export class Acquisition {
     this.deps.events.emit('busy', { key: o.key, purpose: o.purpose, backend: o.backend, kind: kindOf(o), waitedMs });
     if (!throwWhenBusy) return null;
     throw new LockBusyError(o.key, o.purpose, o.backend, queue ? waitedMs : 0, holderRemainingMs);
+  }
+
+  /** Give back what `owner` may hold or queue for (owner-checked), as work close() waits for. */
+  private giveBack(backend: LockBackend, key: string, owner: string): Promise<unknown> {
+    return this.deps.inFlight.track(backend.release(key, owner).catch(() => undefined));
+  }
+
+  /** `owner`'s attempt is over: the owner id of the next one. */
+  private renewed(owner: string): string {
+    this.deps.registry.attempted(owner);
+    return newOwnerId();
+  }
+
+  /** `answer`, or the signal's reason once it aborts: what the answer grants or queues is then given back. */
+  private unlessAborted(answer: Promise<AcquireResult>, signal: AbortSignal, backend: LockBackend, key: string, owner: string): Promise<AcquireResult> {
+    return unlessAborted(answer, signal, () => void this.giveBack(backend, key, owner));
   }
 
   /**

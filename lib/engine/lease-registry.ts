@@ -18,8 +18,7 @@ export interface Attempt {
  * lease's life reports — a log line and an event.
  */
 export class LeaseRegistry implements LeaseObserver {
-  private readonly held = new Set<LeaseCore>();
-  /** The held leases by owner: a backend reports a loss by owner (onLeaseLost), forceRelease() names one. */
+  /** The held leases by owner (each lease has an owner id of its own): a backend reports a loss by owner (onLeaseLost), forceRelease() names one. */
   private readonly owners = new Map<string, LeaseCore>();
   /** Releases in flight, by backend, then key: an acquisition of the key by this process waits for them. */
   private readonly releasingKeys = new Map<string, Map<string, { core: LeaseCore; done: Promise<void> }>>();
@@ -38,11 +37,10 @@ export class LeaseRegistry implements LeaseObserver {
   /** What it keeps per lease, owner and key (see LockBackend.bookkeeping). */
   bookkeeping(): Record<string, string[]> {
     const releasing = [...this.releasingKeys].flatMap(([backend, keys]) => [...keys.keys()].map((key) => `${backend}:${key}`));
-    return { held: [...this.held].map((core) => core.owner), owners: [...this.owners.keys()], releasing, attempts: [...this.attempts.keys()] };
+    return { held: [...this.owners.keys()], releasing, attempts: [...this.attempts.keys()] };
   }
 
   add(core: LeaseCore): void {
-    this.held.add(core);
     this.owners.set(core.owner, core);
   }
 
@@ -77,7 +75,7 @@ export class LeaseRegistry implements LeaseObserver {
   }
 
   all(): LeaseCore[] {
-    return [...this.held];
+    return [...this.owners.values()];
   }
 
   /** A release of `key` at `backend` by this process still in flight, if any (settles, never rejects). */
@@ -137,7 +135,6 @@ export class LeaseRegistry implements LeaseObserver {
   }
 
   ended(core: LeaseCore): void {
-    this.held.delete(core);
     if (this.owners.get(core.owner) === core) this.owners.delete(core.owner);
     const keys = this.releasingKeys.get(core.backendName);
     if (!keys) return;
