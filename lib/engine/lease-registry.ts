@@ -8,7 +8,7 @@ import type { LockEvents } from './lock-events.js';
 const noop = (): void => undefined;
 
 /** An acquisition in flight; `lost` once the backend reported a hold of it gone. */
-export interface Attempt {
+export class Attempt {
   lost?: { reason: LeaseLossReason; detail: string };
 }
 
@@ -18,16 +18,16 @@ export interface Attempt {
  * lease's life reports — a log line and an event.
  */
 export class LeaseRegistry implements LeaseObserver {
-  /** The held leases by owner (each lease has an owner id of its own): a backend reports a loss by owner (onLeaseLost), forceRelease() names one. */
-  private readonly owners = new Map<string, LeaseCore>();
+  /**
+   * Every owner id this engine has in play, once: its acquisition in flight (an Attempt), then its
+   * lease (replacing the attempt at the grant), until it ends. A backend reports a loss by owner
+   * (onLeaseLost), forceRelease() names one; a loss reported for an attempt — before its lease
+   * exists — is kept for the engine to see at the grant (or, for a multi-key attempt, before its
+   * next try). One map, not one per stage: a fresh owner id is hashed and inserted once.
+   */
+  private readonly owners = new Map<string, LeaseCore | Attempt>();
   /** Releases in flight, by backend, then key: an acquisition of the key by this process waits for them. */
   private readonly releasingKeys = new Map<string, Map<string, { core: LeaseCore; done: Promise<void> }>>();
-
-  /**
-   * Acquisitions in flight, by owner: a loss the backend reports for one before its lease exists
-   * is kept here for the engine to see at the grant (or, for a multi-key attempt, before its next try).
-   */
-  private readonly attempts = new Map<string, Attempt>();
 
   constructor(
     private readonly events: LockEvents,
@@ -37,7 +37,9 @@ export class LeaseRegistry implements LeaseObserver {
   /** What it keeps per lease, owner and key (see LockBackend.bookkeeping). */
   bookkeeping(): Record<string, string[]> {
     const releasing = [...this.releasingKeys].flatMap(([backend, keys]) => [...keys.keys()].map((key) => `${backend}:${key}`));
-    return { held: [...this.owners.keys()], releasing, attempts: [...this.attempts.keys()] };
+    const owners = [...this.owners];
+    const held = owners.filter(([, v]) => !(v instanceof Attempt)).map(([owner]) => owner);
+    return { held, releasing, attempts: owners.filter(([, v]) => v instanceof Attempt).map(([owner]) => owner) };
   }
 
   add(core: LeaseCore): void {
@@ -45,22 +47,28 @@ export class LeaseRegistry implements LeaseObserver {
   }
 
   byOwner(owner: string): LeaseCore | undefined {
-    const core = this.owners.get(owner);
-    if (core) return core;
-    // A multi-key lease's keys are held by `<owner>.<generation>-<index>` (see MultiKeyBackend's ownerOf).
+    const entry = this.entryOf(owner);
+    return entry instanceof Attempt ? undefined : entry;
+  }
+
+  /** `owner`'s attempt or lease; a multi-key lease's keys are held by `<owner>.<generation>-<index>` (see MultiKeyBackend's ownerOf). */
+  private entryOf(owner: string): LeaseCore | Attempt | undefined {
+    const entry = this.owners.get(owner);
+    if (entry) return entry;
     const dot = owner.indexOf('.');
     return dot > 0 ? this.owners.get(owner.slice(0, dot)) : undefined;
   }
 
-  /** An acquisition by `owner` is in flight (until `attempted(owner)`). */
+  /** An acquisition by `owner` is in flight (until `attempted(owner)`, or its grant). */
   attempting(owner: string): Attempt {
-    const attempt: Attempt = {};
-    this.attempts.set(owner, attempt);
+    const attempt = new Attempt();
+    this.owners.set(owner, attempt);
     return attempt;
   }
 
+  /** `owner`'s acquisition is over; a lease it was granted stays. */
   attempted(owner: string): void {
-    this.attempts.delete(owner);
+    if (this.owners.get(owner) instanceof Attempt) this.owners.delete(owner);
   }
 
   /**
@@ -68,14 +76,15 @@ export class LeaseRegistry implements LeaseObserver {
    * acquisition in flight is told (it must not grant a lease on a key it no longer holds).
    */
   lose(owner: string, reason: LeaseLossReason, detail: string): void {
-    const core = this.byOwner(owner);
-    if (core) return core.lose(reason, detail);
-    const attempt = this.attempts.get(owner) ?? this.attempts.get(owner.slice(0, Math.max(0, owner.indexOf('.'))));
-    if (attempt) attempt.lost ??= { reason, detail };
+    const entry = this.entryOf(owner);
+    if (entry instanceof Attempt) entry.lost ??= { reason, detail };
+    else entry?.lose(reason, detail);
   }
 
   all(): LeaseCore[] {
-    return [...this.owners.values()];
+    const cores: LeaseCore[] = [];
+    for (const entry of this.owners.values()) if (!(entry instanceof Attempt)) cores.push(entry);
+    return cores;
   }
 
   /** A release of `key` at `backend` by this process still in flight, if any (settles, never rejects). */
