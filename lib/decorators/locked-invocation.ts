@@ -28,13 +28,15 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): CallKeys {
   return keys;
 }
 
-/** One call's request to the engine: `onBusy` decides between waiting, throwing and skipping. */
-function requestOf(lock: ResolvedMethodLock, keys: CallKeys, signal?: AbortSignal): [LockRequest, WhenBusy] {
+/** One call's request to the engine (`onBusy: 'wait'` keeps the wait; whenBusyOf() says what a busy key does). */
+function requestOf(lock: ResolvedMethodLock, keys: CallKeys, signal?: AbortSignal): LockRequest {
   const wait = lock.onBusy === 'wait' ? lock.wait : 0;
   // A literal of one shape (no spread: slow on Node 20, see resolveLockOptions).
-  const request = { key: keys.key, keys: keys.keys, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
-  return [request, lock.onBusy === 'skip' ? 'skip' : 'throw'];
+  return { key: keys.key, keys: keys.keys, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
 }
+
+/** What a call does when the key is held after its wait (see requestOf). */
+const whenBusyOf = (lock: ResolvedMethodLock): WhenBusy => (lock.onBusy === 'skip' ? 'skip' : 'throw');
 
 /**
  * Acquire, run the method inside the lease's async context, release when its Promise settles.
@@ -43,7 +45,7 @@ function requestOf(lock: ResolvedMethodLock, keys: CallKeys, signal?: AbortSigna
  */
 export async function invokeLocked(engine: LockEngine, lock: ResolvedMethodLock, thisArg: unknown, method: Function, args: unknown[]): Promise<unknown> {
   const key = keyOf(lock, args);
-  const result = await engine.runLocked(...requestOf(lock, key), () => method.apply(thisArg, args));
+  const result = await engine.runLocked(requestOf(lock, key), whenBusyOf(lock), () => method.apply(thisArg, args));
   if (result === SKIPPED) return undefined;
   // An Observable it did not declare: the method ran under the lock, the Observable's work runs
   // when it is subscribed — perhaps much later, perhaps never. Holding the key until then would
@@ -93,7 +95,7 @@ function lockedEachSubscription(engine: LockEngine, lock: ResolvedMethodLock, ke
       });
     };
     void (async () => {
-      const result = await engine.runLocked(...requestOf(lock, keyFor(), unsubscribed.signal), subscription);
+      const result = await engine.runLocked(requestOf(lock, keyFor(), unsubscribed.signal), whenBusyOf(lock), subscription);
       if (result === SKIPPED) subscriber.complete();
     })().catch((error: unknown) => {
       // Unsubscribed: nobody listens; the abort (or whatever came after it) is not an error. A

@@ -4,6 +4,9 @@ import { LEASE_INTERNALS, type Lease } from './lease.js';
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
 
+/** The leases of a context that holds none (one array, never written). */
+const NO_LEASES: readonly Lease[] = Object.freeze([]);
+
 /**
  * The leases held by the current async context — taken by `using()` and decorated calls, innermost
  * last. Reentrancy, `current()` and the fences read it; a lease is entered only while work runs.
@@ -13,7 +16,7 @@ export class LeaseContext {
 
   /** Every lease of this async context, outermost first. */
   leases(): readonly Lease[] {
-    return this.storage.getStore() ?? [];
+    return this.storage.getStore() ?? NO_LEASES;
   }
 
   /** The innermost lease of this context, or the innermost one on `key`. */
@@ -48,7 +51,8 @@ export class LeaseContext {
    * until its Promise settles, or (an Observable, a plain value) until the handle is released.
    */
   run<T>(lease: Lease, fn: () => T): T {
-    const result = this.storage.run([...this.leases(), lease], fn);
+    const outer = this.storage.getStore();
+    const result = this.storage.run(outer ? [...outer, lease] : [lease], fn);
     LEASE_INTERNALS.core(lease).trackWork(isPromiseLike(result) ? Promise.resolve(result) : LEASE_INTERNALS.whenReleased(lease));
     return result;
   }
