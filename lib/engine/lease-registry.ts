@@ -147,7 +147,8 @@ export class LeaseRegistry implements LeaseObserver {
     if (this.owners.get(core.owner) === core) this.owners.delete(core.owner);
     const keys = this.releasingKeys.get(core.backendName);
     if (!keys) return;
+    // The backend's map stays when empty (one per backend): made again for every release, it cost
+    // a Map per sequential lock.
     for (const key of core.keys) if (keys.get(key)?.core === core) keys.delete(key);
-    if (keys.size === 0) this.releasingKeys.delete(core.backendName);
   }
 }
