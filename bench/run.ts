@@ -7,6 +7,7 @@
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
 //   npm run bench -- --semaphore      adds a semaphore of permits 2 per backend (printed; docs/ left as they are)
 //   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper, redlock; printed; docs/ left as they are)
+//   npm run bench -- --phase few --only floor,semaphore,service   some phases, and the implementations whose name holds one of the words (printed only)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,7 +48,9 @@ const RUNS = arg('runs', 3);
 const ROUNDS = arg('rounds', quick ? 2 : 3);
 const PHASE_MS = arg('ms', quick ? 600 : 1_500);
 const WORKERS = 16;
-const PHASES = ['sequential', 'hot', 'few', 'spread'] as const;
+const ALL_PHASES = ['sequential', 'hot', 'few', 'spread'] as const;
+const PHASES = args.includes('--phase') ? ALL_PHASES.filter((p) => args[args.indexOf('--phase') + 1].split(',').includes(p)) : ALL_PHASES;
+const onlyNames = args.includes('--only') ? args[args.indexOf('--only') + 1].split(',') : undefined;
 /** Where the hand-written part of docs/benchmarks.md starts; the script keeps it. */
 const ANALYSIS_MARKER = '<!-- analysis: kept by npm run bench -->';
 const KEYS = 1_000;
@@ -276,7 +279,7 @@ async function main(): Promise<void> {
       for (const [backend, make] of makers) {
         if (onlyBackend !== undefined && backend !== onlyBackend && backend !== 'peers') continue;
         for (const impl of [await make()].flat()) {
-          if (onlyBackend === undefined || impl.backend === onlyBackend) impls.push(impl);
+          if ((onlyBackend === undefined || impl.backend === onlyBackend) && (onlyNames === undefined || onlyNames.some((w) => impl.name.includes(w)))) impls.push(impl);
           else await impl.close();
         }
       }
@@ -307,7 +310,7 @@ async function main(): Promise<void> {
   });
   const table = render(final);
   console.log(`\n${table}`);
-  if (!quick && onlyBackend === undefined && !withSemaphore) writeDocs(final, table, pgVersion);
+  if (!quick && onlyBackend === undefined && !withSemaphore && onlyNames === undefined && PHASES === ALL_PHASES) writeDocs(final, table, pgVersion);
 }
 
 function render(rows: Row[]): string {
