@@ -4,7 +4,7 @@
 // decorator on a 1-member etcd) run interleaved, round by round; per implementation it prints
 // wall µs and client CPU µs per acquire+release, the ratio to the floor in the same round, the
 // wait p99 and, on Redis, the commands per operation by name. `--only` picks some (one alone: run
-// it with --cpu-prof, which writes a V8 profile to .tmp/profiles; see docs/benchmarks.md).
+// it with --cpu-prof, which writes a V8 profile to .tmp/profiles; see docs/project/benchmarks.md).
 import { Redis } from 'ioredis';
 import { RedisBackend } from '../lib/backends/redis/redis.backend.js';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';

@@ -2,7 +2,7 @@
 // Every implementation has its own connection; rounds rotate the order; the first round is a
 // warm-up and is not recorded; results are ratios to the floor measured in the same round, and
 // the medians over runs. Not part of `npm test`: speed is measured, not asserted.
-//   npm run bench                     3 runs; on Node 24 (the reference) writes docs/benchmarks.md + .svg, on another Node docs/benchmarks-node<major>.md
+//   npm run bench                     3 runs; on Node 24 (the reference) writes docs/project/benchmarks.md + .svg, on another Node docs/project/benchmarks-node<major>.md
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
 //   npm run bench -- --semaphore      adds a semaphore of permits 2 per backend (printed; docs/ left as they are)
@@ -51,7 +51,7 @@ const WORKERS = 16;
 const ALL_PHASES = ['sequential', 'hot', 'few', 'spread'] as const;
 const PHASES = args.includes('--phase') ? ALL_PHASES.filter((p) => args[args.indexOf('--phase') + 1].split(',').includes(p)) : ALL_PHASES;
 const onlyNames = args.includes('--only') ? args[args.indexOf('--only') + 1].split(',') : undefined;
-/** Where the hand-written part of docs/benchmarks.md starts; the script keeps it. */
+/** Where the hand-written part of docs/project/benchmarks.md starts; the script keeps it. */
 const ANALYSIS_MARKER = '<!-- analysis: kept by npm run bench -->';
 const KEYS = 1_000;
 /** Keys of the phase with some contention (16 workers on 32 keys: about one worker in three finds its key held). */
@@ -205,9 +205,9 @@ async function soak(): Promise<void> {
     const after = heap();
     const line = `soak on Node ${process.versions.node}: ${ops} critical sections in ${seconds} s (${Math.round(ops / seconds)}/s), heap ${(before / 2 ** 20).toFixed(1)} → ${(after / 2 ** 20).toFixed(1)} MiB (${(((after - before) / before) * 100).toFixed(1)} %)`;
     console.log(line);
-    mkdirSync(path.resolve('docs'), { recursive: true });
+    mkdirSync(path.resolve('docs/project'), { recursive: true });
     // One line per Node major (the reference runtime and the others reported beside it).
-    const file = path.resolve('docs/soak.txt');
+    const file = path.resolve('docs/project/soak.txt');
     const major = `Node ${process.versions.node.split('.')[0]}.`;
     const others = existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((l) => l.includes(' soak on Node ') && !l.includes(` soak on ${major}`)) : [];
     writeFileSync(file, [...others, `${new Date().toISOString()} ${line}`].sort((x, y) => x.slice(x.indexOf(' soak')).localeCompare(y.slice(y.indexOf(' soak')))).join('\n') + '\n');
@@ -362,11 +362,11 @@ function chart(rows: Row[]): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif"><title>Throughput as a ratio of the raw floor of the same backend (dashed line = 1×)</title>${parts.join('')}</svg>\n`;
 }
 
-/** The runtime the targets are stated for: its run writes docs/benchmarks.md; another's goes beside it. */
+/** The runtime the targets are stated for: its run writes docs/project/benchmarks.md; another's goes beside it. */
 const REFERENCE_NODE = 24;
 
 function writeDocs(rows: Row[], table: string, pgVersion: string): void {
-  const dir = path.resolve('docs');
+  const dir = path.resolve('docs/project');
   mkdirSync(dir, { recursive: true });
   const major = Number(process.versions.node.split('.')[0]);
   const reference = major === REFERENCE_NODE;
@@ -401,7 +401,7 @@ ${table}
   const previous = existsSync(file) ? readFileSync(file, 'utf8') : '';
   const marker = previous.indexOf(ANALYSIS_MARKER);
   writeFileSync(file, marker >= 0 ? `${md}\n${previous.slice(marker)}` : md);
-  console.log(reference ? 'wrote docs/benchmarks.md and docs/benchmarks.svg' : `wrote docs/benchmarks-node${major}.md`);
+  console.log(reference ? 'wrote docs/project/benchmarks.md and docs/project/benchmarks.svg' : `wrote docs/project/benchmarks-node${major}.md`);
 }
 
 void main().then(

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-// The layout's rules, checked on the sources (docs/architecture.md explains them): imports point
+// The layout's rules, checked on the sources (docs/project/architecture.md explains them): imports point
 // down the layers, never back up; no import cycles; no file too long to read.
 
 const LIB = path.resolve(process.cwd(), 'lib');
@@ -52,7 +52,7 @@ function importsOf(file: string): string[] {
   return found;
 }
 
-describe('the layout (docs/architecture.md)', () => {
+describe('the layout (docs/project/architecture.md)', () => {
   const files = sources();
   const graph = new Map(files.map((file) => [file, importsOf(file)]));
 

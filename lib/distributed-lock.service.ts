@@ -151,7 +151,7 @@ export class DistributedLockService {
    * End the hold on `key`, whoever holds it — a stuck job's lock, by an operator. The next waiter
    * gets the key (on fencing backends with a larger token, so a late write of the old holder is
    * refused); the old holder's `lease.signal` aborts with `LeaseLostError('force-released')` as
-   * soon as its process learns it (at once in this process; see the README for each backend).
+   * soon as its process learns it (at once in this process; see each backend's page in docs/backends).
    * false: nobody held it.
    * @throws LockBackendUnavailableError the backend could not be reached in time
    */

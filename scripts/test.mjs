@@ -6,7 +6,7 @@
 //   npm test -- <jest args>   passed on to jest (e.g. a path pattern)
 //   npm test -- --long        everything, and the long stress specs (*.long.spec.ts: minutes each)
 //   npm test -- --quick       the quick tier: unit specs, the memory, Redis (each client) and etcd
-//                             integration specs, the decorator's e2e specs, the conformance suite
+//                             integration specs, the decorator's e2e specs, the conformance suite, the docs test
 //                             and the packed-tarball test (what CI
 //                             runs on the other Node.js lines: `npm run test:node -- 24 26 --quick`)
 import { spawn, spawnSync } from 'node:child_process';
@@ -31,6 +31,8 @@ const QUICK = [
   '/test/integration/(redis|node-redis|etcd|semaphore-(memory|redis|etcd)|lease-lifetime|engine-composition|service-semantics|reentrant-options|release-to-next-waiter)[^/]*\\.spec\\.ts$',
   '/test/e2e/decorator-[^/]*\\.spec\\.ts$',
   '/test/conformance/[^/]*\\.spec\\.ts$',
+  // The docs: samples compiled, links and anchors resolved, the README's quick start run.
+  '/test/docs/[^/]*\\.spec\\.ts$',
   // The packed tarball installed into Nest 11 and 12 projects, run under this Node.
   '/test/package/[^/]*\\.spec\\.ts$',
 ];

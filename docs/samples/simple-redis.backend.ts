@@ -1,4 +1,4 @@
-// The sample of docs/writing-a-backend.md: a whole LockBackend in one file, over one Redis with
+// The sample of docs/backends/writing-a-backend.md: a whole LockBackend in one file, over one Redis with
 // ioredis — the classic `SET NX PX` lock with owner-checked release and extend. It is compiled
 // with the project and held to the conformance suite in `npm test`
 // (test/conformance/sample-backend.spec.ts). An efficiency lock: no fencing tokens, no queue.

@@ -3,7 +3,7 @@ import { SimpleRedisBackend } from '../../docs/samples/simple-redis.backend.js';
 import { redisUrl, sleep } from '../harness/lock-app.js';
 import { freePort } from '../harness/servers.mjs';
 
-// The sample of docs/writing-a-backend.md, held to the conformance suite the way the page tells a
+// The sample of docs/backends/writing-a-backend.md, held to the conformance suite the way the page tells a
 // user to run it: what it claims holds, and what it does not claim is skipped, by name.
 
 describe('docs/samples/simple-redis.backend.ts: the "Writing a backend" sample', () => {

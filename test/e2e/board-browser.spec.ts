@@ -13,7 +13,7 @@ import { etcdHosts, redisUrl, sleep, startLockApp, uniqueKey, type LockApp } fro
 // The lock board in a real browser (Debian's Chromium, driven by playwright-core): a lock held by
 // another application appears, the filter hides what it should, the button frees the key after a
 // confirmation, a key made of HTML stays text, and the page asks nothing of any other origin.
-// It also takes the README's screenshot (UPDATE_DOCS_SCREENSHOT=1 copies it into docs/).
+// It also takes the lock board page's screenshot (UPDATE_DOCS_SCREENSHOT=1 copies it to docs/operations/).
 
 const XSS = '<img src=x onerror=alert(1)>';
 
@@ -116,7 +116,7 @@ describe.each([
       const shot = path.join(process.cwd(), '.tmp', 'lock-board.png');
       mkdirSync(path.dirname(shot), { recursive: true });
       await page.screenshot({ path: shot, fullPage: true });
-      if (process.env.UPDATE_DOCS_SCREENSHOT === '1') copyFileSync(shot, path.join(process.cwd(), 'docs', 'lock-board.png'));
+      if (process.env.UPDATE_DOCS_SCREENSHOT === '1') copyFileSync(shot, path.join(process.cwd(), 'docs', 'operations', 'lock-board.png'));
     }
     await page.fill('#filter', '');
   }, 30_000);

@@ -25,7 +25,7 @@ export function objectNames({ schema, prefix }: PostgresNames) {
     arrivals: name('arrivals'),
     /** The lease acquire: v3 also refuses a key held or awaited as a semaphore (answers its permits). */
     acquire: name('acquire_v3'),
-    /** v2 (yields to a transaction lock, PgTransactionLock, like v3) and v1: still created for instances of earlier versions during a rolling deploy (see README). */
+    /** v2 (yields to a transaction lock, PgTransactionLock, like v3) and v1: still created for instances of earlier versions during a rolling deploy (see docs/backends/postgresql.md). */
     acquireV2: name('acquire_v2'),
     acquireV1: name('acquire_v1'),
     release: name('release_v1'),

@@ -5,7 +5,7 @@ import type { CheckContext } from './conformance-context.js';
 export interface ConformanceCheck {
   /** The name the report uses (stable: users may filter on it). */
   readonly name: string;
-  /** What it checks, in a sentence (the README lists them). */
+  /** What it checks, in a sentence (docs/guide/testing.md lists them). */
   readonly about: string;
   /** Why it does not apply to `backend` (a capability it does not claim, a hook the caller did not give); undefined: it runs. */
   readonly skipUnless?: (backend: LockBackend, given: { unreachable: boolean }) => string | undefined;

@@ -77,7 +77,7 @@ async function conformance(): Promise<{ checks: number; passed: number; failed: 
   return { checks: CONFORMANCE_CHECKS.length, passed: report.passed.length, failed: report.failed.map((f) => `${f.check}: ${f.reason}`) };
 }
 
-/** The sample backend of docs/writing-a-backend.md, held to the packed suite as the page says: what failed, what was skipped. */
+/** The sample backend of docs/backends/writing-a-backend.md, held to the packed suite as the page says: what failed, what was skipped. */
 async function sample(redisUrl: string): Promise<{ failed: string[]; skipped: string[] }> {
   const report = await verifyLockBackend({ create: () => new SimpleRedisBackend({ url: redisUrl, prefix: `${prefix}-sample:` }), ttlMs: 5_000 });
   return { failed: report.failed.map((f) => `${f.check}: ${f.reason}`), skipped: report.skipped.sort() };
