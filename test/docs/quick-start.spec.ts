@@ -76,6 +76,20 @@ describe("the README's quick start, run as written", () => {
     await Promise.all([redis?.stop(), etcd?.stop()]);
   });
 
+  it('compiles in a CommonJS project too (Nest 11\'s default): no top-level await', async () => {
+    const cjs = join(root, '.tmp/quick-start-cjs');
+    rmSync(cjs, { recursive: true, force: true });
+    mkdirSync(cjs, { recursive: true });
+    writeFileSync(join(cjs, 'package.json'), JSON.stringify({ type: 'commonjs' }));
+    writeFileSync(join(cjs, 'main.ts'), quickStart().replaceAll("from 'nest-distributed-lock'", "from '../../lib/index.js'"));
+    writeFileSync(join(cjs, 'tsconfig.json'), JSON.stringify({ extends: '../../tsconfig.json', compilerOptions: { rootDir: '../..', noEmit: true, types: ['node'], paths: {} }, include: ['main.ts'] }));
+    const result = await run(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', cjs], { cwd: root, timeout: 150_000 }).then(
+      () => '',
+      (error: { stdout?: string }) => error.stdout ?? String(error),
+    );
+    expect(result).toBe('');
+  }, 180_000);
+
   it('charges an order under a correctness lock, with a fencing token that grows from call to call', async () => {
     const first = await post(`${base}/orders/42/charge`);
     const second = await post(`${base}/orders/42/charge`);

@@ -1,4 +1,4 @@
-// Round 3, defect 4: the README's `Leadership` provider (section "Leader election: campaign()"),
+// Round 3, defect 4: the `Leadership` provider of docs/guide/leader-election.md (it was the README's),
 // in a Nest application of its own process. Prints "leading" once inspect() shows the name held,
 // and the provider's term is held (its campaign() resolved), then "closing", then — if app.close() ever returns — "closed in <ms> ms" and exits.
 // The parent (test/integration/readme-leadership-example.spec.ts) kills this process
@@ -7,7 +7,7 @@
 //
 // Env: WORKER_LOCK_OPTIONS (JSON module options: one backend), WORKER_BACKEND (its name),
 // WORKER_PURPOSE ('correctness', or 'efficiency' for Redis, which serves no correctness locks),
-// WORKER_LEADER_NAME (a name of its own per run; the README's is 'billing-leader').
+// WORKER_LEADER_NAME (a name of its own per run; the page's is 'billing-leader').
 import { Injectable, Module, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
@@ -17,8 +17,8 @@ const BACKEND = process.env.WORKER_BACKEND!;
 const PURPOSE = (process.env.WORKER_PURPOSE ?? 'correctness') as LockPurpose;
 const LEADER_NAME = process.env.WORKER_LEADER_NAME ?? 'billing-leader';
 
-// The README's class body, as written — but for the name and purpose, read from the environment
-// ('billing-leader' and 'correctness' in the README).
+// The page's class body, as written — but for the name and purpose, read from the environment
+// ('billing-leader' and 'correctness' on the page).
 @Injectable()
 export class Leadership implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly stop = new AbortController();

@@ -4,7 +4,7 @@ import type { LockPurpose } from '../../lib/index.js';
 import { backendCases, type BackendServer } from '../harness/backend-servers.js';
 import { uniqueKey } from '../harness/lock-app.js';
 
-// Round 3, defect 4 (MAJOR, adversarial report): the README's `Leadership` example (section
+// Round 3, defect 4 (MAJOR, adversarial report): the `Leadership` example of docs/guide/leader-election.md (the README's then; section
 // "Leader election: campaign()") hangs app.close(). The engine's beforeApplicationShutdown ends
 // the term first; the example's loop wakes on the term's signal and campaigns again, campaign()
 // rejects at once (shutting down), `.catch(() => undefined)` swallows it, and the loop goes round
@@ -69,7 +69,7 @@ function runLeadership(options: BackendServer['options'], backend: string, purpo
   });
 }
 
-describe.each(CASES)("the README's Leadership example on $name", ({ backend, purpose, server }) => {
+describe.each(CASES)("the leader-election page's Leadership example on $name", ({ backend, purpose, server }) => {
   let running: BackendServer;
   beforeAll(async () => {
     running = await server();

@@ -146,12 +146,12 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('holds only what a user needs: the built entries with their types, README, LICENSE and package.json', () => {
-    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'dist/lib/board/index.js', 'dist/lib/board/index.d.ts', 'README.md', 'LICENSE', 'package.json']) {
+  it('holds only what a user needs: the built entries with their types, README, CHANGELOG, LICENSE and package.json', () => {
+    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'dist/lib/board/index.js', 'dist/lib/board/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE', 'package.json']) {
       expect(files).toContain(needed);
     }
     const strays = files.filter(
-      (f) => !['README.md', 'LICENSE', 'package.json'].includes(f) && !/^dist\/lib\/.+\.(js|d\.ts)$/.test(f),
+      (f) => !['README.md', 'CHANGELOG.md', 'LICENSE', 'package.json'].includes(f) && !/^dist\/lib\/.+\.(js|d\.ts)$/.test(f),
     );
     expect(strays).toEqual([]);
     expect(files.filter((f) => /\.spec\.|\/test\/|bench|sample-app/.test(f))).toEqual([]);

@@ -86,7 +86,7 @@ export function layoutMismatch(backend: string, key: string, found = 1): Invalid
     'keyPrefix',
     `"${key}" is awaited by an instance that keeps Redis keys in layout ${found} (nest-distributed-lock 0.1.x); ` +
       `this one keeps layout ${REDIS_LAYOUT}. Stop the instances of the older version before starting this one ` +
-      `(docs/backends/redis.md, "Changing the Redis key layout"), or give this one another keyPrefix (the two then do not exclude each other)`,
+      `(the Redis backend's docs: "Changing the Redis key layout"), or give this one another keyPrefix (the two then do not exclude each other)`,
     `the "${backend}" backend`,
   );
 }
