@@ -17,6 +17,7 @@ import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.
 import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
 import { ensurePg } from '../test/harness/postgres.mjs';
 import { ensurePgBouncer } from '../test/harness/pgbouncer.mjs';
+import { ensureMariaDb } from '../test/harness/mariadb.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
@@ -72,6 +73,7 @@ try {
     ensureZooKeeper();
     if (!process.env.PGHOST) ensurePg();
     ensurePgBouncer();
+    ensureMariaDb();
     ensureBinary('faketime');
     env.TEST_CHROMIUM = ensureBinary('chromium');
     const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1, logLevel: 'warn' })]);

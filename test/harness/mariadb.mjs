@@ -1,0 +1,177 @@
+// A MariaDB server the test run owns (issue 38): mariadb-install-db in a temp dir, mariadbd
+// started on a free loopback port with its own socket, stopped (and its directory removed)
+// afterwards. A machine may already run a MariaDB on 3306: never used. mariadbd refuses to run
+// as root, so when the run is root the server runs as the `mysql` user. Killed by PID only.
+import { spawn, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { aptInstall, freePort } from './servers.mjs';
+import { reapWithUs } from './reaper.mjs';
+
+function which(binary) {
+  const found = spawnSync('sh', ['-c', `command -v ${binary}`], { encoding: 'utf8' });
+  if (found.status === 0) return found.stdout.trim();
+  for (const dir of ['/usr/sbin', '/usr/bin']) if (existsSync(path.join(dir, binary))) return path.join(dir, binary);
+  return undefined;
+}
+
+/** mariadb-install-db and mariadbd (installed with apt-get when root and missing; else an error naming the package). */
+export function ensureMariaDb() {
+  let install = which('mariadb-install-db');
+  let server = which('mariadbd');
+  if ((!install || !server) && process.getuid?.() === 0) {
+    console.error('[harness] MariaDB not found: installing Debian package mariadb-server with apt-get');
+    if (aptInstall(['mariadb-server'])) {
+      install = which('mariadb-install-db');
+      server = which('mariadbd');
+    }
+  }
+  if (!install || !server) {
+    throw new Error('MariaDB (mariadb-install-db, mariadbd) is needed by the tests. Install it: Debian/Ubuntu "sudo apt-get install mariadb-server", macOS "brew install mariadb".');
+  }
+  return { install, server };
+}
+
+function runAs() {
+  if (process.getuid?.() !== 0) return {};
+  const uid = Number(spawnSync('id', ['-u', 'mysql'], { encoding: 'utf8' }).stdout.trim());
+  const gid = Number(spawnSync('id', ['-g', 'mysql'], { encoding: 'utf8' }).stdout.trim());
+  if (!Number.isInteger(uid) || Number.isNaN(uid)) throw new Error('running as root, but there is no "mysql" user to run MariaDB as');
+  return { uid, gid, user: 'mysql' };
+}
+
+/** Resolve once `port` sends a MySQL handshake (the server's first packet), or reject after `timeoutMs`. */
+async function waitForHandshake(port, timeoutMs, child, output) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`mariadbd on port ${port} exited (${child.exitCode ?? child.signalCode}): ${output()}`);
+    const ok = await new Promise((resolve) => {
+      const socket = net.connect({ port, host: '127.0.0.1' });
+      socket.setTimeout(300);
+      socket.on('data', (data) => {
+        socket.destroy();
+        resolve(data.length > 4); // a handshake packet: length, sequence, protocol version 10, …
+      });
+      socket.on('error', () => resolve(false));
+      socket.on('close', () => resolve(false));
+      socket.on('timeout', () => {
+        socket.destroy();
+        resolve(false);
+      });
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`mariadbd on port ${port} sent no handshake within ${timeoutMs} ms: ${output()}`);
+}
+
+export class MariaDbServer {
+  static async start() {
+    const bins = ensureMariaDb();
+    const owner = runAs();
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-mariadb-'));
+    if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
+    const data = path.join(dir, 'data');
+    // root@localhost with no password over TCP (not the unix_socket plugin), no test database.
+    const init = spawnSync(
+      bins.install,
+      [`--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', ...(owner.user ? [`--user=${owner.user}`] : [])],
+      { encoding: 'utf8' },
+    );
+    if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stderr || init.stdout}`);
+    const port = await freePort();
+    const server = new MariaDbServer(dir, port);
+    await server.launch();
+    return server;
+  }
+
+  constructor(dir, port) {
+    this.dir = dir;
+    this.host = '127.0.0.1';
+    this.port = port;
+    this.user = 'root';
+    this.database = 'mysql';
+    this.child = undefined;
+  }
+
+  /** A connection string for mysql2 (`createPool(uri)`). */
+  get url() {
+    return `mysql://${this.user}@${this.host}:${this.port}/${this.database}`;
+  }
+
+  /** Start mariadbd on this server's data directory and port; resolves when it sends a handshake. */
+  async launch() {
+    const bins = ensureMariaDb();
+    const owner = runAs();
+    const child = spawn(
+      bins.server,
+      [
+        '--no-defaults', // never the machine's /etc/mysql configuration (its port, socket, datadir)
+        `--datadir=${path.join(this.dir, 'data')}`,
+        `--socket=${path.join(this.dir, 'mysqld.sock')}`,
+        `--pid-file=${path.join(this.dir, 'mysqld.pid')}`,
+        `--port=${this.port}`,
+        '--bind-address=127.0.0.1',
+        '--skip-name-resolve',
+        '--innodb-flush-log-at-trx-commit=2', // the tests kill -9 the server: the log still replays
+        '--max-connections=200',
+        ...(owner.user ? [`--user=${owner.user}`] : []),
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    this.child = child;
+    reapWithUs(child);
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
+    if (!MariaDbServer.exitHooked) {
+      MariaDbServer.exitHooked = true;
+      process.on('exit', () => {
+        for (const server of MariaDbServer.running) server.child?.kill('SIGKILL');
+      });
+    }
+    MariaDbServer.running.add(this);
+    await waitForHandshake(this.port, 30_000, child, () => stderr);
+  }
+
+  /** A clean shutdown (SIGTERM), then the same data on the same port. */
+  async restart() {
+    await this.halt('SIGTERM');
+    await this.launch();
+  }
+
+  /** kill -9: no shutdown; `launch()` brings it back through InnoDB's crash recovery. */
+  async kill() {
+    await this.halt('SIGKILL');
+  }
+
+  /** SIGSTOP / SIGCONT of the server process (answers stop; connections stay open). */
+  pause() {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume() {
+    this.child?.kill('SIGCONT');
+  }
+
+  async halt(signal) {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGCONT'); // a paused server cannot act on SIGTERM
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+    MariaDbServer.running.delete(this);
+  }
+
+  async stop() {
+    await this.halt('SIGTERM');
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+MariaDbServer.running = new Set();
+MariaDbServer.exitHooked = false;
