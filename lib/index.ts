@@ -47,6 +47,7 @@ export type { ZooKeeperClientLike } from './backends/zookeeper/zookeeper-client.
 export { PgTransactionLock, type PgTransactionLockOptions, type PgTransactionAcquireOptions, type PgTransactionClient } from './backends/postgres/pg-transaction-lock.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
+export { MySqlFence, type MySqlFenceOptions, type MySqlQueryable } from './fencing/mysql-fence.js';
 export { EtcdFence, type EtcdFenceOptions } from './fencing/etcd-fence.js';
 export type { LeaseSource } from './fencing/fence-token.util.js';
 export type { EtcdClientLike } from './backends/etcd/etcd-client.interface.js';

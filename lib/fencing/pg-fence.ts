@@ -1,7 +1,7 @@
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
-import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
-import { fenceToken, type LeaseSource } from './fence-token.util.js';
+import type { LeaseSource } from './fence-token.util.js';
+import { columnsToSet, quoteIdentifier, sqlFenceToken } from './sql-fence.util.js';
 
 /** A `pg` Client, PoolClient or Pool — anything with `query(text, values)`. */
 export interface PgQueryable {
@@ -24,17 +24,7 @@ export interface PgFenceOptions {
   lockKey?: (id: unknown) => string;
 }
 
-/** PostgreSQL's bigint. */
-const MAX_TOKEN = 2n ** 63n - 1n;
-
-/** Quote an SQL identifier (a table may be schema-qualified: `billing.accounts`). */
-function quoteIdent(name: unknown, field: string): string {
-  if (typeof name !== 'string' || name.length === 0) throw new InvalidLockOptionsError(field, 'must be a non-empty identifier', 'PgFence');
-  return name
-    .split('.')
-    .map((part) => `"${part.replace(/"/g, '""')}"`)
-    .join('.');
-}
+const quoteIdent = (name: unknown, field: string, qualified = false): string => quoteIdentifier(name, field, 'PgFence', '"', qualified);
 
 /**
  * The SQL guard for a resource in PostgreSQL. The table keeps a `fence` column: the highest
@@ -60,7 +50,7 @@ export class PgFence {
   private readonly fence: string;
 
   constructor(private readonly options: PgFenceOptions) {
-    this.table = quoteIdent(options.table, 'table');
+    this.table = quoteIdent(options.table, 'table', true);
     this.id = quoteIdent(options.idColumn ?? 'id', 'idColumn');
     this.fence = quoteIdent(options.fenceColumn ?? 'fence', 'fenceColumn');
   }
@@ -69,12 +59,7 @@ export class PgFence {
   async update(db: PgQueryable, id: unknown, values: Record<string, unknown>, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.update(${this.options.table}, ${String(id)})`;
     const fenced = this.tokenFor(token, where, id);
-    const columns = Object.keys(values ?? {});
-    if (columns.length === 0) throw new InvalidLockOptionsError('values', 'must set at least one column', where);
-    const fenceName = this.options.fenceColumn ?? 'fence';
-    if (columns.includes(fenceName)) {
-      throw new InvalidLockOptionsError('values', `must not set the fence column "${fenceName}": the guard sets it to the token`, where);
-    }
+    const columns = columnsToSet(values, this.options.fenceColumn ?? 'fence', where);
     const sets = columns.map((column, i) => `${quoteIdent(column, 'values')} = $${i + 3}`);
     const result = await db.query(
       `UPDATE ${this.table} SET ${sets.join(', ')}, ${this.fence} = $2::bigint WHERE ${this.guard()} RETURNING *`,
@@ -94,9 +79,7 @@ export class PgFence {
   }
 
   private tokenFor(token: bigint | number | undefined, where: string, id: unknown): bigint {
-    const fenced = fenceToken(token, this.options.leases, where, this.options.lockKey?.(id));
-    if (fenced > MAX_TOKEN) throw new InvalidLockOptionsError('token', `must fit PostgreSQL's bigint (at most 2^63 − 1), got ${fenced}`, where);
-    return fenced;
+    return sqlFenceToken(token, this.options, where, id, "PostgreSQL's bigint");
   }
 
   /** One row with this id ($1) whose fence ($2) is not newer; NULL counts as never fenced. */

@@ -75,6 +75,14 @@ describe('PgFence: the SQL guard, in the caller\'s transaction, on a real Postgr
     await expect(fence.update(pool, id, { 'balance" = 0; DROP TABLE accounts; --': 1 }, 1n)).rejects.toThrow(/column/);
     expect(await balance(id)).toBe(0);
   });
+
+  it('writes a column whose name holds a dot: one name, not a table and a column', async () => {
+    await pool.query('DROP TABLE IF EXISTS dotted');
+    await pool.query('CREATE TABLE dotted (id int PRIMARY KEY, "v.1" text, fence bigint NOT NULL DEFAULT 0)');
+    await pool.query('INSERT INTO dotted (id) VALUES (1)');
+    const updated = await new PgFence({ table: 'dotted' }).update(pool, 1, { 'v.1': 'kept' }, 1n);
+    expect(updated['v.1']).toBe('kept');
+  });
 });
 
 describe('EtcdFence: the txn guard on a real etcd', () => {
