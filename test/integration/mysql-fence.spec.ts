@@ -1,9 +1,21 @@
 import mysql from 'mysql2/promise';
-import { MySqlFence, StaleFencingTokenError } from 'nest-distributed-lock';
+import { DistributedLockError, MySqlFence, StaleFencingTokenError, type MySqlQueryable } from 'nest-distributed-lock';
 import { MariaDbServer } from '../harness/mariadb.mjs';
 
 // MySqlFence (issue 38): PgFence's rule on a real MariaDB — a lower token refused with nothing
 // changed, an equal one accepted, reads raise the fence, the caller's transaction respected.
+
+/** `db`, with another writer's `between[i]()` run after the fence's i-th statement (0: the lock, 1: the write). */
+function interleaved(db: mysql.Pool, between: Record<number, () => Promise<unknown>>): MySqlQueryable {
+  let n = 0;
+  return {
+    query: async (sql: string, values?: unknown[]) => {
+      const result = await db.query(sql, values);
+      await between[n++]?.();
+      return result as [unknown, unknown];
+    },
+  };
+}
 describe("MySqlFence: the SQL guard, in the caller's transaction, on a real MariaDB", () => {
   let server: MariaDbServer;
   let pool: mysql.Pool;
@@ -126,5 +138,61 @@ describe("MySqlFence: the SQL guard, in the caller's transaction, on a real Mari
     await expect(row('a')).resolves.toBeDefined(); // fenced.accounts is still there
     expect(() => new MySqlFence({ table: '' })).toThrow(/table/);
     await expect(odd.update(pool, 1, { fence: 5 }, 2n)).rejects.toThrow(/must not set the fence column/);
+  });
+
+  // An adversarial review's cases (each failed on a682d3b, the first version).
+  it('never reports a refused write as applied: the row removed between the lock and the write, then put back', async () => {
+    await pool.query("INSERT INTO fenced.accounts (id, balance) VALUES ('gone', 100)");
+    const db = interleaved(pool, {
+      0: () => pool.query("DELETE FROM fenced.accounts WHERE id = 'gone'"),
+      1: () => pool.query("INSERT INTO fenced.accounts (id, balance) VALUES ('gone', 100)"),
+    });
+    await expect(fence.update(db, 'gone', { balance: 42 }, 5n)).rejects.toThrow(/replaced or removed .* nothing was written/);
+    expect(await row('gone')).toEqual({ balance: '100', fence: '0' });
+  });
+
+  it('says the rows were written when a duplicate id appears between the lock and the write', async () => {
+    await pool.query("INSERT INTO fenced.loose (id, balance) VALUES ('dup', 1)");
+    const loose = new MySqlFence({ table: 'fenced.loose' });
+    const db = interleaved(pool, { 0: () => pool.query("INSERT INTO fenced.loose (id, balance) VALUES ('dup', 2)") });
+    await expect(loose.update(db, 'dup', { balance: 9 }, 3n)).rejects.toThrow(/2 rows have id = dup and were written/);
+  });
+
+  it('returns the latest row in REPEATABLE READ, not the transaction\'s snapshot', async () => {
+    await pool.query("INSERT INTO fenced.accounts (id, balance) VALUES ('rr', 100)");
+    const a = await pool.getConnection();
+    try {
+      await a.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      await a.beginTransaction();
+      await a.query("SELECT * FROM fenced.accounts WHERE id = 'rr'"); // fixes A's snapshot
+      await fence.update(pool, 'rr', { balance: 50 }, 7n); // the same holder, from another connection
+      const seen = await fence.read(a, 'rr', 7n);
+      expect(Number(seen.balance)).toBe(50);
+      await a.commit();
+    } finally {
+      a.release();
+    }
+  });
+
+  it('returns the fence exactly (as text), refuses a fence column that cannot hold the token, and plain values only', async () => {
+    await pool.query("INSERT INTO fenced.accounts (id, balance) VALUES ('max', 0)");
+    const max = 2n ** 63n - 1n;
+    expect((await fence.update(pool, 'max', { balance: 1 }, max)).fence).toBe(max.toString());
+    await pool.query('CREATE TABLE fenced.narrow (id INT PRIMARY KEY, v INT, fence INT NOT NULL DEFAULT 0)');
+    await pool.query('INSERT INTO fenced.narrow (id, v) VALUES (1, 0)');
+    const lax = await mysql.createConnection({ uri: server.url });
+    try {
+      await lax.query("SET SESSION sql_mode = ''"); // clamps 5e9 to 2147483647 instead of failing
+      await expect(new MySqlFence({ table: 'fenced.narrow' }).update(lax, 1, { v: 1 }, 5_000_000_000n)).rejects.toThrow(/must be a BIGINT/);
+    } finally {
+      await lax.end();
+    }
+    await expect(fence.update(pool, 'max', { ID: 'other' }, max)).rejects.toThrow(/must not set the id column/);
+    await expect(fence.update(pool, 'max', { FENCE: 0 }, max)).rejects.toThrow(/must not set the fence column/);
+    await expect(fence.update(pool, 'max', { balance: { a: 1 } }, max)).rejects.toThrow(/values.balance/);
+    await expect(fence.update(pool, 'max', { balance: NaN }, max)).rejects.toThrow(/values.balance/);
+    await expect(fence.update(pool, { id: 'max' }, { balance: 2 }, max)).rejects.toThrow(/id/);
+    await expect(fence.read(pool, ['max'], max)).rejects.toThrow(/an array/);
+    expect(await row('max')).toEqual({ balance: '1', fence: max.toString() });
   });
 });
