@@ -126,7 +126,7 @@ export class MySqlFence {
         const fence = this.fenceOf(now[0][FENCE_READ], where);
         if (fence > token) throw stale(fence);
       }
-      throw new DistributedLockError(`${where}: the row was replaced or removed while the call ran; nothing was written`);
+      throw new DistributedLockError(`${where}: the row was replaced or removed while the call ran; nothing was written — read it again (in a transaction, so it cannot change under you) before writing`);
     }
     const { [FENCE_READ]: after, ...current } = this.onlyRow(rows, id, where, 'one was written');
     const fence = this.fenceOf(after, where);

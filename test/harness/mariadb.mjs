@@ -4,10 +4,9 @@
 // as root, so when the run is root the server runs as the `mysql` user. Killed by PID only.
 import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { aptInstall, freePort } from './servers.mjs';
+import { aptInstall, freePort, waitForAnswer } from './servers.mjs';
 import { reapWithUs } from './reaper.mjs';
 
 function which(binary) {
@@ -40,31 +39,6 @@ function runAs() {
   const gid = Number(spawnSync('id', ['-g', 'mysql'], { encoding: 'utf8' }).stdout.trim());
   if (!Number.isInteger(uid) || Number.isNaN(uid)) throw new Error('running as root, but there is no "mysql" user to run MariaDB as');
   return { uid, gid, user: 'mysql' };
-}
-
-/** Resolve once `port` sends a MySQL handshake (the server's first packet), or reject after `timeoutMs`. */
-async function waitForHandshake(port, timeoutMs, child, output) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`mariadbd on port ${port} exited (${child.exitCode ?? child.signalCode}): ${output()}`);
-    const ok = await new Promise((resolve) => {
-      const socket = net.connect({ port, host: '127.0.0.1' });
-      socket.setTimeout(300);
-      socket.on('data', (data) => {
-        socket.destroy();
-        resolve(data.length > 4); // a handshake packet: length, sequence, protocol version 10, …
-      });
-      socket.on('error', () => resolve(false));
-      socket.on('close', () => resolve(false));
-      socket.on('timeout', () => {
-        socket.destroy();
-        resolve(false);
-      });
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`mariadbd on port ${port} sent no handshake within ${timeoutMs} ms: ${output()}`);
 }
 
 export class MariaDbServer {
@@ -132,7 +106,8 @@ export class MariaDbServer {
       });
     }
     MariaDbServer.running.add(this);
-    await waitForHandshake(this.port, 30_000, child, () => stderr);
+    // MySQL's protocol: the server speaks first (a handshake packet: length, sequence, protocol 10, …).
+    await waitForAnswer(this.port, 30_000, child, { what: 'mariadbd', ready: (data) => data.length > 4, detail: () => stderr });
   }
 
   /** A clean shutdown (SIGTERM), then the same data on the same port. */

@@ -200,21 +200,25 @@ export function ensureBinary(binary) {
   );
 }
 
-/** Resolve once `port` answers a Redis PING, or reject after `timeoutMs`. */
-async function waitForRedis(port, timeoutMs, child) {
+/**
+ * Resolve once a server on `port` answers as expected — `hello` written on connect (or nothing,
+ * for a server that speaks first), then `ready(data)` on what comes back — or reject after
+ * `timeoutMs`, or as soon as `child` exits. `what` names the server; `detail()` adds to an error.
+ */
+export async function waitForAnswer(port, timeoutMs, child, { what, hello, ready, detail = () => '' }) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on port ${port} exited (${child.exitCode ?? child.signalCode})`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} on port ${port} exited (${child.exitCode ?? child.signalCode}) ${detail()}`.trim());
     const ok = await new Promise((resolve) => {
       const socket = net.connect({ port, host: '127.0.0.1' });
-      socket.setTimeout(200);
-      socket.on('connect', () => socket.write('PING\r\n'));
+      socket.setTimeout(300);
+      if (hello !== undefined) socket.on('connect', () => socket.write(hello));
       socket.on('data', (data) => {
         socket.destroy();
-        resolve(data.toString().startsWith('+PONG'));
+        resolve(ready(data));
       });
       socket.on('error', () => resolve(false));
-      // A server killed after it read the PING closes without answering: try again (it never settled before).
+      // A server killed after it read the request closes without answering: try again (it never settled before).
       socket.on('close', () => resolve(false));
       socket.on('timeout', () => {
         socket.destroy();
@@ -224,8 +228,12 @@ async function waitForRedis(port, timeoutMs, child) {
     if (ok) return;
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`redis-server on port ${port} did not answer PING within ${timeoutMs} ms`);
+  throw new Error(`${what} on port ${port} did not answer within ${timeoutMs} ms ${detail()}`.trim());
 }
+
+/** Resolve once `port` answers a Redis PING, or reject after `timeoutMs`. */
+const waitForRedis = (port, timeoutMs, child) =>
+  waitForAnswer(port, timeoutMs, child, { what: 'redis-server', hello: 'PING\r\n', ready: (data) => data.toString().startsWith('+PONG') });
 
 /** A redis-server process the test run owns. */
 export class RedisServer {
