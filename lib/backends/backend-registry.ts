@@ -1,6 +1,7 @@
 import type { OptionsOf } from './backend-plugin.interface.js';
 import { etcdPlugin } from './etcd/etcd.plugin.js';
 import { memoryPlugin } from './memory/memory.plugin.js';
+import { mysqlPlugin } from './mysql/mysql.plugin.js';
 import { postgresPlugin } from './postgres/postgres.plugin.js';
 import { redisPlugin } from './redis/redis.plugin.js';
 import { redlockPlugin } from './redlock/redlock.plugin.js';
@@ -23,6 +24,8 @@ export const BACKEND_PLUGINS = {
   zookeeper: zookeeperPlugin,
   /** Configure the PostgreSQL backend. @example { connectionString: 'postgres://127.0.0.1:5432/app' } */
   postgres: postgresPlugin,
+  /** Configure the MySQL / MariaDB backend. @example { uri: 'mysql://app@127.0.0.1:3306/app' } */
+  mysql: mysqlPlugin,
   /** Enable the in-memory backend (single process; for tests). */
   memory: memoryPlugin,
 };

@@ -4,6 +4,8 @@ import { createClient, createCluster } from 'redis';
 import { startRedisCluster } from './redis-cluster.js';
 import { MemoryBackend, type DistributedLockModuleOptions, type LockPurpose } from '../../lib/index.js';
 import { etcdHosts, redisUrl, sleep } from './lock-app.js';
+import mysql from 'mysql2/promise';
+import { MariaDbServer } from './mariadb.mjs';
 import { PostgresServer } from './postgres.mjs';
 import { RedisServer } from './servers.mjs';
 import { ZooKeeperServer } from './zookeeper.mjs';
@@ -54,6 +56,19 @@ export async function freshPostgres(): Promise<BackendServer> {
     options: { postgres: { connectionString: pg.url } },
     unreachable: async (closedPort) => ({ postgres: { connectionString: `postgres://127.0.0.1:${await closedPort()}/none` } }),
     stop: () => pg.stop(),
+  };
+}
+
+/** A MariaDB of the spec's own, with a database `ndl` for the backend's tables. */
+export async function freshMySql(): Promise<BackendServer> {
+  const server = await MariaDbServer.start();
+  const admin = await mysql.createConnection({ uri: server.url });
+  await admin.query('CREATE DATABASE ndl');
+  await admin.end();
+  return {
+    options: { mysql: { uri: server.url.replace(/\/[^/]*$/, '/ndl') } },
+    unreachable: async (closedPort) => ({ mysql: { uri: `mysql://root@127.0.0.1:${await closedPort()}/ndl`, connectTimeoutMs: 500 } }),
+    stop: () => server.stop(),
   };
 }
 
@@ -198,7 +213,7 @@ export async function freshRedisClusterNodeRedis(): Promise<BackendServer> {
  * server starter above), and every spec whose needs it meets runs against it.
  */
 export interface BackendCase {
-  /** Distinct per case, for titles: 'memory', 'redis', 'redis-cluster', 'redlock', 'etcd', 'postgres', 'zookeeper'. */
+  /** Distinct per case, for titles: 'memory', 'redis', 'redis-cluster', 'redlock', 'etcd', 'postgres', 'mysql', 'zookeeper'. */
   name: string;
   /**
    * The Redis client the application passes, where it is not ioredis: these cases run in the
@@ -247,6 +262,7 @@ export const BACKENDS: readonly BackendCase[] = [
   { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
   { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
   { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
+  { name: 'mysql', backend: 'mysql', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: false, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshMySql },
   { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
 ];
 

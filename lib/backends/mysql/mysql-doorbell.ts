@@ -1,0 +1,154 @@
+import { allRows, text, type MySqlNames } from './mysql-sql.util.js';
+import { ER, errnoOf, type MySqlConnectionLike, type MySqlPoolLike } from './mysql-client.interface.js';
+
+/** How long one sleep of the listener lasts when nobody rings (a ring ends it at once). */
+const SLEEP_S = 10;
+/** Mail older than this is a dead listener's: purged at every (re)connect and once a minute. */
+const MAIL_LIFE_S = 60;
+
+/**
+ * Waking waiters without LISTEN/NOTIFY (MySQL and MariaDB have none). Each backend instance keeps
+ * one listener connection, registered in `<prefix>_listeners` by its `CONNECTION_ID()`, which its
+ * waiters record in their queue entries. It reads its mail, then sleeps in one statement that
+ * returns at once if mail is already there:
+ *
+ *   SELECT SLEEP(10) FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM <prefix>_mail WHERE listener = ?)
+ *
+ * A procedure that hands a key to one of its waiters commits a mail line; the releasing process
+ * then rings: `KILL QUERY <id>` ends the sleep (ER_QUERY_INTERRUPTED) and the listener reads the
+ * line. A line committed before the sleep starts is seen by its `NOT EXISTS`; one committed after
+ * it is delivered by the ring. No privilege is needed when both connections belong to the same
+ * user; where the ring cannot work (another user without CONNECTION ADMIN, a proxy that
+ * multiplexes connections) waiters still re-check every heartbeat: slower, never wrong.
+ *
+ * It reconnects by itself (an unref'd timer, 100 ms doubling to 2 s); while it is down `id` is 0
+ * and waiters queue without a listener. Its connection never keeps the process alive.
+ */
+export class MySqlDoorbell {
+  /** The listener's connection id (0: none now). */
+  id = 0;
+  private connection?: MySqlConnectionLike;
+  private connecting?: Promise<void>;
+  private retry?: NodeJS.Timeout;
+  private backoffMs = 100;
+  private closed = false;
+  private purgedAt = 0;
+  private ringRefused = false;
+
+  constructor(
+    private readonly pool: MySqlPoolLike,
+    private readonly names: MySqlNames,
+    /** One mail line: "<owner> <ms> <token>" or "!lost <owner>". */
+    private readonly onMail: (body: string) => void,
+    private readonly log: { warn(message: string): void },
+  ) {}
+
+  /** Connect, register and start listening (once; later calls share it). */
+  start(): Promise<void> {
+    this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
+    return this.connecting;
+  }
+
+  /**
+   * End the sleep of listener `id` (another process's, or ours: a hand-off to our own waiter is
+   * read from the answer, so ours is never rung). Errors are dropped: the waiter's heartbeat is the
+   * fallback. Sent on a pooled connection, after the grant committed.
+   */
+  ring(id: number): void {
+    if (id === 0 || id === this.id || this.closed) return;
+    this.pool.query('KILL QUERY ?', [id]).catch((error: unknown) => {
+      const errno = errnoOf(error);
+      // ER_NO_SUCH_THREAD (1094): the listener is gone. ER_KILL_DENIED_ERROR (1095): another user.
+      if (errno === 1095 && !this.ringRefused) {
+        this.ringRefused = true;
+        this.log.warn(
+          'MySQL backend: KILL QUERY of another process\'s listener was refused (another database user without CONNECTION ADMIN): ' +
+            'waiters of that process are served at their next heartbeat (500 ms) instead of at once',
+        );
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    await this.connecting?.catch(() => undefined);
+    const connection = this.connection;
+    this.connection = undefined;
+    const id = this.id;
+    this.id = 0;
+    if (!connection) return;
+    // Unregistered through the pool (the listener's own connection is asleep), then closed.
+    await this.pool.query(`DELETE FROM ${this.names.listeners} WHERE server_id = @@server_id AND conn_id = ?`, [id]).catch(() => undefined);
+    connection.removeAllListeners('error');
+    connection.on('error', () => undefined);
+    connection.destroy();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed || this.connection) return;
+    const connection = await this.pool.getConnection();
+    if (this.closed) return void connection.release();
+    connection.connection?.stream?.unref?.();
+    connection.on('error', () => undefined);
+    try {
+      const [rows] = await connection.query('SELECT CONNECTION_ID() AS id');
+      const id = Number((rows as Array<{ id: unknown }>)[0].id);
+      await connection.query(`INSERT IGNORE INTO ${this.names.listeners} (server_id, conn_id) VALUES (@@server_id, ?)`, [id]);
+      await this.purge(connection);
+      this.connection = connection;
+      this.id = id;
+      this.backoffMs = 100;
+    } catch (error) {
+      connection.destroy();
+      throw error;
+    }
+    void this.listen(connection);
+  }
+
+  private async listen(connection: MySqlConnectionLike): Promise<void> {
+    const { mail } = this.names;
+    while (!this.closed && this.connection === connection) {
+      try {
+        const lines = allRows(await connection.query(`SELECT seq, body FROM ${mail} WHERE server_id = @@server_id AND listener = ? ORDER BY seq LIMIT 200`, [this.id]));
+        if (lines.length > 0) {
+          // Told first: a ring that interrupts the delete must not lose a line (told twice is harmless).
+          for (const line of lines) this.onMail(text(line.body));
+          await connection.query(`DELETE FROM ${mail} WHERE server_id = @@server_id AND listener = ? AND seq <= ?`, [this.id, lines[lines.length - 1].seq]);
+          continue;
+        }
+        if (Date.now() - this.purgedAt > MAIL_LIFE_S * 1000) await this.purge(connection);
+        await connection.query(`SELECT SLEEP(${SLEEP_S}) AS s FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${mail} WHERE server_id = @@server_id AND listener = ?)`, [this.id]);
+      } catch (error) {
+        const errno = errnoOf(error);
+        // Rung (or a server's statement time limit): read the mail.
+        if (errno === ER.QUERY_INTERRUPTED || errno === ER.STATEMENT_TIMEOUT || errno === ER.QUERY_TIMEOUT) continue;
+        return this.lost(connection);
+      }
+    }
+  }
+
+  /** Lines nobody read (their listener died) go after a minute. */
+  private async purge(connection: MySqlConnectionLike): Promise<void> {
+    this.purgedAt = Date.now();
+    await connection.query(`DELETE FROM ${this.names.mail} WHERE created < UTC_TIMESTAMP(6) - INTERVAL ${MAIL_LIFE_S} SECOND LIMIT 1000`);
+  }
+
+  private lost(connection: MySqlConnectionLike): void {
+    if (this.connection !== connection) return;
+    this.connection = undefined;
+    this.id = 0;
+    connection.destroy();
+    this.scheduleReconnect();
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed) return;
+    clearTimeout(this.retry);
+    this.retry = setTimeout(() => {
+      this.start().catch(() => this.scheduleReconnect());
+    }, this.backoffMs);
+    this.retry.unref();
+    this.backoffMs = Math.min(2_000, this.backoffMs * 2);
+  }
+}

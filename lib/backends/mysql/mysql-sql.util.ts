@@ -1,0 +1,70 @@
+import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+
+/** The backend's tables and procedures for one table prefix (validated: a plain identifier), quoted. */
+export interface MySqlNames {
+  readonly held: string;
+  readonly queue: string;
+  readonly mail: string;
+  readonly listeners: string;
+  readonly acquire: string;
+  readonly release: string;
+  readonly forceRelease: string;
+  /** The GET_LOCK name under which concurrent start-ups create the schema one at a time (per database). */
+  readonly setupLock: string;
+}
+
+export function mysqlNames(prefix: string): MySqlNames {
+  const q = (suffix: string): string => `\`${prefix}_${suffix}\``;
+  return {
+    held: q('held'),
+    queue: q('queue'),
+    mail: q('mail'),
+    listeners: q('listeners'),
+    acquire: q('acquire_v1'),
+    release: q('release_v1'),
+    forceRelease: q('force_release_v1'),
+    setupLock: `${prefix}.setup`,
+  };
+}
+
+/**
+ * A key or owner as the bytes of its UTF-8: sent as a binary string, so the server stores and
+ * hashes the same bytes whatever the connection's character set (two processes whose pools differ
+ * in charset still name the same row).
+ */
+export const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
+
+/** A VARBINARY column read back as text. */
+export const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
+
+/** The longest key the lease row holds: 3,072 bytes of UTF-8 (InnoDB's index limit; 1,024 characters of up to 3 bytes). */
+const MAX_KEY_BYTES = 3072;
+
+/** A key longer than the row can hold (only possible through a backend used directly): refused before anything is sent. */
+export function refuseUnstorable(key: string, where: string): void {
+  if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) throw new InvalidLockOptionsError('key', `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`, where);
+}
+
+/** A LIKE pattern (ESCAPE '!') matching every key that starts with `prefix`, as bytes. */
+export function prefixPattern(prefix: string): Buffer {
+  return Buffer.concat([bytes(prefix.replace(/[!%_]/g, '!$&')), Buffer.from('%')]);
+}
+
+/** The rows an UPDATE matched: the server's "Rows matched: N", sent whatever the client's flags; else affectedRows. */
+export function matchedRows(header: { info?: string; affectedRows?: number } | undefined): number {
+  const info = /Rows matched: (\d+)/.exec(header?.info ?? '');
+  return info ? Number(info[1]) : (header?.affectedRows ?? 0);
+}
+
+/** The first row of a CALL's answer (`[[rows, …], header]`) or of a SELECT's (`[rows, fields]`). */
+export function firstRow(result: [unknown, unknown]): Record<string, unknown> {
+  const [first] = result;
+  if (!Array.isArray(first)) return {};
+  const rows = Array.isArray(first[0]) ? first[0] : first;
+  return (rows[0] as Record<string, unknown> | undefined) ?? {};
+}
+
+/** Every row of a SELECT's answer. */
+export function allRows(result: [unknown, unknown]): Array<Record<string, unknown>> {
+  return Array.isArray(result[0]) ? (result[0] as Array<Record<string, unknown>>) : [];
+}

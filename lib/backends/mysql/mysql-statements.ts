@@ -1,0 +1,40 @@
+import type { MySqlNames } from './mysql-sql.util.js';
+
+/** A key's row by its hash (the primary key). */
+const KEY = 'key_hash = UNHEX(SHA2(?, 256))';
+const NOW = 'UTC_TIMESTAMP(6)';
+
+/**
+ * The statements the backend sends. The uncontended paths are one plain statement each, no
+ * procedure: `fastAcquire` inserts the row of a key that has none (a row of any kind, held,
+ * expired or waited for, fails it with ER_DUP_ENTRY: the caller takes the procedure), its token
+ * the insert's AUTO_INCREMENT; `fastRelease` deletes the caller's live row when no waiter marked
+ * it (0 rows: the procedure decides). A key with live waiters always has a row (the procedures
+ * keep it while anyone waits), so the insert never passes a queue.
+ */
+export function mysqlStatements(n: MySqlNames) {
+  return {
+    // key, key, owner, ttl µs, listener
+    fastAcquire: `INSERT INTO ${n.held} (key_hash, lock_key, owner, expires_at, waiting, listener) VALUES (UNHEX(SHA2(?, 256)), ?, ?, ${NOW} + INTERVAL ? MICROSECOND, 0, ?)`,
+    // key, owner
+    fastRelease: `DELETE FROM ${n.held} WHERE ${KEY} AND owner = ? AND waiting = 0 AND expires_at > ${NOW}`,
+    // key, owner, ttl ms, queue, entry life ms, listener
+    acquire: `CALL ${n.acquire}(?, ?, ?, ?, ?, ?)`,
+    // key, owner, listener
+    release: `CALL ${n.release}(?, ?, ?)`,
+    // key, listener
+    forceRelease: `CALL ${n.forceRelease}(?, ?)`,
+    // ttl µs, key, owner. A row lock orders it with the procedures: an acquire that found the
+    // lease expired replaced the row (another owner), which this then does not match.
+    extend: `UPDATE ${n.held} SET expires_at = ${NOW} + INTERVAL ? MICROSECOND WHERE ${KEY} AND owner = ? AND expires_at > ${NOW}`,
+    // key: the live holder, its token (text: exact), what is left of it, live waiters.
+    inspect: `SELECT h.owner, CAST(h.token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, ${NOW}, h.expires_at) DIV 1000) AS remaining_ms,
+        (SELECT COUNT(*) FROM ${n.queue} q WHERE q.key_hash = h.key_hash AND q.expires_at > ${NOW}) AS waiters
+      FROM ${n.held} h WHERE h.${KEY} AND h.expires_at > ${NOW} AND h.owner <> ''`,
+    // prefix pattern (mysql-sql.util prefixPattern), max
+    listKeys: `SELECT lock_key FROM ${n.held} WHERE lock_key LIKE ? ESCAPE '!' AND expires_at > ${NOW} AND owner <> '' LIMIT ?`,
+    ping: 'SELECT 1',
+  };
+}
+
+export type MySqlStatements = ReturnType<typeof mysqlStatements>;
