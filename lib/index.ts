@@ -18,6 +18,7 @@ export type { RedisBackendOptions } from './backends/redis/redis-backend.options
 export type { RedlockBackendOptions } from './backends/redlock/redlock-backend.options.js';
 export type { EtcdBackendOptions } from './backends/etcd/etcd-backend.options.js';
 export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/postgres/postgres-backend.options.js';
+export type { MySqlBackendOptions, MySqlBackendConfig } from './backends/mysql/mysql-backend.options.js';
 export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
 export type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
@@ -42,6 +43,8 @@ export { EtcdBackend } from './backends/etcd/etcd.backend.js';
 export type { EtcdBackendConfig } from './backends/etcd/etcd-backend.options.js';
 export { PostgresBackend } from './backends/postgres/postgres.backend.js';
 export type { PgPoolLike } from './backends/postgres/postgres-client.interface.js';
+export { MySqlBackend } from './backends/mysql/mysql.backend.js';
+export type { MySqlPoolLike } from './backends/mysql/mysql-client.interface.js';
 export { ZooKeeperBackend } from './backends/zookeeper/zookeeper.backend.js';
 export type { ZooKeeperClientLike } from './backends/zookeeper/zookeeper-client.interface.js';
 export { PgTransactionLock, type PgTransactionLockOptions, type PgTransactionAcquireOptions, type PgTransactionClient } from './backends/postgres/pg-transaction-lock.js';
