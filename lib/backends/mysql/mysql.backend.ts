@@ -212,10 +212,26 @@ export class MySqlBackend implements LockBackend {
   /** Our connections never hold the process: the doorbell's is unref'd, and the pool's are (see mysql-client.factory.ts). */
   holdProcess(_hold: boolean): void {}
 
+  /**
+   * Unregisters the doorbell and ends a pool we opened. Our sockets are unref'd, so a timer holds the
+   * process until that is done (at most the command timeout).
+   */
   async close(): Promise<void> {
     this.closed = true;
-    await this.doorbell.close();
-    if (this.config.ownsPool) await this.pool.end();
+    const limitMs = this.config.commandTimeoutMs ?? MYSQL_DEFAULTS.commandTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, limitMs)));
+    try {
+      await Promise.race([
+        (async () => {
+          await this.doorbell.close();
+          if (this.config.ownsPool) await this.pool.end();
+        })(),
+        bound,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** A procedure's answer named a listener to wake with `body`: ours is told here, another's is rung (it reads its mail). */
