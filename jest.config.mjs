@@ -9,6 +9,7 @@ export default {
     '^nest-distributed-lock$': '<rootDir>/lib/index.ts',
     '^nest-distributed-lock/testing$': '<rootDir>/lib/testing/index.ts',
     '^nest-distributed-lock/board$': '<rootDir>/lib/board/index.ts',
+    '^nest-distributed-lock/orm$': '<rootDir>/lib/orm/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   transform: {

@@ -20,7 +20,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['decorators', 'health', 'metrics'],
   ['distributed-lock.service.ts', 'distributed-lock.module-definition.ts'],
   ['distributed-lock.module.ts'],
-  ['testing', 'board'],
+  ['testing', 'board', 'orm'],
   ['index.ts'],
 ];
 const SIDEWAYS: ReadonlyArray<readonly [string, string]> = [];

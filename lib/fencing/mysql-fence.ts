@@ -1,3 +1,4 @@
+import { refuseOtherDialect } from '../common/sql-dialect.js';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
@@ -98,6 +99,7 @@ export class MySqlFence {
   }
 
   private async fenced(db: MySqlQueryable, id: unknown, token: bigint, where: string, sets: string, values: unknown[]): Promise<Record<string, unknown>> {
+    refuseOtherDialect(db, 'mysql', 'db', where);
     checkId(id, where);
     // The token goes into the text as an integer literal (checked: digits only, within BIGINT), so
     // the server compares integers exactly; a string parameter would be compared as a double,

@@ -1,3 +1,4 @@
+import { refuseOtherDialect } from '../common/sql-dialect.js';
 import { DistributedLockError } from '../errors/distributed-lock.error.js';
 import { StaleFencingTokenError } from '../errors/stale-fencing-token.error.js';
 import type { LeaseSource } from './fence-token.util.js';
@@ -58,6 +59,7 @@ export class PgFence {
   /** Set `values` on the row if `token` (default: the current lease's) is not older than its fence. */
   async update(db: PgQueryable, id: unknown, values: Record<string, unknown>, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.update(${this.options.table}, ${String(id)})`;
+    refuseOtherDialect(db, 'postgres', 'db', where);
     const fenced = this.tokenFor(token, where, id);
     const columns = columnsToSet(values, this.options.fenceColumn ?? 'fence', where);
     const sets = columns.map((column, i) => `${quoteIdent(column, 'values')} = $${i + 3}`);
@@ -72,6 +74,7 @@ export class PgFence {
   /** Read the row through the fence: raises it to `token`; a stale token throws. */
   async read(db: PgQueryable, id: unknown, token?: bigint | number): Promise<Record<string, unknown>> {
     const where = `PgFence.read(${this.options.table}, ${String(id)})`;
+    refuseOtherDialect(db, 'postgres', 'db', where);
     const fenced = this.tokenFor(token, where, id);
     const result = await db.query(`UPDATE ${this.table} SET ${this.fence} = $2::bigint WHERE ${this.guard()} RETURNING *`, [id, fenced.toString()]);
     if (result.rowCount === 1) return result.rows[0];

@@ -1,3 +1,4 @@
+import { refuseOtherDialect } from '../../common/sql-dialect.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../../errors/lock-busy.error.js';
@@ -89,6 +90,7 @@ export class PgTransactionLock {
       throw new InvalidLockOptionsError('wait', `must be a whole number of ms from 0 to ${MAX_WAIT_MS}, got ${String(wait)}`, where);
     }
     if (typeof client?.query !== 'function') throw new InvalidLockOptionsError('client', 'must be a pg PoolClient or Client', where);
+    refuseOtherDialect(client, 'postgres', 'client', where);
     if ('totalCount' in client) {
       throw new InvalidLockOptionsError('client', 'is a Pool: every query may run on another connection. Pass the PoolClient you ran BEGIN on', where);
     }
