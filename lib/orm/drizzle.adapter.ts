@@ -53,7 +53,8 @@ function loadSql(): Promise<DrizzleSql> {
  *   database itself. Drizzle does not say that a transaction has ended.
  * - Drivers: node-postgres (a `pg` result) and mysql2 (`[rows or header, fields]`, `info`
  *   included); another driver's answer of another shape is refused with a `DistributedLockError`.
- * - Drizzle's errors (`DrizzleQueryError`, the driver's error as its `cause`) pass through unchanged.
+ * - Drizzle's errors (`DrizzleQueryError`, the driver's error as its `cause`, which
+ *   `driverErrorOf(error)` returns) pass through unchanged.
  *
  * @example
  * await db.transaction(async (tx) => {
@@ -72,6 +73,7 @@ export function fromDrizzle<D extends SqlDialect>(tx: DrizzleLike, dialect: D): 
   const inTransaction = kinds.includes('PgTransaction') || kinds.includes('MySqlTransaction');
   return ormClient(dialect, {
     status: () => (own === undefined ? null : inTransaction ? 'T' : 'I'),
+    driverError: (error) => (isDrizzleQueryError(error) ? error.cause : undefined),
     async run(text, values): Promise<OrmAnswer> {
       const sql = await loadSql();
       const split = splitStatement(text, dialect);
@@ -82,6 +84,11 @@ export function fromDrizzle<D extends SqlDialect>(tx: DrizzleLike, dialect: D): 
       return dialect === 'postgres' ? pgAnswer(result, where) : mySqlAnswer(result, where);
     },
   });
+}
+
+/** Drizzle's `DrizzleQueryError` (its name is `Error`): the failed statement, its parameters, the driver's error as `cause`. */
+function isDrizzleQueryError(error: unknown): error is Error & { cause: unknown } {
+  return error instanceof Error && typeof (error as { query?: unknown }).query === 'string' && Array.isArray((error as { params?: unknown }).params);
 }
 
 /** node-postgres's result. */

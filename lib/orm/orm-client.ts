@@ -20,6 +20,8 @@ export interface PgOrmClient extends PgTransactionClient, PgQueryable {
   query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>>; rowCount: number | null }>;
   /** `'T'` / `'I'` when the ORM tells (`PgTransactionLock` refuses `'I'`), else `null`. */
   getTransactionStatus(): OrmTransactionStatus;
+  /** The driver's error (its `code`: the SQLSTATE) inside an error the ORM threw; the error itself when the ORM does not wrap. */
+  driverErrorOf(error: unknown): unknown;
   readonly [SQL_DIALECT]: 'postgres';
 }
 
@@ -33,6 +35,8 @@ export interface PgOrmClient extends PgTransactionClient, PgQueryable {
 export interface MySqlOrmClient extends MySqlQueryable {
   /** `'T'` / `'I'` when the ORM tells, else `null`. */
   getTransactionStatus(): OrmTransactionStatus;
+  /** The driver's error (`errno`, `code`, `sqlState`) inside an error the ORM threw; the error itself when the ORM does not wrap. */
+  driverErrorOf(error: unknown): unknown;
   readonly [SQL_DIALECT]: 'mysql';
 }
 
@@ -56,6 +60,8 @@ export interface OrmAnswer {
 export interface OrmRunner {
   run(text: string, values: unknown[]): Promise<OrmAnswer>;
   status(): OrmTransactionStatus;
+  /** The driver's error inside the ORM's (where the ORM wraps it); the error itself by default. */
+  driverError?(error: unknown): unknown;
 }
 
 /** Refuse a dialect that is neither, naming the adapter. */
@@ -74,10 +80,12 @@ export function checkHandle(handle: unknown, method: string, what: string, where
 /** The client of `dialect` over the ORM's runner. */
 export function ormClient<D extends SqlDialect>(dialect: D, runner: OrmRunner): OrmClientOf[D] {
   const status = (): OrmTransactionStatus => runner.status();
+  const driverErrorOf = (error: unknown): unknown => runner.driverError?.(error) ?? error;
   if (dialect === 'postgres') {
     const client: PgOrmClient = {
       [SQL_DIALECT]: 'postgres',
       getTransactionStatus: status,
+      driverErrorOf,
       async query(text, values = []) {
         const answer = await runner.run(text, values);
         const rows = answer.rows ?? [];
@@ -89,6 +97,7 @@ export function ormClient<D extends SqlDialect>(dialect: D, runner: OrmRunner): 
   const client: MySqlOrmClient = {
     [SQL_DIALECT]: 'mysql',
     getTransactionStatus: status,
+    driverErrorOf,
     async query(sql, values = []) {
       const answer = await runner.run(sql, values);
       return [answer.rows ?? answer.header ?? { affectedRows: answer.affectedRows ?? 0 }, undefined];

@@ -24,7 +24,8 @@ export interface PrismaClientLike {
  *   own error.
  * - MySQL: Prisma reports a write's `affectedRows`, not the server's "Rows matched" text; the
  *   MariaDB adapter counts matched rows (its default `foundRows`), which is what `MySqlFence` needs.
- * - Prisma's errors pass through unchanged.
+ * - Prisma's errors pass through unchanged (`PrismaClientKnownRequestError`; the server's code is
+ *   in `meta.driverAdapterError.cause`, which `driverErrorOf(error)` returns).
  *
  * @example
  * await prisma.$transaction(async (tx) => {
@@ -37,10 +38,13 @@ export function fromPrisma<D extends SqlDialect>(tx: PrismaClientLike, dialect: 
   const where = 'fromPrisma()';
   const checked = checkDialect(dialect, where);
   checkHandle(tx, '$queryRawUnsafe', 'a Prisma client or transaction client', where);
-  // A transaction client lacks the client-wide methods ($transaction, $connect, …).
-  const status: OrmTransactionStatus = typeof (tx as { $transaction?: unknown }).$transaction === 'function' ? 'I' : 'T';
+  // A transaction client lacks the client-wide methods ($connect, $disconnect, $on, $extends; Prisma 5
+  // and 6 also $transaction, which Prisma 7 keeps for nested transactions).
+  const status: OrmTransactionStatus = typeof (tx as { $disconnect?: unknown }).$disconnect === 'function' ? 'I' : 'T';
   return ormClient(dialect, {
     status: () => status,
+    // Prisma 7 keeps the server's error, normalised by the driver adapter, under meta.driverAdapterError.cause.
+    driverError: (error) => (error as { meta?: { driverAdapterError?: { cause?: unknown } } } | undefined)?.meta?.driverAdapterError?.cause,
     async run(text, values) {
       if (returnsRows(text, checked)) return { rows: (await tx.$queryRawUnsafe(text, ...values)) as Array<Record<string, unknown>> };
       return { affectedRows: Number(await tx.$executeRawUnsafe(text, ...values)) };

@@ -70,6 +70,7 @@ export function fromTypeOrm<D extends SqlDialect>(handle: TypeOrmQueryRunnerLike
   }
   return ormClient(dialect, {
     status: () => (runner?.isTransactionActive ? 'T' : 'I'),
+    driverError: (error) => (error as { driverError?: unknown } | undefined)?.driverError,
     async run(text, values): Promise<OrmAnswer> {
       const own = runner ?? source.createQueryRunner();
       try {

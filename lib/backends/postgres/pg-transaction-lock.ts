@@ -11,6 +11,11 @@ export interface PgTransactionClient {
   query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }>;
   /** A recent pg 8: `'T'` inside a transaction. Used, when present, to refuse a call outside one. */
   getTransactionStatus?(): string | null;
+  /**
+   * An ORM adapter's (`nest-distributed-lock/orm`): the driver's error inside the ORM's error (Prisma
+   * and Drizzle wrap it), where PostgreSQL's SQLSTATE is read. The ORM's error is what is thrown.
+   */
+  driverErrorOf?(error: unknown): unknown;
 }
 
 export interface PgTransactionLockOptions {
@@ -102,7 +107,7 @@ export class PgTransactionLock {
     try {
       row = (await client.query(`SELECT status, token, holder_ms FROM ${this.fn}($1, $2)`, [key, wait])).rows[0] ?? {};
     } catch (error) {
-      const code = (error as { code?: unknown })?.code;
+      const code = ((client.driverErrorOf?.(error) ?? error) as { code?: unknown } | undefined)?.code;
       if (code === '42883' || code === '3F000' || code === '42P01') {
         throw new InvalidLockOptionsError(
           'tablePrefix',
