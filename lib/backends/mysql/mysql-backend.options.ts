@@ -19,11 +19,11 @@ export const MYSQL_DEFAULTS = {
 export interface MySqlBackendOptions {
   /**
    * Connection URL with the database the backend's tables go in; the module opens a pool of at most
-   * `maxConnections` (+ one for its doorbell) and closes it on shutdown.
+   * `maxConnections` (+ two for its doorbell) and closes it on shutdown.
    * @example 'mysql://app:secret@127.0.0.1:3306/app'
    */
   uri?: string;
-  /** A mysql2 promise pool (`mysql2/promise` `createPool()`) the application already owns. Never closed by this module. */
+  /** A mysql2 promise pool (`mysql2/promise` `createPool()`) the application already owns; the doorbell keeps two of its connections. Never closed by this module. */
   pool?: MySqlPoolLike;
   /** Prefix of the backend's tables and procedures: `<prefix>_held`, `<prefix>_queue`, `<prefix>_acquire_v1`, … @default 'nest_lock' */
   tablePrefix?: string;

@@ -17,8 +17,8 @@ export async function createMySqlPool(o: ResolvedMySqlOptions, field: string): P
   try {
     pool = mysql.createPool({
       uri: o.uri,
-      // + 1: the doorbell keeps one connection for itself.
-      connectionLimit: o.maxConnections + 1,
+      // + 2: the doorbell keeps two connections for itself (its listener and its bell's holder).
+      connectionLimit: o.maxConnections + 2,
       connectTimeout: o.connectTimeoutMs,
       supportBigNumbers: true,
       bigNumberStrings: true,
