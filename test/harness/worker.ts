@@ -27,7 +27,7 @@ export class LockWorker {
     backends:
       | string
       | { options: DistributedLockModuleOptions }
-      | { redisUrl?: string; redisClient?: 'node-redis'; redisHeartbeatMs?: number; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
+      | { redisUrl?: string; redisClient?: 'node-redis'; redisHeartbeatMs?: number; etcdHosts?: string[]; sessionTtlSeconds?: number; postgresUrl?: string; mysqlUrl?: string; zookeeper?: string; zkSessionMs?: number; redlockUrls?: string[] },
   ): Promise<LockWorker> {
     if (typeof backends === 'object' && 'options' in backends) {
       return LockWorker.forked({ ...process.env, WORKER_OPTIONS: JSON.stringify(backends.options) });
@@ -38,6 +38,7 @@ export class LockWorker {
       WORKER_REDIS_URL: b.redisUrl ?? '',
       WORKER_ETCD_HOSTS: b.etcdHosts?.join(',') ?? '',
       WORKER_POSTGRES_URL: b.postgresUrl ?? '',
+      WORKER_MYSQL_URL: b.mysqlUrl ?? '',
       WORKER_ZOOKEEPER: b.zookeeper ?? '',
       WORKER_REDLOCK: b.redlockUrls?.join(',') ?? '',
     };

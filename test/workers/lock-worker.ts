@@ -5,15 +5,16 @@ import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
 import { Redis as Valkey } from 'iovalkey';
 import { createClient } from 'redis';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
+import { DistributedLockModule, DistributedLockService, MySqlFence, PgFence, RedisFence, type DistributedLockModuleOptions, type Lease } from '../../lib/index.js';
 import { RedisBackend } from '../../lib/backends/redis/redis.backend.js';
 
 export type WorkerCommand =
   /** `busyMs`: right after the grant, keep the event loop busy that long (CPU-bound work, a long GC pause). */
   | { op: 'acquire'; key: string; ttl: number; wait: number; purpose?: 'efficiency' | 'correctness'; busyMs?: number }
   | { op: 'release' }
-  /** A PgFence update of `table` row `id` with the held lease's token (PostgreSQL workers). */
+  /** A PgFence (PostgreSQL workers) or MySqlFence (MySQL workers) update of `table` row `id` with the held lease's token. */
   | { op: 'fenced-update'; table: string; id: string; set: Record<string, unknown> }
   /** A RedisFence write of `key` on the Redis at `url` with the held lease's token. */
   | { op: 'fenced-write'; url: string; key: string; value: string }
@@ -40,11 +41,13 @@ async function main(): Promise<void> {
   const redisUrl = process.env.WORKER_REDIS_URL;
   const etcdHosts = process.env.WORKER_ETCD_HOSTS;
   const postgresUrl = process.env.WORKER_POSTGRES_URL;
+  const mysqlUrl = process.env.WORKER_MYSQL_URL;
   const zookeeper = process.env.WORKER_ZOOKEEPER;
   const redlock = process.env.WORKER_REDLOCK;
   // The module options as a whole (a BackendCase's server options): no backend named here.
   const given = process.env.WORKER_OPTIONS ? (JSON.parse(process.env.WORKER_OPTIONS) as DistributedLockModuleOptions) : undefined;
   const resource = postgresUrl ? new pg.Pool({ connectionString: postgresUrl, max: 2 }) : undefined;
+  const mysqlResource = mysqlUrl ? mysql.createPool({ uri: mysqlUrl, connectionLimit: 2 }) : undefined;
   let fenceClient: Redis | undefined;
   // WORKER_REDIS_CLIENT (else the suite's TEST_REDIS_CLIENT) node-redis or iovalkey: the application's own client, as `redis.client`.
   const kind = process.env.WORKER_REDIS_CLIENT || process.env.TEST_REDIS_CLIENT;
@@ -65,6 +68,7 @@ async function main(): Promise<void> {
           : {}),
         ...(etcdHosts ? { etcd: { hosts: etcdHosts.split(','), sessionTtlSeconds: Number(process.env.WORKER_SESSION_TTL ?? 10) } } : {}),
         ...(postgresUrl ? { postgres: { connectionString: postgresUrl } } : {}),
+        ...(mysqlUrl ? { mysql: { uri: mysqlUrl } } : {}),
         ...(redlock ? { redlock: { urls: redlock.split(',') } } : {}),
         ...(zookeeper ? { zookeeper: { connectionString: zookeeper, sessionTimeoutMs: Number(process.env.WORKER_ZK_SESSION_MS ?? 10_000) } } : {}),
       }),
@@ -95,7 +99,8 @@ async function main(): Promise<void> {
           send({ event: 'acquired', key: command.key, token: held.token?.toString() });
         } else if (command.op === 'fenced-update') {
           // Whatever the lease's state: a paused holder writes late, and the fence must refuse it.
-          await new PgFence({ table: command.table }).update(resource!, command.id, command.set, lease!.token!);
+          if (mysqlResource) await new MySqlFence({ table: command.table }).update(mysqlResource, command.id, command.set, lease!.token!);
+          else await new PgFence({ table: command.table }).update(resource!, command.id, command.set, lease!.token!);
           send({ event: 'written', token: lease!.token!.toString() });
         } else if (command.op === 'fenced-write') {
           fenceClient ??= new Redis(command.url, { maxRetriesPerRequest: 1 });
