@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { DistributedLock, DistributedLockModule, DistributedLockService } from '../lib/index.js';
 
-export type Backend = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'redlock';
+export type Backend = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'redlock' | 'mysql';
 
 /** Release function of a held lock. */
 export type Unlock = () => Promise<void>;
@@ -179,6 +179,7 @@ function moduleOptions(backend: Backend, target: Target): Parameters<typeof Dist
   if (backend === 'etcd') return { etcd: { hosts: target as string[] } };
   if (backend === 'zookeeper') return { zookeeper: { connectionString: target as string } };
   if (backend === 'redlock') return { redlock: { urls: target as string[] } };
+  if (backend === 'mysql') return { mysql: { uri: target as string } };
   return { postgres: { connectionString: target as string } };
 }
 

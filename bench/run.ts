@@ -6,17 +6,20 @@
 //   npm run bench -- --runs 1 --quick a short run (smoke)
 //   npm run bench -- --soak           16 workers × 1,000 keys for 60 s, heap before/after
 //   npm run bench -- --semaphore      adds a semaphore of permits 2 per backend (printed; docs/ left as they are)
-//   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper, redlock; printed; docs/ left as they are)
+//   npm run bench -- --backend postgres   one backend's rows only (redis, etcd, postgres, zookeeper, redlock, mysql; printed; docs/ left as they are)
 //   npm run bench -- --phase few --only floor,semaphore,service   some phases, and the implementations whose name holds one of the words (printed only)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import mysql from 'mysql2/promise';
+import { MariaDbServer } from '../test/harness/mariadb.mjs';
 import { PostgresServer } from '../test/harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../test/harness/servers.mjs';
 import { ZooKeeperServer } from '../test/harness/zookeeper.mjs';
 import { etcdFloor, ours, oursDecorator, oursOnClient, oursSemaphore, pgFloor, redisFloor, redlockFloor, zkFloor, type Backend, type Implementation } from './implementations.js';
+import { mysqlFloor, mysqlRowFloor } from './mysql-floors.js';
 import { peers, redlockPeers } from './peers.js';
 
 type Phase = 'sequential' | 'hot' | 'few' | 'spread';
@@ -238,6 +241,14 @@ async function main(): Promise<void> {
   // Redlock's five independent masters (no persistence), only when its rows are measured.
   const masters = onlyBackend === undefined || onlyBackend === 'redlock' ? await Promise.all(Array.from({ length: 5 }, () => RedisServer.start())) : [];
   const masterUrls = masters.map((m) => m.url);
+  // MariaDB (issue 38), with a database of the bench's own.
+  const mariadb = onlyBackend === undefined || onlyBackend === 'mysql' ? await MariaDbServer.start() : undefined;
+  const mysqlUri = mariadb ? mariadb.url.replace(/\/[^/]*$/, '/bench') : '';
+  if (mariadb) {
+    const admin = await mysql.createConnection({ uri: mariadb.url });
+    await admin.query('CREATE DATABASE IF NOT EXISTS bench');
+    await admin.end();
+  }
   const raw = new Redis(redis.url);
   const pgCounter = new pg.Client({ connectionString: postgres.url });
   await pgCounter.connect();
@@ -266,6 +277,10 @@ async function main(): Promise<void> {
         ['redlock', () => ours('redlock', masterUrls)],
         ['redlock', () => oursDecorator('redlock', masterUrls)],
         ['redlock', async () => redlockPeers(masterUrls)],
+        ['mysql', () => mysqlFloor(mysqlUri)],
+        ['mysql', () => mysqlRowFloor(mysqlUri)],
+        ['mysql', () => ours('mysql', mysqlUri)],
+        ['mysql', () => oursDecorator('mysql', mysqlUri)],
       ];
       if (withSemaphore) {
         makers.push(
@@ -300,7 +315,7 @@ async function main(): Promise<void> {
   } finally {
     raw.disconnect();
     await pgCounter.end();
-    await Promise.all([redis.stop(), etcd.stop(), postgres.stop(), zookeeper.stop(), ...masters.map((m) => m.stop())]);
+    await Promise.all([redis.stop(), etcd.stop(), postgres.stop(), zookeeper.stop(), ...masters.map((m) => m.stop()), mariadb?.stop()]);
   }
   // Median over runs of every figure.
   const final: Row[] = allRuns[0].map((row) => {
@@ -350,7 +365,7 @@ function chart(rows: Row[]): string {
       const r = rows.find((x) => x.impl === impl && x.phase === phase);
       if (!r || !Number.isFinite(r.ratio)) return;
       const y = y0 + 8 + i * barH;
-      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'], zookeeper: ['#8e44ad', '#d2b4de'], redlock: ['#d35400', '#f0b27a'] }[r.backend as Backend];
+      const palette = { redis: ['#c0392b', '#e8a39b'], etcd: ['#2c6fbb', '#9dbde0'], postgres: ['#2e8b57', '#9fd4b4'], zookeeper: ['#8e44ad', '#d2b4de'], redlock: ['#d35400', '#f0b27a'], mysql: ['#00758f', '#9fcfdc'] }[r.backend as Backend];
       const color = impl.startsWith('ours') ? palette[0] : palette[1];
       parts.push(`<text x="${left - 6}" y="${y + 10}" font-size="11" text-anchor="end">${impl}</text>`);
       parts.push(`<rect x="${left}" y="${y}" width="${Math.min(2, r.ratio) * scale}" height="${barH - 3}" fill="${color}"/>`);
