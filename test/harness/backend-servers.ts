@@ -262,7 +262,7 @@ export const BACKENDS: readonly BackendCase[] = [
   { name: 'redlock', backend: 'redlock', purpose: 'efficiency', fencing: false, queues: false, fifo: false, handsOff: false, semaphores: false, lossNotice: 'extend', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshRedlock },
   { name: 'etcd', backend: 'etcd', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteEtcd },
   { name: 'postgres', backend: 'postgres', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshPostgres },
-  { name: 'mysql', backend: 'mysql', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: false, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshMySql },
+  { name: 'mysql', backend: 'mysql', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: false, server: freshMySql },
   { name: 'zookeeper', backend: 'zookeeper', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: false, ownServer: true, inProcess: false, server: freshZooKeeper },
 ];
 

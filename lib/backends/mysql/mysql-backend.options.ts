@@ -3,8 +3,8 @@ import { describeValue } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { MySqlPoolLike } from './mysql-client.interface.js';
 
-/** Tokens from a durable AUTO_INCREMENT: `correctness` may use it. Semaphores are not served yet. */
-export const MYSQL_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true, semaphore: false };
+/** Tokens from a durable AUTO_INCREMENT: `correctness` may use it. */
+export const MYSQL_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: true, semaphore: true };
 
 /** The defaults of `forRoot({ mysql })` and of `new MySqlBackend()` alike. */
 export const MYSQL_DEFAULTS = {

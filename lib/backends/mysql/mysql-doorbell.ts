@@ -67,8 +67,8 @@ export class MySqlDoorbell {
    * read from the answer, so ours is never rung). Errors are dropped: the waiter's heartbeat is the
    * fallback. Sent on a pooled connection, after the grant committed.
    */
-  ring(id: number): void {
-    if (id === 0 || id === this.id || this.closed) return;
+  ring(id: number, evenOurs = false): void {
+    if (id === 0 || (id === this.id && !evenOurs) || this.closed) return;
     if (this.ringing.has(id)) return void this.ringing.set(id, true);
     this.ringing.set(id, false);
     this.pool
@@ -86,7 +86,7 @@ export class MySqlDoorbell {
       .finally(() => {
         const again = this.ringing.get(id);
         this.ringing.delete(id);
-        if (again) this.ring(id);
+        if (again) this.ring(id, evenOurs);
       });
   }
 

@@ -9,6 +9,11 @@ export interface MySqlNames {
   readonly acquire: string;
   readonly release: string;
   readonly forceRelease: string;
+  readonly semHeld: string;
+  readonly semQueue: string;
+  readonly semAcquire: string;
+  readonly semRelease: string;
+  readonly semExtend: string;
   /** The GET_LOCK name under which concurrent start-ups create the schema one at a time (per database). */
   readonly setupLock: string;
 }
@@ -20,9 +25,14 @@ export function mysqlNames(prefix: string): MySqlNames {
     queue: q('queue'),
     mail: q('mail'),
     listeners: q('listeners'),
-    acquire: q('acquire_v1'),
-    release: q('release_v1'),
-    forceRelease: q('force_release_v1'),
+    acquire: q('acquire_v2'),
+    release: q('release_v2'),
+    forceRelease: q('force_release_v2'),
+    semHeld: q('sem_held'),
+    semQueue: q('sem_queue'),
+    semAcquire: q('sem_acquire_v1'),
+    semRelease: q('sem_release_v1'),
+    semExtend: q('sem_extend_v1'),
     setupLock: `${prefix}.setup`,
   };
 }

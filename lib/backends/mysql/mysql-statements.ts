@@ -34,6 +34,17 @@ export function mysqlStatements(n: MySqlNames) {
     // prefix pattern (mysql-sql.util prefixPattern), max
     listKeys: `SELECT lock_key FROM ${n.held} WHERE lock_key LIKE ? ESCAPE '!' AND expires_at > ${NOW} AND owner <> '' LIMIT ?`,
     ping: 'SELECT 1',
+    // Semaphores (mysql-semaphore.sql.ts): key, owner, permits, ttl ms, queue, entry life ms, listener
+    semAcquire: `CALL ${n.semAcquire}(?, ?, ?, ?, ?, ?, ?)`,
+    // key, owner
+    semRelease: `CALL ${n.semRelease}(?, ?)`,
+    // key, owner, ttl ms
+    semExtend: `CALL ${n.semExtend}(?, ?, ?)`,
+    // key: the holder whose permit ends last (its token, what is left of it), the counts.
+    semInspect: `SELECT CAST(s.token AS CHAR) AS token, s.permits, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, ${NOW}, s.expires_at) DIV 1000) AS remaining_ms,
+        (SELECT COUNT(*) FROM ${n.semHeld} c WHERE c.key_hash = s.key_hash AND c.expires_at > ${NOW}) AS holders,
+        (SELECT COUNT(*) FROM ${n.semQueue} q WHERE q.key_hash = s.key_hash AND q.expires_at > ${NOW}) AS waiters
+      FROM ${n.semHeld} s WHERE s.${KEY} AND s.expires_at > ${NOW} ORDER BY s.expires_at DESC LIMIT 1`,
   };
 }
 

@@ -1,17 +1,20 @@
 import { HandOffWaiters } from '../hand-off-waiters.js';
 import type { AcquireRequest, AcquireResult, HeldLock, HoldKind, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { LossListeners } from '../loss-listeners.js';
-import { permitsOf } from '../semaphore.util.js';
-import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
+import { permitsMismatch, permitsOf } from '../semaphore.util.js';
 import { checkMySqlIdentifier, MYSQL_CAPABILITIES, MYSQL_DEFAULTS, type MySqlBackendConfig } from './mysql-backend.options.js';
 import { ER, type MySqlPoolLike, type MySqlResultHeader } from './mysql-client.interface.js';
 import { MySqlDoorbell } from './mysql-doorbell.js';
 import { MySqlQueries } from './mysql-queries.js';
+import { MySqlSemaphores } from './mysql-semaphores.js';
+import { SEMAPHORE_MARK } from './mysql-semaphore.sql.js';
 import { allRows, bytes, firstRow, matchedRows, mysqlNames, prefixPattern, refuseUnstorable, text } from './mysql-sql.util.js';
 import { mysqlStatements, type MySqlStatements } from './mysql-statements.js';
 
 /** A mail line of a forced release: '!lost <owner>'. */
 const LOST = '!lost ';
+/** A semaphore waiter's mail line: a permit may be free ('!sem <owner>'). */
+const SEMAPHORE_TURN = '!sem ';
 
 /**
  * `correctness` (and `efficiency`) locks on MySQL 8 or MariaDB 10.11: a lease row per held key,
@@ -30,6 +33,7 @@ export class MySqlBackend implements LockBackend {
   private readonly queries: MySqlQueries;
   private readonly sql: MySqlStatements;
   private readonly lossListeners = new LossListeners();
+  private readonly semaphores: MySqlSemaphores;
   private closed = false;
 
   constructor(private readonly config: MySqlBackendConfig & { log?: { warn(message: string): void } }) {
@@ -53,11 +57,19 @@ export class MySqlBackend implements LockBackend {
       closed: () => this.closed,
       log,
     });
+    const { queries } = this;
+    this.semaphores = new MySqlSemaphores({
+      sql: this.sql,
+      heartbeatMs: this.heartbeatMs,
+      listener: () => this.doorbell.id,
+      call: queries.call.bind(queries),
+      ring: (rings) => this.ringAll(rings),
+    });
   }
 
   /** See LockBackend.bookkeeping. */
   bookkeeping(): Record<string, string[]> {
-    return { waiters: this.waiters.owners(), busyKeyCache: this.waiters.busyKeyCache() };
+    return { waiters: this.waiters.owners(), busyKeyCache: this.waiters.busyKeyCache(), semaphoreTurns: this.semaphores.waitingOwners() };
   }
 
   /** Create the tables and procedures if absent and start the doorbell, at bootstrap when the database answers. */
@@ -74,9 +86,9 @@ export class MySqlBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
-    if (permitsOf(request) > 1) throw new InvalidLockOptionsError('permits', `the ${this.name} backend does not serve semaphores yet`, `acquire(${JSON.stringify(request.key)})`);
     const { key, owner, ttlMs, queue } = request;
     this.checkKey(key);
+    if (permitsOf(request) > 1) return this.semaphores.acquire({ ...request, permits: permitsOf(request) });
     if (queue && this.waiters.hasHandOff(owner)) {
       const granted = this.takeHandOff(key, owner, ttlMs, Math.min(ttlMs, request.validityMs ?? ttlMs));
       if (granted) return granted;
@@ -106,6 +118,11 @@ export class MySqlBackend implements LockBackend {
       throw error;
     }
     this.wake(row.wake, row.body);
+    // A semaphore holds or awaits the key (found only here, off the uncontended path).
+    if (row.permits !== null && row.permits !== undefined) {
+      this.waiters.forget(owner);
+      throw permitsMismatch(key, Number(row.permits), 1);
+    }
     if (Number(row.acquired) === 1) {
       this.waiters.forget(owner);
       return { acquired: true, token: BigInt(text(row.token)) };
@@ -135,16 +152,19 @@ export class MySqlBackend implements LockBackend {
   }
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
-  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, _hold?: HoldKind): Promise<void> {
+  waitForTurn(_key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
+    if (permitsOf(hold) > 1) return this.semaphores.waitForTurn(owner, timeoutMs, signal);
     return this.waiters.wait(owner, Math.min(timeoutMs, this.heartbeatMs), signal);
   }
 
-  async extend(key: string, owner: string, ttlMs: number, _hold?: HoldKind): Promise<boolean> {
+  async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphores.extend(key, owner, ttlMs);
     const [header] = await this.queries.call('extend', key, this.sql.extend, [Math.ceil(ttlMs * 1000), bytes(key), bytes(owner)]);
     return matchedRows(header as MySqlResultHeader) === 1;
   }
 
-  async release(key: string, owner: string, _hold?: HoldKind): Promise<boolean> {
+  async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
+    if (permitsOf(hold) > 1) return this.semaphores.release(key, owner);
     const queued = this.waiters.isQueued(owner);
     this.waiters.forget(owner);
     const k = bytes(key);
@@ -187,6 +207,7 @@ export class MySqlBackend implements LockBackend {
     refuseUnstorable(key, `${this.name} backend, inspect(${JSON.stringify(key)})`);
     const row = firstRow(await this.queries.call('inspect', key, this.sql.inspect, [bytes(key)]));
     if (row.token === undefined) return null;
+    if (text(row.owner) === SEMAPHORE_MARK) return this.semaphores.inspect(key);
     return { remainingMs: Number(row.remaining_ms), waiters: Number(row.waiters), token: BigInt(text(row.token)), owner: text(row.owner) };
   }
 
@@ -201,6 +222,7 @@ export class MySqlBackend implements LockBackend {
     const row = firstRow(await this.queries.call('forceRelease', key, this.sql.forceRelease, [bytes(key), this.doorbell.id]));
     this.wake(row.wake, row.body);
     this.wake(row.lost, row.lost_body);
+    this.ringAll(row.rings);
     return row.owner === null || row.owner === undefined ? undefined : text(row.owner);
   }
 
@@ -242,8 +264,15 @@ export class MySqlBackend implements LockBackend {
     else this.doorbell.ring(id);
   }
 
+  /** Ring every listener of a procedure's comma-separated list (ours too: a semaphore mails our own waiters). */
+  private ringAll(rings: unknown): void {
+    if (rings === null || rings === undefined) return;
+    for (const id of text(rings).split(',')) if (/^\d+$/.test(id)) this.doorbell.ring(Number(id), true);
+  }
+
   /** A mail line: a hand-off "<owner> <ms> <token>" or a forced release "!lost <owner>". */
   private mail(body: string): void {
+    if (body.startsWith(SEMAPHORE_TURN)) return this.semaphores.turns.wake(body.slice(SEMAPHORE_TURN.length));
     if (body.startsWith(LOST)) {
       const owner = body.slice(LOST.length);
       // A hand-off to it not yet started on is void too (the key went on to the next waiter).

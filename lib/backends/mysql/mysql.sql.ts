@@ -24,6 +24,7 @@
  * table (emptied when the server restarts) keyed by `@@server_id`: a connection id from before a
  * restart, or from another server, is never killed.
  */
+import { forceSemaphore, livePermits, semaphoreProcedures, semaphoreTables, SEMAPHORE_MARK } from './mysql-semaphore.sql.js';
 import type { MySqlNames } from './mysql-sql.util.js';
 
 const ms = (column: string): string => `INTERVAL ${column} * 1000 MICROSECOND`;
@@ -128,6 +129,7 @@ export function tableStatements(n: MySqlNames): string[] {
       conn_id BIGINT UNSIGNED NOT NULL,
       PRIMARY KEY (server_id, conn_id)
     ) ENGINE=MEMORY`,
+    ...semaphoreTables(n),
   ];
 }
 
@@ -135,17 +137,31 @@ export function tableStatements(n: MySqlNames): string[] {
 export function procedureStatements(n: MySqlNames): Record<string, string> {
   const header = (name: string, params: string): string => `CREATE PROCEDURE ${name}(${params}) SQL SECURITY INVOKER MODIFIES SQL DATA`;
   return {
+    ...semaphoreProcedures(n, { header, variables: VARIABLES, begin: BEGIN, lockKeyRow: lockKeyRow(n) }),
     // (acquired, token, holder_ms, wake, body). Ours already (a hand-off's claim, a refresh):
     // the ttl from now. Free: to the head waiter if it is not us (then we queue), else ours.
     // Busy: queue (p_queue) and answer the holder's token (every token issued on the key before
     // this answer is at most it) and what is left of its lease.
     [n.acquire]: `${header(n.acquire, 'IN p_key VARBINARY(3072), IN p_owner VARBINARY(255), IN p_ttl_ms BIGINT, IN p_queue TINYINT, IN p_life_ms BIGINT, IN p_listener BIGINT UNSIGNED')}
-proc: BEGIN${VARIABLES}${BEGIN}${lockKeyRow(n)}
+proc: BEGIN${VARIABLES}
+  DECLARE v_permits INT DEFAULT NULL;${BEGIN}${lockKeyRow(n)}
+  IF v_owner = '${SEMAPHORE_MARK}' THEN
+    DELETE FROM ${n.semHeld} WHERE key_hash = v_hash AND expires_at <= v_now;
+    DELETE FROM ${n.semQueue} WHERE key_hash = v_hash AND expires_at <= v_now;
+    SET v_permits = ${livePermits(n)};
+    IF v_permits IS NOT NULL THEN
+      -- A semaphore holds or awaits the key: the caller is refused, nothing is written.
+      COMMIT;
+      SELECT 0 AS acquired, NULL AS token, NULL AS holder_ms, 0 AS wake, NULL AS body, v_permits AS permits;
+      LEAVE proc;
+    END IF;
+    SET v_expires = v_now; -- a mark nothing lives under: the key is free
+  END IF;
   IF v_expires > v_now AND v_owner = p_owner THEN
     UPDATE ${n.held} SET expires_at = v_now + ${ms('p_ttl_ms')}, listener = p_listener WHERE key_hash = v_hash;
     DELETE FROM ${n.queue} WHERE key_hash = v_hash AND owner = p_owner;
     COMMIT;
-    SELECT 1 AS acquired, CAST(v_token AS CHAR) AS token, NULL AS holder_ms, 0 AS wake, NULL AS body;
+    SELECT 1 AS acquired, CAST(v_token AS CHAR) AS token, NULL AS holder_ms, 0 AS wake, NULL AS body, NULL AS permits;
     LEAVE proc;
   END IF;
   IF v_expires <= v_now THEN
@@ -157,7 +173,7 @@ proc: BEGIN${VARIABLES}${BEGIN}${lockKeyRow(n)}
         VALUES (v_hash, p_key, p_owner, v_now + ${ms('p_ttl_ms')}, EXISTS (SELECT 1 FROM ${n.queue} WHERE key_hash = v_hash), p_listener);
       SET v_token = LAST_INSERT_ID();
       COMMIT;
-      SELECT 1 AS acquired, CAST(v_token AS CHAR) AS token, NULL AS holder_ms, 0 AS wake, NULL AS body;
+      SELECT 1 AS acquired, CAST(v_token AS CHAR) AS token, NULL AS holder_ms, 0 AS wake, NULL AS body, NULL AS permits;
       LEAVE proc;
     END IF;
     ${handOff(n)}
@@ -168,7 +184,7 @@ proc: BEGIN${VARIABLES}${BEGIN}${lockKeyRow(n)}
     UPDATE ${n.held} SET waiting = 1 WHERE key_hash = v_hash AND waiting = 0;
   END IF;
   COMMIT;
-  SELECT 0 AS acquired, CAST(v_token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000) AS holder_ms, v_wake AS wake, v_body AS body;
+  SELECT 0 AS acquired, CAST(v_token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000) AS holder_ms, v_wake AS wake, v_body AS body, NULL AS permits;
 END`,
     // (held, wake, body): held = p_owner held the key live. Leaves the queue either way; a key it
     // frees (or finds expired) goes to the next live waiter.
@@ -177,7 +193,7 @@ proc: BEGIN${VARIABLES}${BEGIN}
   SELECT owner, expires_at INTO v_owner, v_expires FROM ${n.held} WHERE key_hash = v_hash FOR UPDATE;
   SET v_now = UTC_TIMESTAMP(6);
   DELETE FROM ${n.queue} WHERE key_hash = v_hash AND owner = p_owner;
-  IF v_owner IS NULL OR (v_owner <> p_owner AND v_expires > v_now) THEN
+  IF v_owner IS NULL OR v_owner = '${SEMAPHORE_MARK}' OR (v_owner <> p_owner AND v_expires > v_now) THEN
     COMMIT;
     SELECT 0 AS held, 0 AS wake, NULL AS body;
     LEAVE proc;
@@ -192,12 +208,21 @@ END`,
     [n.forceRelease]: `${header(n.forceRelease, 'IN p_key VARBINARY(3072), IN p_listener BIGINT UNSIGNED')}
 proc: BEGIN${VARIABLES}
   DECLARE v_victim VARBINARY(255);
-  DECLARE v_lost BIGINT UNSIGNED DEFAULT 0;${BEGIN}
+  DECLARE v_lost BIGINT UNSIGNED DEFAULT 0;
+  DECLARE v_permits INT DEFAULT NULL;
+  DECLARE v_free INT DEFAULT 0;
+  DECLARE v_rings VARCHAR(4000) DEFAULT NULL;${BEGIN}
   SELECT owner, expires_at, listener INTO v_owner, v_expires, v_listener FROM ${n.held} WHERE key_hash = v_hash FOR UPDATE;
   SET v_now = UTC_TIMESTAMP(6);
   IF v_owner IS NULL OR v_expires <= v_now THEN
     COMMIT;
-    SELECT NULL AS owner, 0 AS wake, NULL AS body, 0 AS lost, NULL AS lost_body;
+    SELECT NULL AS owner, 0 AS wake, NULL AS body, 0 AS lost, NULL AS lost_body, NULL AS rings;
+    LEAVE proc;
+  END IF;
+  IF v_owner = '${SEMAPHORE_MARK}' THEN
+    ${forceSemaphore(n)}
+    COMMIT;
+    SELECT v_victim AS owner, 0 AS wake, NULL AS body, 0 AS lost, NULL AS lost_body, v_rings AS rings;
     LEAVE proc;
   END IF;
   SET v_victim = v_owner;
@@ -209,7 +234,7 @@ proc: BEGIN${VARIABLES}
     END IF;
   END IF;
   COMMIT;
-  SELECT v_victim AS owner, v_wake AS wake, v_body AS body, v_lost AS lost, CONCAT('!lost ', v_victim) AS lost_body;
+  SELECT v_victim AS owner, v_wake AS wake, v_body AS body, v_lost AS lost, CONCAT('!lost ', v_victim) AS lost_body, NULL AS rings;
 END`,
   };
 }
