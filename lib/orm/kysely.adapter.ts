@@ -5,7 +5,7 @@ import { checkDialect, checkHandle, ormClient, type OrmAnswer, type OrmClientOf 
 export interface KyselyCompiledQueryLike {
   readonly sql: string;
   readonly parameters: readonly unknown[];
-  readonly query: { readonly kind: 'RawNode'; readonly sqlFragments: readonly string[]; readonly parameters: readonly unknown[] };
+  readonly query: { readonly kind: 'RawNode'; readonly sqlFragments: readonly string[]; readonly parameters: readonly never[] };
   readonly queryId: { readonly queryId: string };
 }
 

@@ -21,14 +21,15 @@ export interface MikroOrmEntityManagerLike {
  *
  * - Statements run on the entity manager's transaction (the fork `em.transactional(async (em) =>
  *   …)` hands you, or after `em.begin()`): `raw(sql, values)` of its Knex transaction, with the
- *   values as bound parameters (a PostgreSQL statement's `$1`…`$n` become Knex's `?`). Not through
- *   `em.execute()`: it writes the values into the text as literals, and on PostgreSQL Knex then
- *   turns a `?` inside a string value into `$1` (a value `'a?b'` is stored as `'a$1b'`).
+ *   values as bound parameters (a PostgreSQL statement's `$1`…`$n` become Knex's `?`), as `pg` and
+ *   `mysql2` bind them for the fences. Not through `em.execute()`: it writes the values into the
+ *   text as literals, and an array value becomes a list (`SELECT ?` with `[[1, 2]]` runs
+ *   `SELECT 1, 2`), where a bound parameter is one value (a PostgreSQL array).
  *   Outside a transaction, on `em.getKnex()`: each statement may take another pooled connection.
  * - Transaction status: `em.isInTransaction()` — `'T'` or `'I'`.
  * - MySQL: the header is mysql2's, `info` ("Rows matched") included.
- * - Errors are the driver's (`pg`, `mysql2`), unchanged; MikroORM's `em.execute()` would have
- *   converted them into its `DriverException`s.
+ * - Errors are the driver's (`pg`, `mysql2`; Knex puts the statement before the message), not
+ *   MikroORM's `DriverException`s, which only `em.execute()` makes; passed through unchanged.
  * - MikroORM 7 runs on Kysely, not Knex: untested here (it needs Node.js 22).
  *
  * @example

@@ -24,7 +24,7 @@ export function describeOrmOnPostgres(name: string, start: (server: PostgresServ
       server = await PostgresServer.start();
       app = await startLockApp({ postgres: { connectionString: server.url } }); // creates the backend's functions
       ({ pool, end: endPool } = closablePool(server));
-      await pool.query('CREATE TABLE orm_accounts (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0, note text)');
+      await pool.query('CREATE TABLE orm_accounts (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0, note text, tags text[])');
       orm = await start(server);
     }, 120_000);
     afterAll(async () => {
@@ -62,8 +62,12 @@ export function describeOrmOnPostgres(name: string, start: (server: PostgresServ
         expect(await refusal(() => elsewhere((client) => txLock.acquire(client, key)))).toBeInstanceOf(LockBusyError);
         return held;
       });
-      const after = await app.locks.tryAcquire(key, { purpose: 'correctness' });
+      const after = await app.locks.tryAcquire(key, { purpose: 'correctness', ttl: 5_000 });
       expect(after?.token).toBeGreaterThan(token);
+      // The other way round: a lease holds the key, the ORM's transaction is busy for the lease's remaining time.
+      const busy = await orm.transaction((db) => refusal(() => txLock.acquire(db, key)));
+      expect(busy).toBeInstanceOf(LockBusyError);
+      expect((busy as LockBusyError).retryAfterMs).toBeGreaterThan(3_000);
       await after?.release();
     });
 
@@ -94,10 +98,11 @@ export function describeOrmOnPostgres(name: string, start: (server: PostgresServ
       const token = await orm.transaction(async (db) => {
         const held = await txLock.acquire(db, key);
         expect(Number((await fence.read(db, id, held)).balance)).toBe(20);
-        await fence.update(db, id, { balance: 30, note: NOTE }, held);
+        await fence.update(db, id, { balance: 30, note: NOTE, tags: ['a', NOTE] }, held); // an array is one value
         return held;
       });
       expect(await row(id)).toEqual({ balance: '30', fence: String(token), note: NOTE });
+      expect((await pool.query('SELECT tags FROM orm_accounts WHERE id = $1', [id])).rows[0].tags).toEqual(['a', NOTE]);
     });
 
     it('leaves nothing on the pooled connection: after a commit, a busy answer and a rollback, the next transaction on it takes the key', async () => {
