@@ -1,4 +1,4 @@
-import { check, checkLeader, checkSemaphore, firstGrantAfter, validityWindows, type HistoryEvent, type Register } from './checker.js';
+import { check, checkLeader, checkSemaphore, firstGrantAfter, tokensAcrossServerFaults, validityWindows, type HistoryEvent, type Register } from './checker.js';
 
 const ev = (t: number, worker: number, e: HistoryEvent['e'], extra: Partial<HistoryEvent> = {}): HistoryEvent => ({ t, worker, e, ...extra });
 
@@ -103,6 +103,26 @@ describe('fault-run checker', () => {
       ev(1200, 2, 'released'),
     ];
     expect(check(killed, [], 1000)).toMatchObject({ overlaps: 0, validityOverlaps: 0, tokenRegressions: 1 });
+  });
+
+  it('holds grants asked for after a server fault to tokens above every token granted before it', () => {
+    // Worker 1 holds 8 (still holding: check() has no ended lease to compare with) when the server is
+    // killed; worker 2 asks after the relaunch. A counter that lost its place issues 6.
+    const run = (after: string, askedAt: number): HistoryEvent[] => [
+      ev(0, 1, 'acquiring'),
+      ev(1, 1, 'acquired', { token: '8' }),
+      ev(askedAt, 2, 'acquiring'),
+      ev(askedAt + 50, 2, 'acquired', { token: after }),
+    ];
+    const fault = { t: 100, end: 1_000, kind: 'kill -9 MariaDB + relaunch' };
+    expect(check(run('6', 1_500), [], 1000).tokenRegressions).toBe(0);
+    expect(tokensAcrossServerFaults(run('6', 1_500), [fault])).toMatchObject({ faults: 1, grantsChecked: 1, regressions: 1, first: { before: '8', after: '6', worker: 2 } });
+    expect(tokensAcrossServerFaults(run('9', 1_500), [fault])).toEqual({ faults: 1, grantsChecked: 1, regressions: 0 });
+    // Asked for before the fault ended: not compared (it may have been granted before the fault).
+    expect(tokensAcrossServerFaults(run('6', 500), [fault])).toEqual({ faults: 0, grantsChecked: 0, regressions: 0 });
+    // Compared across one fault only: the one that ended last before the grant was asked for.
+    const later = { t: 1_200, end: 1_400, kind: 'MariaDB restart' };
+    expect(tokensAcrossServerFaults(run('9', 1_500), [fault, later])).toEqual({ faults: 1, grantsChecked: 1, regressions: 0 });
   });
 
   it('measures how long after a moment the next grant came, to anyone', () => {

@@ -77,6 +77,8 @@ export interface CheckResult {
   /** Of those, the pairs where the earlier holder's lease was never signalled lost: mutual exclusion broken. */
   unexplainedOverlaps: number;
   lossesSignalled: number;
+  /** Set by the run (it knows the faults): tokens across restarts and kills of the server, see tokensAcrossServerFaults. */
+  acrossServerFaults?: AcrossServerFaults;
   /** Receipt of the loss signal minus the lease's validity end (acquired + ttl), ms. */
   signalDelayP50?: number;
   signalDelayP99?: number;
@@ -213,6 +215,55 @@ export function check(events: HistoryEvent[], register: Register, ttlMs: number)
     signalDelayP50: percentile(delays, 50),
     signalDelayP99: percentile(delays, 99),
   };
+}
+
+export interface AcrossServerFaults {
+  /** Server faults with a grant carrying a token both before they began and asked for after they ended. */
+  faults: number;
+  /** Grants asked for after such a fault ended and before the next one began, each compared. */
+  grantsChecked: number;
+  /** Of those, grants whose token is not above every token granted before the fault began. */
+  regressions: number;
+  /** The first regression: the fault, the highest token before it, the grant after it. */
+  first?: { fault: string; before: string; after: string; worker: number; t: number };
+}
+
+/**
+ * Tokens across faults of the server itself (a restart, a kill -9 and crash recovery): a grant
+ * asked for after the fault had ended was made by the server as it came back, so its token must be
+ * above every token granted (received) before the fault began — a counter that lost its place
+ * would issue one again. Stricter than `check`'s order, which compares with leases already ended.
+ */
+export function tokensAcrossServerFaults(events: HistoryEvent[], faults: FaultEvent[]): AcrossServerFaults {
+  const ordered = [...events].sort((a, b) => a.t - b.t);
+  const out: AcrossServerFaults = { faults: 0, grantsChecked: 0, regressions: 0 };
+  const sorted = faults.filter((f) => f.end !== undefined).sort((a, b) => a.t - b.t);
+  for (const [i, fault] of sorted.entries()) {
+    if (fault.end === undefined) continue;
+    // Grants asked for up to the next such fault: each grant is compared across one fault.
+    const until = sorted[i + 1]?.t ?? Infinity;
+    let before: bigint | undefined;
+    for (const ev of ordered) {
+      if (ev.t >= fault.t) break;
+      if (ev.e === 'acquired' && ev.token !== undefined && (before === undefined || BigInt(ev.token) > before)) before = BigInt(ev.token);
+    }
+    if (before === undefined) continue;
+    const askedAt = new Map<number, number>();
+    let checked = 0;
+    for (const ev of ordered) {
+      if (ev.e === 'acquiring') askedAt.set(ev.worker, ev.t);
+      const asked = askedAt.get(ev.worker) ?? -Infinity;
+      if (ev.e !== 'acquired' || ev.token === undefined || asked <= fault.end || asked >= until) continue;
+      checked += 1;
+      if (BigInt(ev.token) <= before) {
+        out.regressions += 1;
+        out.first ??= { fault: fault.kind, before: before.toString(), after: ev.token, worker: ev.worker, t: ev.t };
+      }
+    }
+    if (checked > 0) out.faults += 1;
+    out.grantsChecked += checked;
+  }
+  return out;
 }
 
 /** ms from `t` to the first grant after it (to anyone), undefined when none came. */

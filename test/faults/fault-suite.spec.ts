@@ -44,17 +44,17 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
         expect(r.lostUpdates).toBe(0);
         expect(r.tokenRegressions).toBe(0);
         expect(r.acknowledgedWrites).toBeGreaterThan(5);
-        if (spec.name === 'etcd-gc-pause' || spec.name === 'pg-holder-faults' || spec.name === 'zk-holder-faults') {
+        if (spec.name === 'etcd-gc-pause' || spec.name === 'pg-holder-faults' || spec.name === 'mysql-holder-faults' || spec.name === 'zk-holder-faults') {
           expect(r.overlaps).toBeGreaterThan(0); // paused holders were overtaken…
           expect(r.staleRejected).toBeGreaterThan(0); // …and their late writes refused
         }
-        // A lease on PostgreSQL is a row no fault here removes before its ttl: two workers are
+        // A lease on PostgreSQL or MySQL is a row no fault here removes before its ttl: two workers are
         // never both told they hold a valid lease, unless the earlier one was told it lost it.
         if (spec.exclusiveValidity) expect(r.unexplainedOverlaps).toBe(0);
         // A holder paused past its ttl (session) learns on SIGCONT; a killed holder's key moves on
         // once its ttl (PostgreSQL, 1 s: measured 0.95 s after the kill) or its session (ZooKeeper,
         // 1 s: measured 1.2 s) has run out.
-        const killBoundMs = ({ 'pg-holder-faults': 3_000, 'zk-holder-faults': 4_000 } as Record<string, number>)[spec.name];
+        const killBoundMs = ({ 'pg-holder-faults': 3_000, 'mysql-holder-faults': 3_000, 'zk-holder-faults': 4_000 } as Record<string, number>)[spec.name];
         if (killBoundMs !== undefined) {
           expect(r.lossesSignalled).toBeGreaterThan(0);
           const kills = run.faults.filter((f) => f.kind.startsWith('kill -9'));
@@ -65,6 +65,16 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
           // Grants resume after each server fault: measured 0.3 s (terminate), 1.7 s (restart), 2.1 s (kill -9).
           expect(new Set(run.faults.map((f) => f.kind)).size).toBe(3);
           for (const fault of run.faults) expect(firstGrantAfter(run.history, fault.end!)).toBeLessThan(5_000);
+        }
+        if (spec.name === 'mysql-server') {
+          expect(new Set(run.faults.map((f) => f.kind)).size).toBe(3);
+          for (const fault of run.faults) expect(firstGrantAfter(run.history, fault.end!)).toBeLessThan(5_000);
+          // The AUTO_INCREMENT the tokens come from kept its place across the restart and the kill -9:
+          // grants asked for after each were compared with every token before it (and none went back).
+          const across = r.acrossServerFaults!;
+          expect({ regressions: across.regressions, first: across.first }).toEqual({ regressions: 0, first: undefined });
+          expect(across.faults).toBeGreaterThanOrEqual(2);
+          expect(across.grantsChecked).toBeGreaterThan(0);
         }
         if (spec.name === 'redlock-masters') {
           // Every kind of fault happened, while a holder worked.
@@ -87,8 +97,8 @@ describe('fault suite: no stale write accepted, no acknowledged update lost', ()
             expect(resumed).toBeLessThan(3_000);
           }
         }
-        if (spec.name === 'pg-network') {
-          // The write sent into the blackhole reached PostgreSQL after the heal, and PgFence refused it.
+        if (spec.name === 'pg-network' || spec.name === 'mysql-network') {
+          // The write sent into the blackhole reached the server after the heal, and the fence refused it.
           expect(run.history.filter((e) => e.e === 'write-stale' && e.reason === 'late').length).toBeGreaterThan(0);
         }
       }

@@ -5,15 +5,17 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { DistributedLockModule, DistributedLockService, PgFence, RedisFence, StaleFencingTokenError, type Lease } from '../../lib/index.js';
+import { DistributedLockModule, DistributedLockService, MySqlFence, PgFence, RedisFence, StaleFencingTokenError, type Lease, type MySqlQueryable } from '../../lib/index.js';
 import type { HistoryEvent } from './checker.js';
+import { MYSQL_REGISTER_TABLE } from './mysql-register.js';
 import { PG_REGISTER_TABLE } from './pg-register.js';
 import { wallNow } from '../simulation/clock.js';
 
 export interface FaultWorkerConfig {
   id: number;
-  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper' | 'redlock';
+  backend: 'etcd' | 'redis' | 'postgres' | 'mysql' | 'zookeeper' | 'redlock';
   fenced: boolean;
   /** ZooKeeper scenarios: the connection string and the session timeout to ask for. */
   zookeeper?: string;
@@ -27,6 +29,8 @@ export interface FaultWorkerConfig {
   registerRedisUrl?: string;
   /** PostgreSQL scenarios: the lock backend and the register table are in this one database. */
   postgresUrl?: string;
+  /** MySQL scenarios (MariaDB): the lock backend and the register table are in this one database. */
+  mysqlUrl?: string;
   key: string;
   register: string;
   ttl: number;
@@ -57,7 +61,7 @@ const OUTCOME_MS = 1_000;
 /** The register as a worker sees it: reads and writes guarded by its lease's token when fenced. */
 interface Register {
   read(token: bigint | undefined): Promise<string | null>;
-  /** `late`: told the outcome of a write that timed out, if it arrives (PostgreSQL only). */
+  /** `late`: told the outcome of a write that timed out, if it arrives (PostgreSQL and MySQL only). */
   write(value: string, token: bigint | undefined, late: (outcome: 'write-ok' | 'write-stale') => void): Promise<void>;
   close(): Promise<void>;
 }
@@ -117,6 +121,37 @@ function postgresRegister(config: FaultWorkerConfig): Register {
 }
 
 /**
+ * The register as a row of MYSQL_REGISTER_TABLE, read and written through MySqlFence on a mysql2
+ * pool (each statement commits alone: the UPDATE's own guard is the check). As on PostgreSQL, a
+ * call that times out here is not cancelled: its statements may reach the server late — the fence
+ * must refuse them.
+ */
+function mysqlRegister(config: FaultWorkerConfig): Register {
+  const pool = mysql.createPool({ uri: config.mysqlUrl!, connectionLimit: 4, connectTimeout: OUTCOME_MS });
+  (pool as unknown as { on(event: string, f: () => void): void }).on('error', () => undefined);
+  const db = pool as unknown as MySqlQueryable;
+  const fence = new MySqlFence({ table: MYSQL_REGISTER_TABLE });
+  return {
+    read: async (token) => (await withinOutcome(fence.read(db, config.register, token!))).v as string,
+    write: async (value, token, late) => {
+      const applying = fence.update(db, config.register, { v: value }, token!);
+      try {
+        await withinOutcome(applying);
+      } catch (error) {
+        if (error instanceof OutcomeUnknownError) {
+          applying.then(
+            () => late('write-ok'),
+            (lateError: unknown) => lateError instanceof StaleFencingTokenError && late('write-stale'),
+          );
+        }
+        throw error;
+      }
+    },
+    close: () => Promise.race([pool.end(), sleep(2_000)]),
+  };
+}
+
+/**
  * The lock Redis' client: the module's own ioredis from the URL, or (FAULT_REDIS_CLIENT, `npm run
  * test:faults` with it set) the application's node-redis or iovalkey client.
  */
@@ -140,6 +175,7 @@ async function lockOptions(config: FaultWorkerConfig): Promise<Parameters<typeof
   if (config.backend === 'etcd') return { etcd: { hosts: config.etcdHosts!, sessionTtlSeconds: config.sessionTtlSeconds ?? 1, commandTimeoutMs: 1_000 } };
   if (config.backend === 'zookeeper') return { zookeeper: { connectionString: config.zookeeper!, sessionTimeoutMs: config.zkSessionMs ?? 1_000, commandTimeoutMs: 1_000, connectTimeoutMs: 2_000 } };
   if (config.backend === 'postgres') return { postgres: { connectionString: config.postgresUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
+  if (config.backend === 'mysql') return { mysql: { uri: config.mysqlUrl!, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 } };
   if (config.backend === 'redlock') return { redlock: { urls: config.redlockUrls! } };
   return { redis: await redisOptions(config.lockRedisUrl!) };
 }
@@ -151,7 +187,7 @@ async function main(): Promise<void> {
   class WorkerModule {}
   const app = await NestFactory.createApplicationContext(WorkerModule, { logger: false });
   const locks = app.get(DistributedLockService);
-  const register = config.backend === 'postgres' ? postgresRegister(config) : redisRegister(config);
+  const register = config.backend === 'postgres' ? postgresRegister(config) : config.backend === 'mysql' ? mysqlRegister(config) : redisRegister(config);
   const purpose = config.backend === 'redis' || config.backend === 'redlock' ? 'efficiency' : 'correctness';
 
   let stopping = false;

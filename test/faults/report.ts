@@ -7,7 +7,7 @@ const fmt = (n: number | undefined): string => (n === undefined ? '–' : String
 
 /** A readable table: one row per scenario. */
 export function summaryTable(results: ScenarioResult[]): string {
-  const head = ['scenario', 'acq', 'acked', 'unknown', 'stale rejected', 'STALE ACCEPTED', 'token regr.', 'LOST', 'overlaps', 'valid overlaps (unexpl.)', 'losses', 'signal delay p50/p99 ms'];
+  const head = ['scenario', 'acq', 'acked', 'unknown', 'stale rejected', 'STALE ACCEPTED', 'token regr.', 'across server faults (grants/regr.)', 'LOST', 'overlaps', 'valid overlaps (unexpl.)', 'losses', 'signal delay p50/p99 ms'];
   const rows = results.map(({ spec, result: r }) => [
     spec.name + (spec.negativeControl ? ' (control)' : ''),
     r.acquisitions,
@@ -16,6 +16,7 @@ export function summaryTable(results: ScenarioResult[]): string {
     r.staleRejected,
     r.staleAccepted,
     spec.backend === 'redis' || spec.backend === 'redlock' ? '–' : r.tokenRegressions,
+    r.acrossServerFaults?.faults ? `${r.acrossServerFaults.grantsChecked}/${r.acrossServerFaults.regressions}` : '–',
     r.lostUpdates,
     r.overlaps,
     `${r.validityOverlaps} (${r.unexplainedOverlaps})`,

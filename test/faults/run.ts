@@ -24,7 +24,8 @@ async function main(): Promise<void> {
         run.spec.name = rounds > 1 ? `${spec.name}#${round}` : spec.name;
         results.push(run);
         const r = run.result;
-        console.log(`${run.spec.name}: ${r.acquisitions} acquisitions, ${r.staleRejected} stale refused, ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.overlaps} overlaps, ${r.validityOverlaps} of validity (${r.unexplainedOverlaps} unexplained) (${((Date.now() - started) / 1000).toFixed(0)} s)`);
+        const across = r.acrossServerFaults && r.acrossServerFaults.faults > 0 ? `, tokens across ${r.acrossServerFaults.faults} server faults: ${r.acrossServerFaults.grantsChecked} grants compared, ${r.acrossServerFaults.regressions} went back` : '';
+        console.log(`${run.spec.name}: ${r.acquisitions} acquisitions, ${r.staleRejected} stale refused, ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.tokenRegressions} token regressions, ${r.overlaps} overlaps, ${r.validityOverlaps} of validity (${r.unexplainedOverlaps} unexplained)${across} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
         if (run.semaphore) {
           const m = run.semaphore;
           console.log(`  semaphore (permits ${m.permits}): ${m.acquisitions} acquisitions, over-admission ${m.overAdmission} (max ${m.maxHolders} holders valid at once; control at permits−1: ${m.overAdmissionAtPermitsMinus1}), ${m.actedAfterExpiry} paused holders acting after expiry, ${m.lossesSignalled} losses signalled, token duplicates ${m.tokenDuplicates}, regressions ${m.tokenRegressions}`);
@@ -42,7 +43,7 @@ async function main(): Promise<void> {
         }
         if (spec.negativeControl && r.overlaps === 0) problems.push(`${run.spec.name}: the negative control showed no overlap`);
         if (!spec.negativeControl && (r.staleAccepted > 0 || r.lostUpdates > 0 || r.tokenRegressions > 0)) {
-          problems.push(`${run.spec.name}: ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.tokenRegressions} token regressions`);
+          problems.push(`${run.spec.name}: ${r.staleAccepted} stale accepted, ${r.lostUpdates} lost, ${r.tokenRegressions} token regressions${r.acrossServerFaults?.first ? ` (across a server fault: ${JSON.stringify(r.acrossServerFaults.first)})` : ''}`);
         }
         if (spec.exclusiveValidity && r.unexplainedOverlaps > 0) {
           problems.push(`${run.spec.name}: ${r.unexplainedOverlaps} overlaps of validity windows with no loss signalled (two holders told they were valid)`);

@@ -3,12 +3,14 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { wallNow } from '../simulation/clock.js';
+import { MariaDbServer } from '../harness/mariadb.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { ensureBinary, EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { ZooKeeperServer } from '../harness/zookeeper.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
-import { check, checkLeader, checkSemaphore, type CheckResult, type FaultEvent, type HistoryEvent, type LeaderResult, type Register, type SemaphoreResult } from './checker.js';
+import { check, checkLeader, checkSemaphore, tokensAcrossServerFaults, type CheckResult, type FaultEvent, type HistoryEvent, type LeaderResult, type Register, type SemaphoreResult } from './checker.js';
 import type { FaultWorkerConfig } from './fault-worker.js';
+import { createMySqlDatabase, createMySqlRegister, mysqlUrl, readMySqlRegister } from './mysql-register.js';
 import { createPgRegister, readPgRegister } from './pg-register.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/faults/fault-worker.js');
@@ -38,6 +40,8 @@ export interface FaultServers {
   registerRedis: RedisServer;
   /** The PostgreSQL scenarios' database: their lock backend and their register table both. */
   postgres: PostgresServer;
+  /** The MySQL scenarios' MariaDB (database `ndl`): their lock backend and their register table both. */
+  mysql: MariaDbServer;
   /** The ZooKeeper scenarios' lock server (their register is the register Redis, fenced). */
   zookeeper: ZooKeeperServer;
   /** The Redlock scenarios' five independent masters, without persistence (their register is the register Redis, unfenced). */
@@ -45,25 +49,28 @@ export interface FaultServers {
   stop(): Promise<void>;
 }
 
-/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL, a ZooKeeper, five Redlock masters. */
+/** A 3-member etcd cluster (fast elections), a lock Redis without persistence, a register Redis, a PostgreSQL, a MariaDB, a ZooKeeper, five Redlock masters. */
 export async function startFaultServers(): Promise<FaultServers> {
-  const [etcd, lockRedis, registerRedis, postgres, zookeeper, redlockMasters] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, postgres, mysql, zookeeper, redlockMasters] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start(),
     RedisServer.start(),
     PostgresServer.start(),
+    MariaDbServer.start(),
     ZooKeeperServer.start(),
     Promise.all(Array.from({ length: 5 }, () => RedisServer.start())),
   ]);
+  await createMySqlDatabase(mysql);
   return {
     etcd,
     lockRedis,
     registerRedis,
     postgres,
+    mysql,
     zookeeper,
     redlockMasters,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop(), zookeeper.stop(), ...redlockMasters.map((m) => m.stop())]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), postgres.stop(), mysql.stop(), zookeeper.stop(), ...redlockMasters.map((m) => m.stop())]);
     },
   };
 }
@@ -77,7 +84,7 @@ export interface WorkerHandle {
 export interface FaultContext {
   servers: FaultServers;
   workers: WorkerHandle[];
-  /** Proxies in front of the proxied worker's etcd members and register Redis, or its PostgreSQL. */
+  /** Proxies in front of the proxied worker's etcd members and register Redis, or its PostgreSQL or MariaDB. */
   proxies: TcpProxy[];
   spec: ScenarioSpec;
   deadline: number;
@@ -127,7 +134,7 @@ export async function cycles(ctx: FaultContext, quietMs: number, steps: Step[]):
 export interface ScenarioSpec {
   name: string;
   description: string;
-  backend: 'etcd' | 'redis' | 'postgres' | 'zookeeper' | 'redlock';
+  backend: 'etcd' | 'redis' | 'postgres' | 'mysql' | 'zookeeper' | 'redlock';
   fenced: boolean;
   /**
    * Two workers must never be told their leases are valid at once, unless the earlier one was
@@ -151,7 +158,7 @@ export interface ScenarioSpec {
   workMs: number;
   /** Worker 0 runs under faketime with this spec (e.g. '+0 x0.5': its clock runs at half speed). */
   skew?: string;
-  /** Worker 0 reaches etcd or ZooKeeper and the register (or its PostgreSQL) through TCP proxies. */
+  /** Worker 0 reaches etcd or ZooKeeper and the register (or its PostgreSQL or MariaDB) through TCP proxies. */
   proxied?: boolean;
   faults(ctx: FaultContext): Promise<void>;
 }
@@ -182,10 +189,12 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
   const proxies: TcpProxy[] = [];
   if (spec.proxied) {
     const lockHosts = spec.backend === 'zookeeper' ? [servers.zookeeper.connectionString] : servers.etcd.hosts;
-    const targets = spec.backend === 'postgres' ? [`127.0.0.1:${servers.postgres.port}`] : [...lockHosts, `127.0.0.1:${servers.registerRedis.port}`];
+    const sqlPort = spec.backend === 'postgres' ? servers.postgres.port : spec.backend === 'mysql' ? servers.mysql.port : undefined;
+    const targets = sqlPort !== undefined ? [`127.0.0.1:${sqlPort}`] : [...lockHosts, `127.0.0.1:${servers.registerRedis.port}`];
     for (const host of targets) proxies.push(await TcpProxy.start(Number(host.split(':')[1])));
   }
   if (spec.backend === 'postgres') await createPgRegister(servers.postgres, registerName);
+  if (spec.backend === 'mysql') await createMySqlRegister(servers.mysql, registerName);
   const workers: WorkerHandle[] = [];
   const spawnWorker = async (index: number): Promise<WorkerHandle> => {
     const viaProxy = spec.proxied && index === 0;
@@ -200,6 +209,7 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
       redlockUrls: servers.redlockMasters.map((m) => m.url),
       registerRedisUrl: viaProxy ? `redis://${proxies[proxies.length - 1].endpoint}` : servers.registerRedis.url,
       postgresUrl: `postgres://${servers.postgres.user}@${pgHost}/${servers.postgres.database}`,
+      mysqlUrl: mysqlUrl(servers.mysql, viaProxy && spec.backend === 'mysql' ? proxies[0].endpoint : undefined),
       zookeeper: viaProxy && spec.backend === 'zookeeper' ? proxies[0].endpoint : servers.zookeeper.connectionString,
       zkSessionMs: spec.ttl,
       key,
@@ -335,14 +345,27 @@ export async function runScenario(spec: ScenarioSpec, servers: FaultServers): Pr
     await Promise.all(proxies.map((p) => p.close()));
   }
 
-  const register = spec.backend === 'postgres' ? await readPgRegister(servers.postgres, registerName) : await readRedisRegister(servers, registerName, spec.fenced);
+  const register =
+    spec.backend === 'postgres'
+      ? await readPgRegister(servers.postgres, registerName)
+      : spec.backend === 'mysql'
+        ? await readMySqlRegister(servers.mysql, registerName)
+        : await readRedisRegister(servers, registerName, spec.fenced);
   const { faults: specFaults, ...specRest } = spec;
   void specFaults;
-  const result: ScenarioResult = { spec: specRest, result: check(history, register, spec.ttl), faults, history, register, elapsedMs: now() };
+  const checked = check(history, register, spec.ttl);
+  // Tokens across a server fault (a restart, a kill -9 of the server or of an etcd member): a grant
+  // asked for after it had ended must be above every token granted before it began.
+  checked.acrossServerFaults = tokensAcrossServerFaults(history, faults.filter(isServerFault));
+  checked.tokenRegressions += checked.acrossServerFaults.regressions;
+  const result: ScenarioResult = { spec: specRest, result: checked, faults, history, register, elapsedMs: now() };
   if (spec.mode === 'semaphore') result.semaphore = checkSemaphore(history, spec.ttl, spec.permits ?? 1);
   if (spec.mode === 'leader') result.leader = checkLeader(history, spec.ttl, faults);
   return result;
 }
+
+/** A fault of the lock server itself (not of a worker, not of the network): what tokens must grow across. */
+const isServerFault = (fault: FaultEvent): boolean => fault.worker === undefined && fault.end !== undefined && /kill -9|restart/i.test(fault.kind);
 
 async function readRedisRegister(servers: FaultServers, registerName: string, fenced: boolean): Promise<Register> {
   const raw = new Redis(servers.registerRedis.url);

@@ -1,3 +1,4 @@
+import { mysqlScenarios } from './mysql-suite.js';
 import { pgScenarios } from './pg-suite.js';
 import { redlockScenarios } from './redlock-suite.js';
 import { leaderScenarios, semaphoreScenarios } from './sem-leader-suite.js';
@@ -132,6 +133,7 @@ export function scenarios(scale = 1): ScenarioSpec[] {
         }),
     },
     ...pgScenarios(scale),
+    ...mysqlScenarios(scale),
     ...zkScenarios(scale),
     ...redlockScenarios(scale),
     ...semaphoreScenarios(scale),
