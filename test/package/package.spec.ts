@@ -62,6 +62,7 @@ interface Outcome {
   maxRunsInOneSecond: number;
   instances: string[];
   testingEntry: string;
+  ormEntry: string;
   conformance: { checks: number; passed: number; failed: string[] };
   sample: { failed: string[]; skipped: string[] };
   board: string[];
@@ -147,7 +148,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
   });
 
   it('holds only what a user needs: the built entries with their types, README, CHANGELOG, LICENSE and package.json', () => {
-    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'dist/lib/board/index.js', 'dist/lib/board/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE', 'package.json']) {
+    for (const needed of ['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/testing/index.js', 'dist/lib/testing/index.d.ts', 'dist/lib/board/index.js', 'dist/lib/board/index.d.ts', 'dist/lib/orm/index.js', 'dist/lib/orm/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE', 'package.json']) {
       expect(files).toContain(needed);
     }
     const strays = files.filter(
@@ -156,9 +157,10 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
     expect(strays).toEqual([]);
     expect(files.filter((f) => /\.spec\.|\/test\/|bench|sample-app/.test(f))).toEqual([]);
     const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing', './board']));
+    expect(Object.keys(manifest.exports)).toEqual(expect.arrayContaining(['.', './testing', './board', './orm']));
     expect(manifest.exports['./testing'].types).toBe('./dist/lib/testing/index.d.ts');
     expect(manifest.exports['./board'].types).toBe('./dist/lib/board/index.d.ts');
+    expect(manifest.exports['./orm'].types).toBe('./dist/lib/orm/index.d.ts');
     // The Node lines it runs on (20.19+, 22, 24, 26: `npm run test:node` runs the suite on each), this one among them.
     expect(manifest.engines.node).toBe('>=20.19');
     const [major, minor] = process.versions.node.split('.').map(Number);
@@ -189,7 +191,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
   });
 
   it.each(consumers.map((c) => [c.name, c] as const))(
-    '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing and board entries work',
+    '%s: compiles, one replica per @Cron tick, a busy controller answers 409, and the testing, board and orm entries work',
     async (_name, consumer) => {
       const dir = await prepared.get(consumer.name)!;
       const emitted = readFileSync(join(dir, 'dist/main.js'), 'utf8');
@@ -206,6 +208,7 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
       expect(outcome.runs).toBeGreaterThanOrEqual(2); // the job ran on its ticks …
       expect(outcome.maxRunsInOneSecond).toBe(1); // … on one replica per tick
       expect(outcome.testingEntry).toBe('sent'); // busy under occupy(), runs once released
+      expect(outcome.ormEntry).toBe('InvalidLockOptionsError:db'); // the orm entry, without any ORM installed
     // verifyLockBackend ships in the testing entry: on MemoryBackend every check it claims passes.
     expect(outcome.conformance.failed).toEqual([]);
     expect(outcome.conformance.passed).toBeGreaterThan(outcome.conformance.checks / 2);

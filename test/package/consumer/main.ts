@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { Controller, Injectable, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Cron, ScheduleModule } from '@nestjs/schedule';
-import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError, MemoryBackend } from 'nest-distributed-lock';
+import { DistributedLock, DistributedLockModule, DistributedLockService, LockBusyError, MemoryBackend, PgFence } from 'nest-distributed-lock';
+import { fromKysely } from 'nest-distributed-lock/orm';
 import { CONFORMANCE_CHECKS, DistributedLockTestingModule, TestingLockBackend, verifyLockBackend } from 'nest-distributed-lock/testing';
 import { DistributedLockBoardModule, type BoardView } from 'nest-distributed-lock/board';
 // docs/samples/simple-redis.backend.ts, copied in: the "Writing a backend" sample, compiled against the packed types.
@@ -47,6 +48,18 @@ function appModule(redisUrl: string) {
   })
   class AppModule {}
   return AppModule;
+}
+
+/**
+ * The orm entry loads with no ORM installed, and a client it made for MySQL is refused by the
+ * published PgFence before any statement (the handle is a stand-in: this project has no Kysely).
+ */
+async function ormEntry(): Promise<string> {
+  const client = fromKysely({ executeQuery: async () => ({ rows: [] }), isTransaction: true }, 'mysql');
+  return new PgFence({ table: 'accounts' }).read(client as never, 'x', 1n).then(
+    () => 'accepted',
+    (error: { name?: string; field?: string }) => `${error.name}:${error.field}`,
+  );
 }
 
 async function testingEntry(): Promise<string> {
@@ -110,6 +123,7 @@ async function main(): Promise<void> {
       maxRunsInOneSecond: Math.max(0, ...perSecond.values()),
       instances: [...new Set(runs.map((r) => r.instance))].sort(),
       testingEntry: await testingEntry(),
+      ormEntry: await ormEntry(),
       conformance: await conformance(),
       sample: await sample(redisUrl),
       board,
