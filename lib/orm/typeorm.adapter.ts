@@ -59,7 +59,8 @@ interface StructuredResult {
 export function fromTypeOrm<D extends SqlDialect>(handle: TypeOrmQueryRunnerLike | TypeOrmEntityManagerLike, dialect: D): OrmClientOf[D] {
   const where = 'fromTypeOrm()';
   checkDialect(dialect, where);
-  const runner = 'isTransactionActive' in (handle ?? {}) ? (handle as TypeOrmQueryRunnerLike) : (handle as TypeOrmEntityManagerLike | undefined)?.queryRunner;
+  const isRunner = typeof handle === 'object' && handle !== null && 'isTransactionActive' in handle;
+  const runner = isRunner ? (handle as TypeOrmQueryRunnerLike) : (handle as TypeOrmEntityManagerLike | undefined)?.queryRunner;
   const source = runner?.dataSource ?? runner?.connection ?? (handle as TypeOrmEntityManagerLike | undefined)?.dataSource ?? (handle as TypeOrmEntityManagerLike | undefined)?.connection;
   if (typeof source?.options?.type !== 'string') {
     throw new InvalidLockOptionsError('handle', 'must be a TypeORM QueryRunner or EntityManager (with its DataSource)', where);
