@@ -8,8 +8,8 @@ const ev = (t: number, w: number, body: SimEventBody, inc = 0): SimEvent => ({ .
 
 /**
  * A correctness lease on key 0: requested, granted (valid `validMs`), released at `relAt` (unless
- * undefined). On the routed backends an efficiency lease has no token; on PostgreSQL and ZooKeeper
- * every lease has one; on Redlock none has.
+ * undefined). On the routed backends an efficiency lease has no token; on PostgreSQL, MySQL and
+ * ZooKeeper every lease has one; on Redlock none has.
  */
 function lease(
   w: number,
@@ -20,9 +20,9 @@ function lease(
   validMs: number,
   relAt?: number,
   purpose: 'correctness' | 'efficiency' = 'correctness',
-  backend?: 'postgres' | 'zookeeper' | 'redlock',
+  backend?: 'postgres' | 'mysql' | 'zookeeper' | 'redlock',
 ): SimEvent[] {
-  const tokened = purpose === 'correctness' || backend === 'postgres' || backend === 'zookeeper';
+  const tokened = purpose === 'correctness' || backend === 'postgres' || backend === 'mysql' || backend === 'zookeeper';
   const out = [
     ev(reqAt, w, { ev: 'req', id, key: 0, purpose, backend, kind: 'acquire', ttl: validMs, wait: 1000 }),
     ev(grantAt, w, { ev: 'grant', id, key: 0, purpose, backend, token: tokened ? token : undefined, V: T + grantAt + validMs, reentrant: false, root: id }),
@@ -31,7 +31,7 @@ function lease(
   return out;
 }
 
-const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok', store: 'etcd' | 'postgres' | 'zookeeper' = 'etcd'): SimEvent =>
+const write = (t: number, w: number, id: string, el: string, token: string, result: 'ok' | 'stale' | 'unknown' | 'refused' = 'ok', store: 'etcd' | 'postgres' | 'mysql' | 'zookeeper' = 'etcd'): SimEvent =>
   ev(t, w, { ev: 'write', id, store, key: 0, el, token, result });
 const pgLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
   lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'postgres');
@@ -291,6 +291,53 @@ describe('simulation checker', () => {
       const leaked = check(input(log({ 'postgres.waiters': 2, 'postgres.busyKeyCache': 1 })));
       expect(kinds(leaked.violations)).toEqual(['5:grown']);
       expect(leaked.violations[0].lock).toBe('postgres.waiters');
+    });
+  });
+
+  describe('MySQL: one lock per key whatever the purpose, its own register, apart from PostgreSQL', () => {
+    const myLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
+      lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'mysql');
+    const myProbes = [...input([]).probes!, { key: 0, purpose: 'correctness' as const, backend: 'mysql' as const, ok: true, elapsedMs: 900 }];
+    const myInput = (events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput =>
+      input(events, { registers: [], probes: myProbes, livenessBoundMs: { ...input([]).livenessBoundMs, 'mysql:0': 5_000 }, ...overrides });
+
+    it('reports both purposes of one key valid at once (one lease row); a PostgreSQL lease on key 0 is another lock', () => {
+      const both = [...myLease(1, 'A', '10', 0, 5, 1_000, undefined, 'efficiency'), ...myLease(2, 'B', '20', 100, 500, 1_000, 900, 'correctness')];
+      const r = check(myInput(both));
+      expect(kinds(r.violations)).toEqual(['1:overlap']);
+      expect(r.violations[0].lock).toBe('mysql:0');
+      expect(r.stats.mysql.grants).toBe(2);
+      expect(r.stats.postgres.grants).toBe(0);
+      const pgProbe = { key: 0, purpose: 'correctness' as const, backend: 'postgres' as const, ok: true, elapsedMs: 900 };
+      const mixed = [...myLease(1, 'A', '10', 0, 5, 1_000, undefined, 'efficiency'), ...pgLease(2, 'B', '5', 100, 500, 1_000, 900, 'correctness')];
+      expect(check(myInput(mixed, { probes: [...myProbes, pgProbe], livenessBoundMs: { ...input([]).livenessBoundMs, 'mysql:0': 5_000, 'postgres:0': 5_000 } })).violations).toEqual([]);
+    });
+
+    it('checks its tokens across both purposes, as one sequence of its own (across a server restart too)', () => {
+      const regression = [...myLease(1, 'A', '20', 0, 5, 100, 50, 'correctness'), ...myLease(2, 'B', '10', 60, 70, 100, 150, 'efficiency')];
+      expect(kinds(check(myInput(regression)).violations)).toEqual(['3:token-regression']);
+      const duplicate = [...myLease(1, 'A', '10', 0, 5, 100, 50, 'efficiency'), ...myLease(2, 'B', '10', 60, 70, 100, 150, 'correctness')];
+      expect(kinds(check(myInput(duplicate)).violations)).toEqual(['3:duplicate-token', '3:token-regression']);
+      const growing = [...myLease(1, 'A', '10', 0, 5, 100, 50, 'efficiency'), ...myLease(2, 'B', '11', 60, 70, 100, 150, 'correctness')];
+      expect(check(myInput(growing)).violations).toEqual([]);
+    });
+
+    it('checks the MySqlFence register apart from the PgFence one, and needs its own probe', () => {
+      const events = [
+        ...myLease(1, 'A', '10', 0, 5, 1_000, 200, 'correctness'),
+        write(100, 1, 'A', 'a', '10', 'ok', 'mysql'),
+        ...myLease(2, 'B', '20', 150, 210, 1_000, 400, 'correctness'),
+        write(300, 2, 'B', 'b', '20', 'ok', 'mysql'),
+        write(350, 1, 'A', 'c', '10', 'stale', 'mysql'),
+      ];
+      const myReg = (list: Array<[string, string]>, store = 'mysql') => ({ registers: [{ store, key: 0, list }] });
+      const ok = check(myInput(events, myReg([['a', '10'], ['b', '20']])));
+      expect(ok.violations).toEqual([]);
+      expect(ok.stats.mysql.writes).toEqual({ ok: 2, stale: 1 });
+      expect(kinds(check(myInput(events, myReg([['b', '20'], ['a', '10']]))).violations)).toEqual(['2:stale-accepted']);
+      expect(kinds(check(myInput(events, myReg([['a', '10'], ['b', '20'], ['c', '10']]))).violations)).toEqual(['2:refused-write-applied', '2:stale-accepted']);
+      expect(kinds(check(myInput(events, myReg([['a', '10'], ['b', '20']], 'postgres'))).violations)).toEqual(['2:register-unread']);
+      expect(kinds(check(myInput(events, { registers: myReg([['a', '10'], ['b', '20']]).registers, probes: input([]).probes })).violations)).toEqual(['4:probe-missing']);
     });
   });
 

@@ -5,7 +5,7 @@
  * checker.spec.ts, each kind of violation included.
  *
  * A lock is `purpose:key` on the routed backends (efficiency: Redis, correctness: etcd),
- * `postgres:key` on PostgreSQL and `zookeeper:key` on ZooKeeper, where a key is one lock whatever
+ * `postgres:key` on PostgreSQL, `mysql:key` on MySQL and `zookeeper:key` on ZooKeeper, where a key is one lock whatever
  * the purpose (one lease row, one line of znodes): its efficiency and correctness leases must
  * exclude each other, and its tokens (every lease there has one) form one sequence; and
  * `redlock:key` on Redlock — one lock per key, efficiency only, no tokens (invariant 1 applies,
@@ -86,7 +86,7 @@ export interface CheckInput {
   registers: Array<{ store: string; key: number; ns?: KeyNs; list: RegisterList | null }>;
   /** Liveness probe answers; undefined if the probe did not run. */
   probes?: Array<{ key: number; purpose: Purpose; backend?: LockBackendName; ns?: KeyNs; ok: boolean; elapsedMs: number; message?: string }>;
-  /** Per lock (`purpose:key`, `postgres:key`, `zookeeper:key`, `redlock:key`): how long after the last worker was gone a fresh instance must get it, ms. */
+  /** Per lock (`purpose:key`, `postgres:key`, `mysql:key`, `zookeeper:key`, `redlock:key`): how long after the last worker was gone a fresh instance must get it, ms. */
   livenessBoundMs: Record<string, number>;
   workers: WorkerEnd[];
   /** Slack for comparing times taken in different processes, ms. */
@@ -142,6 +142,8 @@ export interface CheckStats {
   maxOverlapMs: number;
   /** The PostgreSQL part: leases granted there (reentrant handles included) and PgFence register writes by outcome. */
   postgres: { grants: number; writes: Record<string, number> };
+  /** The MySQL part: leases granted there (reentrant handles included) and MySqlFence register writes by outcome. */
+  mysql: { grants: number; writes: Record<string, number> };
   /** The ZooKeeper part: leases granted there and writes to its (EtcdFence) register by outcome. */
   zookeeper: { grants: number; writes: Record<string, number> };
   /** The Redlock part: leases granted there (efficiency only: no register, no tokens). */
@@ -183,7 +185,7 @@ export const lockId = (purpose: string, key: number, backend?: string, ns?: stri
 const locksOf = (e: { purpose: string; key: number; backend?: string; ns?: string; keys?: number[] }): string[] =>
   e.keys ? e.keys.map((k) => lockId(e.purpose, k, e.backend, e.ns)) : [lockId(e.purpose, e.key, e.backend, e.ns)];
 /** Every lease of a lock on a named backend has a token, whatever its purpose: one sequence per key. */
-const NAMED = /^(?:\w+\/)?(postgres|zookeeper):/;
+const NAMED = /^(?:\w+\/)?(postgres|mysql|zookeeper):/;
 /** A register: `store:key`, or `store:ns/key` for a key of another namespace (the leader's). */
 export const registerId = (store: string, key: number, ns?: string): string => `${store}:${ns ? `${ns}/` : ''}${key}`;
 const EXPECTED_FAILURES = new Set(['LockBusyError', 'LockBackendUnavailableError', 'LeaseLostError', 'AbortError', 'Error']);
@@ -255,6 +257,7 @@ export function check(input: CheckInput): CheckResult {
     maxOverlapMs: 0,
     reasons: {},
     postgres: { grants: 0, writes: {} },
+    mysql: { grants: 0, writes: {} },
     zookeeper: { grants: 0, writes: {} },
     redlock: { grants: 0 },
     sem: { grants: 0, maxHolders: 0 },
@@ -468,7 +471,7 @@ export function check(input: CheckInput): CheckResult {
         break;
       case 'write':
         stats.writes[e.result] = (stats.writes[e.result] ?? 0) + 1;
-        if (e.store === 'postgres' || e.store === 'zookeeper') stats[e.store].writes[e.result] = (stats[e.store].writes[e.result] ?? 0) + 1;
+        if (e.store === 'postgres' || e.store === 'mysql' || e.store === 'zookeeper') stats[e.store].writes[e.result] = (stats[e.store].writes[e.result] ?? 0) + 1;
         if (e.result !== 'ok') reason(`write ${e.result}`, e.message);
         break;
       default:

@@ -14,6 +14,7 @@ export interface InspectorConfig {
   redisUrl: string;
   etcdHosts: string[];
   postgresUrl: string;
+  mysqlUrl: string;
   zookeeperConnectionString: string;
   redlockUrls: string[];
   sessionTtlSeconds: number;
@@ -47,6 +48,7 @@ export async function startInspector(config: InspectorConfig): Promise<Inspector
         redis: { url: config.redisUrl, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 },
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
         postgres: { connectionString: config.postgresUrl, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 },
+        mysql: { uri: config.mysqlUrl, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 },
         zookeeper: { connectionString: config.zookeeperConnectionString, sessionTimeoutMs: config.sessionTtlSeconds * 1_000, connectTimeoutMs: 1_000, commandTimeoutMs: 1_000 },
         redlock: { urls: config.redlockUrls },
         metrics: false,

@@ -62,10 +62,14 @@ describe('simulation plan', () => {
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}`);
     for (const s of ['hold', 'extend', 'read/etcd', 'read/redis', 'write-outer/etcd', 'write-outer/redis', 'nest', 'rmw/etcd/implicit', 'rmw/redis/explicit']) expect(steps).toContain(s);
     for (const shape of ['single', 'stacked', 'inherited', 'observable', 'observable/unsubscribed']) expect(shapes).toContain(shape);
-    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'zk-kill', 'zk-pause', 'redlock-kill', 'redlock-pause', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
+    for (const f of ['delay', 'blackhole', 'pause', 'pause-holder', 'redis-kill', 'etcd-kill', 'pg-kill', 'pg-restart', 'pg-terminate', 'zk-kill', 'zk-pause', 'redlock-kill', 'redlock-pause', 'my-kill', 'my-restart', 'my-kill-sessions', 'my-pause', 'app-restart', 'worker-crash']) expect(faults).toContain(f);
     // PostgreSQL: every kind of call for both purposes, its register both ways, its proxy.
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/postgres`);
     for (const s of ['rmw/postgres/explicit', 'rmw/postgres/implicit', 'rmw/postgres/explicit/tx', 'rmw/postgres/implicit/tx', 'read/postgres', 'write-outer/postgres']) expect(steps).toContain(s);
+    // MySQL (PostgreSQL locks moved there): every kind of call but decorated ones (a declaration keeps its backend), its register both ways, its proxy.
+    for (const kind of ['acquire', 'try', 'using']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/mysql`);
+    for (const purpose of ['efficiency', 'correctness']) expect(ops).not.toContain(`decorated/${purpose}/mysql`);
+    for (const s of ['rmw/mysql/explicit', 'rmw/mysql/implicit', 'rmw/mysql/explicit/tx', 'rmw/mysql/implicit/tx', 'read/mysql', 'write-outer/mysql']) expect(steps).toContain(s);
     // ZooKeeper: the same, with its own EtcdFence register (no transactions there).
     for (const kind of ['acquire', 'try', 'using', 'decorated']) for (const purpose of ['efficiency', 'correctness']) expect(ops).toContain(`${kind}/${purpose}/zookeeper`);
     for (const s of ['rmw/zookeeper/explicit', 'rmw/zookeeper/implicit', 'read/zookeeper', 'write-outer/zookeeper']) expect(steps).toContain(s);
@@ -73,7 +77,7 @@ describe('simulation plan', () => {
     // Redlock: every kind of call, efficiency only (no tokens: no register of its own).
     for (const kind of ['acquire', 'try', 'using', 'abort-wait', 'decorated']) expect(ops).toContain(`${kind}/efficiency/redlock`);
     for (const op of ops) expect(op.endsWith('/correctness/redlock')).toBe(false);
-    for (const t of ['redis', 'etcd', 'postgres', 'zookeeper', 'redlock', 'register']) expect(targets).toContain(t);
+    for (const t of ['redis', 'etcd', 'postgres', 'mysql', 'zookeeper', 'redlock', 'register']) expect(targets).toContain(t);
   });
 
   it('keeps each register to one lock\'s tokens, one purpose per PostgreSQL or ZooKeeper key in a context, and Redlock to efficiency', () => {
@@ -88,11 +92,11 @@ describe('simulation plan', () => {
       for (const s of op.steps) {
         // PgFence registers for PostgreSQL leases only, the ZooKeeper register for ZooKeeper leases
         // only (their tokens and etcd's revisions are different sequences).
-        for (const named of ['postgres', 'zookeeper']) {
+        for (const named of ['postgres', 'mysql', 'zookeeper']) {
           if (s.s === 'rmw' || s.s === 'read') expect(s.store === named).toBe(op.backend === named);
           if (s.s === 'write-outer') expect(s.store === named).toBe(outer?.backend === named);
         }
-        if (s.s === 'rmw' && s.tx) expect(s.store).toBe('postgres');
+        if (s.s === 'rmw' && s.tx) expect(['postgres', 'mysql']).toContain(s.store);
         if (s.s === 'nest') visit(plan, s.op, op);
       }
       if (!outer) return;
@@ -139,7 +143,7 @@ describe('simulation plan', () => {
       for (const control of ['nolock', 'unfenced'] as const) {
         const controlPlan = JSON.stringify(generatePlan({ ...params, seed, control }));
         expect(controlPlan).not.toContain('postgres');
-        expect(controlPlan).not.toMatch(/zookeeper|zk-|redlock/);
+        expect(controlPlan).not.toMatch(/zookeeper|zk-|redlock|mysql|my-/);
       }
     }
     // Mostly a minority of the masters killed, now and then a majority.
@@ -263,7 +267,50 @@ describe('simulation plan', () => {
       for (const control of ['nolock', 'unfenced'] as const) expect(generatePlan({ ...params, seed, control }).edge).toBeUndefined();
     }
     for (const s of ['stepdown', 'stepdown/rival', 'stepdown/work-rmw', 'blocker', 'watch/first', 'watch/other', 'close', 'multi/redis']) expect(seen).toContain(s);
-    for (const b of ['postgres', 'zookeeper', 'efficiency', 'correctness']) for (const kind of ['acquire', 'try', 'using']) expect(seen).toContain(`multi/${b}/${kind}`);
+    for (const b of ['postgres', 'mysql', 'zookeeper', 'efficiency', 'correctness']) for (const kind of ['acquire', 'try', 'using']) expect(seen).toContain(`multi/${b}/${kind}`);
+  });
+
+  it('moves PostgreSQL locks to MySQL per top-level operation, from streams of their own, and adds MySQL faults after the others', () => {
+    let moved = 0;
+    let kept = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      // A decorated call keeps its declaration's backend (the catalog is never moved); so does the semaphore.
+      for (const spec of plan.decorated) expect([spec.backend, spec.backend2]).not.toContain('mysql');
+      expect(plan.primitives!.sem.backend).not.toBe('mysql');
+      // A top-level operation moves whole: its SQL locks are all PostgreSQL or all MySQL (decorated
+      // calls and the leader name, which moves seed-wide, apart).
+      const sqlOf = (op: LockOp, out: Set<string>): Set<string> => {
+        if (op.kind !== 'decorated' && op.ns !== 'leader' && (op.backend === 'postgres' || op.backend === 'mysql')) out.add(op.backend);
+        for (const s of op.steps) if (s.s === 'nest') sqlOf(s.op, out);
+        return out;
+      };
+      for (const op of plan.fibers.flat(2)) {
+        if (op.kind === 'sleep' || op.kind === 'force') continue;
+        const sql = sqlOf(op, new Set());
+        expect(sql.size).toBeLessThanOrEqual(1);
+        if (sql.has('mysql')) moved += 1;
+        if (sql.has('postgres')) kept += 1;
+        if (op.ns === 'leader') expect(op.backend).toBe(plan.primitives!.leader.backend);
+      }
+      // MySQL's faults come after the others in the schedule's indices, each in the run, and the
+      // schedule is in time order.
+      const mine = plan.faults.filter((f) => f.kind.startsWith('my-') || ((f.kind === 'delay' || f.kind === 'blackhole') && f.targets.includes('mysql')));
+      const others = plan.faults.filter((f) => !mine.includes(f));
+      for (const f of mine) for (const o of others) expect(f.index).toBeGreaterThan(o.index);
+      expect(plan.faults.map((f) => f.at)).toEqual([...plan.faults.map((f) => f.at)].sort((a, b) => a - b));
+      // One fault per resource at a time (mariadbd's, and a worker's network with the others').
+      for (const f of mine) {
+        const resource = f.kind.startsWith('my-') ? 'mysql' : `net${'worker' in f ? f.worker : ''}`;
+        for (const o of plan.faults) {
+          if (o === f) continue;
+          const same = resource === 'mysql' ? o.kind.startsWith('my-') : (o.kind === 'delay' || o.kind === 'blackhole') && `net${o.worker}` === resource;
+          if (same) expect(o.at >= f.at + f.dur || f.at >= o.at + o.dur).toBe(true);
+        }
+      }
+    }
+    expect(moved).toBeGreaterThan(50);
+    expect(kept).toBeGreaterThan(50);
   });
 
   it('names the exact replay command, with every non-default parameter', () => {

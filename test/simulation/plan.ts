@@ -4,24 +4,27 @@
  * parameters give the same plan (plan.spec.ts checks it), so a failing seed replays with the same
  * operations and faults — only the timing differs.
  */
+import { fiberToMySql, genMySqlFaults, leaderToMySql } from './plan-mysql.js';
 import { Prng } from './prng.js';
 
 export type Purpose = 'efficiency' | 'correctness';
 /**
  * A fenced register: EtcdFence / RedisFence (for leases of the routed backends), PgFence (for
- * PostgreSQL leases), or 'zookeeper': an EtcdFence register of its own for ZooKeeper leases (their
- * tokens are the ZooKeeper lock's zxids, not etcd revisions: one register per token sequence).
+ * PostgreSQL leases), MySqlFence (for MySQL leases), or 'zookeeper': an EtcdFence register of its
+ * own for ZooKeeper leases (their tokens are the ZooKeeper lock's zxids, not etcd revisions: one
+ * register per token sequence).
  */
-export type Store = 'etcd' | 'redis' | 'postgres' | 'zookeeper';
+export type Store = 'etcd' | 'redis' | 'postgres' | 'mysql' | 'zookeeper';
 /**
  * Where a lock lives: `undefined` routes by purpose (efficiency: Redis, correctness: etcd);
- * 'postgres' or 'zookeeper' names the backend per lock (`backend: …`), both purposes. There a key
+ * 'postgres', 'mysql' or 'zookeeper' names the backend per lock (`backend: …`), both purposes. There a key
  * is one lock whatever the purpose (one lease row, one line of znodes per key): efficiency and
  * correctness leases of a key exclude each other, share one token sequence, and a context holding
  * it for one purpose must not nest the other. 'redlock' (five independent Redis masters) is
  * efficiency only: it issues no tokens and the library refuses `purpose: 'correctness'` there.
+ * MySQL locks are PostgreSQL ones moved there after the plan was drawn (plan-mysql.ts).
  */
-export type LockBackendName = 'postgres' | 'zookeeper' | 'redlock';
+export type LockBackendName = 'postgres' | 'mysql' | 'zookeeper' | 'redlock';
 export type ControlMode = 'nolock' | 'unfenced';
 
 export type Step =
@@ -30,7 +33,7 @@ export type Step =
   | { s: 'extend'; ttl: number }
   /**
    * Fenced read-modify-write of this lease's register: read, think, append one element, write.
-   * `tx` (postgres): the read, the write and COMMIT in one transaction on one connection (the
+   * `tx` (postgres, mysql): the read, the write and COMMIT in one transaction on one connection (the
    * README's way: the read's row lock keeps a newer holder's read waiting); otherwise each
    * statement commits on its own (the fence alone refuses a stale write).
    */
@@ -102,7 +105,7 @@ export interface LockOp {
   /** Index into the key set. */
   key: number;
   purpose: Purpose;
-  /** 'postgres' / 'zookeeper': `backend: …` on the call (decorated: the declaration's, repeated here). */
+  /** 'postgres' / 'mysql' / 'zookeeper' / 'redlock': `backend: …` on the call (decorated: the declaration's, repeated here). */
   backend?: LockBackendName;
   ttl: number;
   wait: number;
@@ -181,6 +184,14 @@ export type Fault =
   | { kind: 'redlock-kill'; at: number; masters: number[]; dur: number }
   /** SIGSTOP of these Redlock masters (1 or 2 of the five) for `dur`; they keep their data. */
   | { kind: 'redlock-pause'; at: number; masters: number[]; dur: number }
+  /** kill -9 of mariadbd (locks and the MySqlFence register), relaunched (crash recovery) after `dur` (plan-mysql.ts). */
+  | { kind: 'my-kill'; at: number; dur: number }
+  /** A clean restart of mariadbd (SIGTERM: every session ends, the same data comes back); `dur` is what the plan reserves for it. */
+  | { kind: 'my-restart'; at: number; dur: number }
+  /** `KILL` of every session of the user (the server stays up): pools, doorbell listeners, open register transactions. */
+  | { kind: 'my-kill-sessions'; at: number; dur: number }
+  /** SIGSTOP of mariadbd for `dur` (its clock, which lease expiries are on, goes on). */
+  | { kind: 'my-pause'; at: number; dur: number }
   /** app.close() while calls wait, then a new app in the same process after `dur`. */
   | { kind: 'app-restart'; at: number; worker: number; dur: number }
   /** kill -9 of the worker process, a new one after `dur`. */
@@ -188,10 +199,11 @@ export type Fault =
 
 export type FaultKind = Fault['kind'];
 /**
- * 'postgres' / 'zookeeper': those lock backends' connections; 'redlock': the worker's connections
- * to all five Redlock masters; 'register': every register client (Redis, etcd, PostgreSQL).
+ * 'postgres' / 'mysql' / 'zookeeper': those lock backends' connections; 'redlock': the worker's
+ * connections to all five Redlock masters; 'register': every register client (Redis, etcd,
+ * PostgreSQL, MySQL).
  */
-export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'zookeeper' | 'redlock' | 'register';
+export type ProxyTarget = 'redis' | 'etcd' | 'postgres' | 'mysql' | 'zookeeper' | 'redlock' | 'register';
 
 export interface SimParams {
   seed: number;
@@ -298,6 +310,9 @@ export function generatePlan(params: SimParams): Plan {
     }
     fibers.push(perWorker);
   }
+  // MySQL: some PostgreSQL locks move there, from streams of their own (plan-mysql.ts).
+  const leaderMoves = ctx.primitives ? leaderToMySql(root, ctx) : false;
+  if (!params.control) fibers.forEach((perWorker, w) => perWorker.forEach((ops, f) => fiberToMySql(root.fork(`w${w}f${f}/mysql`), ops, leaderMoves)));
   // The operator: one more fiber on one worker, forceRelease() of a lock of the seed every 0.5–1.5 s.
   let operator: number | undefined;
   if (ctx.primitives) {
@@ -310,6 +325,7 @@ export function generatePlan(params: SimParams): Plan {
       ops.push({ kind: 'sleep', ms }, { kind: 'force', target: genForceTarget(rng, ctx), inspect: rng.chance(0.3) });
       nominal += ms;
     }
+    if (!params.control) fiberToMySql(root.fork('operator/mysql'), ops, leaderMoves);
     fibers[operator].push(ops);
   }
   // The edge fiber, from a stream of its own (every stream above stays what it was): one more fiber
@@ -326,6 +342,7 @@ export function generatePlan(params: SimParams): Plan {
       ops.push(op);
       nominal += op.kind === 'sleep' ? op.ms : op.kind === 'force' ? 0 : 150 + nominalMs(op) + (op.blocker?.ms ?? 0);
     }
+    fiberToMySql(root.fork('edge/mysql'), ops, leaderMoves);
     fibers[worker].push(ops);
     edge = { worker, watcher };
   }
@@ -337,9 +354,11 @@ export function generatePlan(params: SimParams): Plan {
   const faults = genFaults(root.fork('faults'), params, sessionTtlSeconds, Math.max(...TTLS, EXTEND_SHORT_MAX));
   const endRng = root.fork('end');
   const endCrash = endRng.chance(0.4) ? endRng.int(0, params.workers - 1) : undefined;
-  const kept = faults
+  // MySQL's faults after the others (their indices too), in time order with them.
+  const kept = [...faults, ...genMySqlFaults(root.fork('faults/mysql'), params, faults)]
     .map((fault, index) => ({ ...fault, index }))
-    .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index));
+    .filter((fault) => params.faultFilter === undefined || params.faultFilter.includes(fault.index))
+    .sort((a, b) => a.at - b.at);
   const clients = root.fork('redis-clients');
   const redisClients = Array.from({ length: params.workers }, () => clients.pick<RedisClientKind>(['ioredis', 'node-redis', 'iovalkey']));
   const plan: Plan = { params, keys, sessionTtlSeconds, maxTtl: ctx.maxTtl, fibers, faults: kept, endCrash, decorated: ctx.decorated, redisClients };
@@ -767,7 +786,8 @@ function genSteps(rng: Prng, ctx: GenContext, depth: number, op: LockOp): void {
 }
 
 /** The register a correctness lease fences: its named backend's, or etcd's or Redis's when routed (a Redlock lease is never correctness). */
-const fencedStore = (rng: Prng, op: LockOp): Store => (op.backend === 'postgres' || op.backend === 'zookeeper' ? op.backend : rng.pick<Store>(['etcd', 'redis']));
+const fencedStore = (rng: Prng, op: LockOp): Store =>
+  op.backend === 'postgres' || op.backend === 'mysql' || op.backend === 'zookeeper' ? op.backend : rng.pick<Store>(['etcd', 'redis']);
 
 /** Faults at seeded times; at most one per resource at a time (one etcd member down: quorum stays). */
 function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number, maxTtl: number): Fault[] {
@@ -779,7 +799,7 @@ function genFaults(rng: Prng, params: SimParams, sessionTtlSeconds: number, maxT
   // The negative controls take no lock on PostgreSQL, ZooKeeper or Redlock: no fault there (their schedules are what they were before them).
   const pg = params.control === undefined ? 1 : 0;
   for (let i = 0; i < count; i++) {
-    const kind = rng.weighted<FaultKind>(
+    const kind = rng.weighted<Exclude<FaultKind, `my-${string}`>>(
       params.control === 'unfenced'
         ? [[1, 'pause-holder']]
         : [
@@ -905,6 +925,11 @@ export function faultResource(fault: Fault): string {
     case 'redlock-kill':
     case 'redlock-pause':
       return 'redlock';
+    case 'my-kill':
+    case 'my-restart':
+    case 'my-kill-sessions':
+    case 'my-pause':
+      return 'mysql';
   }
 }
 
@@ -973,6 +998,14 @@ export function describeFault(fault: Fault & { index?: number }): string {
       return `${id}${at} kill -9 redlock ${masterNames(fault.masters)} (${fault.masters.length} of ${REDLOCK_MASTERS}), restart empty after ${fault.dur} ms`;
     case 'redlock-pause':
       return `${id}${at} SIGSTOP redlock ${masterNames(fault.masters)} for ${fault.dur} ms`;
+    case 'my-kill':
+      return `${id}${at} kill -9 mariadb, relaunch after ${fault.dur} ms`;
+    case 'my-restart':
+      return `${id}${at} restart of mariadb`;
+    case 'my-kill-sessions':
+      return `${id}${at} KILL of every mariadb session`;
+    case 'my-pause':
+      return `${id}${at} SIGSTOP mariadb for ${fault.dur} ms`;
     case 'app-restart':
       return `${id}${at} app.close() w${fault.worker}, new app after ${fault.dur} ms`;
     case 'worker-crash':

@@ -17,6 +17,10 @@ export interface WorkerConfig {
   postgresUrl: string;
   /** The PgFence register's (the same PostgreSQL, through the worker's register proxy). */
   registerPostgresUrl: string;
+  /** The MySQL backend's URL (MariaDB, through the worker's 'mysql' proxy). */
+  mysqlUrl: string;
+  /** The MySqlFence register's (the same MariaDB, through the worker's register proxy). */
+  registerMysqlUrl: string;
   /** The ZooKeeper backend's connection string (through the worker's 'zookeeper' proxy). */
   zookeeperConnectionString: string;
   /** The Redlock backend's five masters (each through one of the worker's 'redlock' proxies). */
@@ -53,7 +57,7 @@ export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
 
 export type SimEventBody =
   | { ev: 'ready' }
-  /** `backend`: 'postgres', 'zookeeper' or 'redlock' when the lock was taken there (absent: routed by purpose). */
+  /** `backend`: 'postgres', 'mysql', 'zookeeper' or 'redlock' when the lock was taken there (absent: routed by purpose). */
   | {
       ev: 'req';
       id: string;
@@ -166,10 +170,10 @@ export type SimEventBody =
 /** `t`: the worker's wall clock (Date-calibrated performance.now()), ms; `w`/`inc`: worker and incarnation. */
 export type SimEvent = SimEventBody & { t: number; w: number; inc: number };
 
-const NAMED_KEY_SEGMENT: Record<LockBackendName, string> = { postgres: 'pg', zookeeper: 'zk', redlock: 'rl' };
+const NAMED_KEY_SEGMENT: Record<LockBackendName, string> = { postgres: 'pg', mysql: 'my', zookeeper: 'zk', redlock: 'rl' };
 
 /**
- * A lock's key: on a backend named per lock a name of its own (`…/pg/k0`, `…/zk/k0`, `…/rl/k0`), so
+ * A lock's key: on a backend named per lock a name of its own (`…/pg/k0`, `…/my/k0`, `…/zk/k0`, `…/rl/k0`), so
  * a context holding key 0 there and on a routed backend has two keys, and a fence's lockKey names
  * one lock.
  */
@@ -180,14 +184,15 @@ export const lockKeyName = (runId: string, key: number, backend?: LockBackendNam
 /**
  * The etcd register of key k is named like the lock (a fence can match it to the lease on that
  * key); the Redis one is not (an implicit token must then come from an unambiguous context). The
- * PgFence register of key k is a row whose id is its PostgreSQL lock's key. The ZooKeeper leases'
+ * PgFence register of key k is a row whose id is its PostgreSQL lock's key, the MySqlFence one a
+ * row whose id is its MySQL lock's key. The ZooKeeper leases'
  * register is an EtcdFence one named like their ZooKeeper lock (its tokens are that lock's zxids,
  * another sequence than etcd's revisions: another register).
  */
 export const registerName = (runId: string, key: number, store: Store, ns?: KeyNs): string =>
   store === 'etcd'
     ? lockKeyName(runId, key, undefined, ns)
-    : store === 'postgres' || store === 'zookeeper'
+    : store === 'postgres' || store === 'mysql' || store === 'zookeeper'
       ? lockKeyName(runId, key, store, ns)
       : `${ns ? `${runId}/${ns}` : runId}/register-${key}`;
 export const REDIS_FENCE_PREFIX = 'sim:';
@@ -196,6 +201,11 @@ export const PLAIN_PREFIX = 'sim:plain:';
 /** The PgFence register table (in the PostgreSQL the backend uses): `v` is the JSON list, `fence` PgFence's column. */
 export const PG_REGISTER_TABLE = 'sim_register';
 export const PG_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${PG_REGISTER_TABLE} (id text PRIMARY KEY, v text NOT NULL, fence bigint NOT NULL DEFAULT 0)`;
+/** The MySqlFence register table (in the MariaDB database the backend uses), the same columns. */
+export const MYSQL_REGISTER_TABLE = 'sim_register';
+export const MYSQL_REGISTER_DDL = `CREATE TABLE IF NOT EXISTS ${MYSQL_REGISTER_TABLE} (id VARCHAR(190) PRIMARY KEY, v LONGTEXT NOT NULL, fence BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB`;
+/** The database of the MySQL backend's tables and the register (created by the runner). */
+export const MYSQL_DATABASE = 'ndl';
 
 /**
  * A record bounded per key, not per owner (LockBackend.bookkeeping names them `…Cache`: keys seen

@@ -7,7 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { MariaDbServer } from '../harness/mariadb.mjs';
 import { PostgresServer } from '../harness/postgres.mjs';
 import { EtcdCluster, RedisServer } from '../harness/servers.mjs';
 import { TcpProxy } from '../harness/tcp-proxy.js';
@@ -16,7 +18,7 @@ import { check, lockId, type CheckResult, type WorkerEnd } from './checker.js';
 import { wallNow } from './clock.js';
 import { startInspector, type Inspector } from './inspector.js';
 import { DEFAULT_PARAMS, describeFault, faultResource, generatePlan, keyCount, REDLOCK_MASTERS, type Fault, type Plan, type Purpose, type SimParams } from './plan.js';
-import { PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
+import { MYSQL_DATABASE, MYSQL_REGISTER_DDL, MYSQL_REGISTER_TABLE, PG_REGISTER_DDL, PG_REGISTER_TABLE, registerName, type RegisterList, type SimEvent, type WorkerCommand, type WorkerConfig } from './protocol.js';
 
 const WORKER = path.resolve('.tmp/compiled/test/simulation/sim-worker.js');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -32,6 +34,8 @@ export interface SimServers {
   etcd: EtcdCluster;
   /** The PostgreSQL backend's server, and the PgFence register's (a table in the same database): killed and restarted by the faults. */
   postgres: SimPostgres;
+  /** The MySQL backend's MariaDB, and the MySqlFence register's (a table in the same database): killed, restarted, paused by the faults. */
+  mysql: SimMySql;
   /** The ZooKeeper backend's server (its leases' register is in etcd): killed and paused by the faults. */
   zookeeper: SimZooKeeper;
   /** The Redlock backend's five independent masters (no persistence): killed and paused by the faults. */
@@ -43,6 +47,13 @@ export interface SimServers {
 export interface SimPostgres {
   server: PostgresServer;
   up: boolean;
+}
+
+/** The MariaDB server, whether mariadbd runs (a kill -9 stops it until relaunched) and whether a fault has it stopped (SIGSTOP). */
+export interface SimMySql {
+  server: MariaDbServer;
+  up: boolean;
+  paused: boolean;
 }
 
 /** The ZooKeeper server and whether a fault has it stopped (SIGSTOP) right now. */
@@ -89,30 +100,96 @@ async function relaunchPostgres(postgres: SimPostgres): Promise<string> {
   }
 }
 
+/** Statements on a connection of its own (set-up, seed rows, the KILL fault; never through a proxy). */
+async function mysqlQuery<T = unknown>(server: MariaDbServer, statements: Array<[string, unknown[]?]>, database = MYSQL_DATABASE): Promise<T[]> {
+  const connection = await mysql.createConnection({ host: server.host, port: server.port, user: server.user, database, connectTimeout: 5_000 });
+  connection.on('error', () => undefined);
+  try {
+    const out: T[] = [];
+    for (const [text, values] of statements) out.push((await connection.query(text, values))[0] as T);
+    return out;
+  } finally {
+    await connection.end().catch(() => connection.destroy());
+  }
+}
+
+/** `KILL` of every session of the user but its own; how many there were (one that ended meanwhile is not counted). */
+async function killMySqlSessions(server: MariaDbServer): Promise<number> {
+  const connection = await mysql.createConnection({ host: server.host, port: server.port, user: server.user, connectTimeout: 5_000 });
+  connection.on('error', () => undefined);
+  try {
+    const [rows] = (await connection.query(
+      "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = SUBSTRING_INDEX(USER(), '@', 1) AND ID <> CONNECTION_ID() AND COMMAND <> 'Daemon'",
+    )) as [Array<{ id: number | string }>, unknown];
+    let killed = 0;
+    for (const { id } of rows) {
+      // ER_NO_SUCH_THREAD (1094): it ended meanwhile.
+      await connection.query(`KILL ${Number(id)}`).then(
+        () => (killed += 1),
+        (error: { errno?: number }) => {
+          if (error.errno !== 1094) throw error;
+        },
+      );
+    }
+    return killed;
+  } finally {
+    await connection.end().catch(() => connection.destroy());
+  }
+}
+
+/** Launch mariadbd again (after a kill -9: crash recovery), tried again if it fails (bounded). */
+async function relaunchMySql(my: SimMySql): Promise<string> {
+  const started = wallNow();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await my.server.launch();
+      my.up = true;
+      return `up ${(wallNow() - started).toFixed(0)} ms after the launch began${attempt > 0 ? `, ${attempt + 1} launches` : ''}`;
+    } catch (error) {
+      if (attempt >= 10) throw error;
+      await sleep(300);
+    }
+  }
+}
+
+/** MariaDB running and not stopped (a fault may have left it killed or paused). */
+async function healMySql(my: SimMySql): Promise<void> {
+  if (my.paused) {
+    my.server.resume();
+    my.paused = false;
+  }
+  if (!my.up) await relaunchMySql(my);
+}
+
 export async function startSimServers(): Promise<SimServers> {
-  const [etcd, lockRedis, registerRedis, pgServer, zkServer, masters] = await Promise.all([
+  const [etcd, lockRedis, registerRedis, pgServer, myServer, zkServer, masters] = await Promise.all([
     EtcdCluster.start({ size: 3 }),
     RedisServer.start({ appendonly: true }),
     RedisServer.start(),
     PostgresServer.start(),
+    MariaDbServer.start(),
     // Ticks of 500 ms: sessions of 1–10 s (the plan's are 2–3 s).
     ZooKeeperServer.start({ tickTimeMs: 500 }),
     // No appendonly: a killed master comes back empty (the faults keep it out past the longest ttl).
     Promise.all(Array.from({ length: REDLOCK_MASTERS }, () => RedisServer.start())),
   ]);
   const postgres: SimPostgres = { server: pgServer, up: true };
+  const my: SimMySql = { server: myServer, up: true, paused: false };
   const zookeeper: SimZooKeeper = { server: zkServer, paused: false };
   const redlock: SimRedlock = { masters, down: new Set(), paused: new Set() };
   await pgQuery(pgServer, PG_REGISTER_DDL);
+  await mysqlQuery(myServer, [[`CREATE DATABASE IF NOT EXISTS ${MYSQL_DATABASE}`]], 'mysql');
+  await mysqlQuery(myServer, [[MYSQL_REGISTER_DDL]]);
   return {
     etcd,
     lockRedis,
     registerRedis,
     postgres,
+    mysql: my,
     zookeeper,
     redlock,
     stop: async () => {
-      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop(), zkServer.stop(), ...masters.map((m) => m.stop())]);
+      await Promise.all([etcd.stop(), lockRedis.stop(), registerRedis.stop(), pgServer.stop(), myServer.stop(), zkServer.stop(), ...masters.map((m) => m.stop())]);
     },
   };
 }
@@ -175,14 +252,19 @@ interface WorkerProxies {
   postgres: TcpProxy;
   /** The PgFence register's pool (the 'register' target), to the same server. */
   registerPostgres: TcpProxy;
+  /** The MySQL backend's pool and doorbell connection (the 'mysql' target). */
+  mysql: TcpProxy;
+  /** The MySqlFence register's pool (the 'register' target), to the same server. */
+  registerMysql: TcpProxy;
   /** The ZooKeeper backend's client (the 'zookeeper' target). */
   zookeeper: TcpProxy;
   /** The Redlock backend's clients, one per master (the 'redlock' target). */
   redlock: TcpProxy[];
 }
 
-const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres, p.zookeeper, ...p.redlock];
+const allProxies = (p: WorkerProxies): TcpProxy[] => [p.redis, p.register, ...p.etcd, ...p.registerEtcd, p.postgres, p.registerPostgres, p.mysql, p.registerMysql, p.zookeeper, ...p.redlock];
 const pgUrl = (server: PostgresServer, endpoint = `${server.host}:${server.port}`): string => `postgres://${server.user}@${endpoint}/${server.database}`;
+const myUrl = (server: MariaDbServer, endpoint = `${server.host}:${server.port}`): string => `mysql://${server.user}@${endpoint}/${MYSQL_DATABASE}`;
 
 export interface RunOptions {
   log?: (line: string) => void;
@@ -210,6 +292,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     [servers.lockRedis.port, 'lock redis'],
     [servers.registerRedis.port, 'register redis'],
     [servers.postgres.server.port, 'postgres'],
+    [servers.mysql.server.port, 'mariadb'],
     [servers.zookeeper.server.port, 'zookeeper'],
   ]);
   for (const m of servers.etcd.members) portNames.set(port(m.endpoint), `etcd ${m.name}`);
@@ -284,6 +367,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         redisUrl: servers.lockRedis.url,
         etcdHosts: servers.etcd.hosts,
         postgresUrl: pgUrl(servers.postgres.server),
+        mysqlUrl: myUrl(servers.mysql.server),
         zookeeperConnectionString: servers.zookeeper.server.connectionString,
         redlockUrls: servers.redlock.masters.map((m) => m.url),
         sessionTtlSeconds: plan.sessionTtlSeconds,
@@ -301,7 +385,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
   };
   const closingAt = new Map<string, number>();
   const excuse = (w: number, backend: string, from: number, to: number): string | undefined => {
-    const server: Record<string, string[]> = { redis: ['redis-kill'], etcd: ['etcd-kill'], postgres: ['pg-kill', 'pg-restart', 'pg-terminate'], zookeeper: ['zk-kill', 'zk-pause'], redlock: ['redlock-kill', 'redlock-pause'] };
+    const server: Record<string, string[]> = { redis: ['redis-kill'], etcd: ['etcd-kill'], postgres: ['pg-kill', 'pg-restart', 'pg-terminate'], mysql: ['my-kill', 'my-restart', 'my-kill-sessions', 'my-pause'], zookeeper: ['zk-kill', 'zk-pause'], redlock: ['redlock-kill', 'redlock-pause'] };
     for (const record of faults) {
       if (record.start === undefined || record.skipped) continue;
       // (Clients reconnect after a server comes back: 1.5 s more.)
@@ -365,6 +449,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     registerEtcdHosts: proxies[w].registerEtcd.map((p) => p.endpoint),
     postgresUrl: pgUrl(servers.postgres.server, proxies[w].postgres.endpoint),
     registerPostgresUrl: pgUrl(servers.postgres.server, proxies[w].registerPostgres.endpoint),
+    mysqlUrl: myUrl(servers.mysql.server, proxies[w].mysql.endpoint),
+    registerMysqlUrl: myUrl(servers.mysql.server, proxies[w].registerMysql.endpoint),
     zookeeperConnectionString: proxies[w].zookeeper.endpoint,
     redlockUrls: proxies[w].redlock.map((p) => `redis://${p.endpoint}`),
     sessionTtlSeconds: plan.sessionTtlSeconds,
@@ -398,9 +484,10 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     ...(targets.includes('redis') ? [proxies[w].redis] : []),
     ...(targets.includes('etcd') ? proxies[w].etcd : []),
     ...(targets.includes('postgres') ? [proxies[w].postgres] : []),
+    ...(targets.includes('mysql') ? [proxies[w].mysql] : []),
     ...(targets.includes('zookeeper') ? [proxies[w].zookeeper] : []),
     ...(targets.includes('redlock') ? proxies[w].redlock : []),
-    ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd, proxies[w].registerPostgres] : []),
+    ...(targets.includes('register') ? [proxies[w].register, ...proxies[w].registerEtcd, proxies[w].registerPostgres, proxies[w].registerMysql] : []),
   ];
 
   const pauseProc = async (proc: Proc, ms: number): Promise<void> => {
@@ -566,6 +653,44 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         }
         break;
       }
+      case 'my-kill':
+        // mariadbd only, as a crash would; the relaunch goes through InnoDB's crash recovery (lease
+        // rows, the AUTO_INCREMENT the tokens come from and the register survive).
+        try {
+          servers.mysql.up = false;
+          await servers.mysql.server.kill();
+          await sleep(fault.dur);
+        } finally {
+          record.description += ` (${await relaunchMySql(servers.mysql)})`;
+        }
+        break;
+      case 'my-restart':
+        // A clean shutdown (every session ends), then the same data on the same port at once.
+        try {
+          servers.mysql.up = false;
+          await servers.mysql.server.halt('SIGTERM');
+        } finally {
+          record.description += ` (${await relaunchMySql(servers.mysql)})`;
+        }
+        break;
+      case 'my-kill-sessions': {
+        // KILL of every session of the user but this one (MySQL's pg_terminate_backend): the
+        // pools, the doorbell listeners, open register transactions; the server and its data stay.
+        const killed = await killMySqlSessions(servers.mysql.server);
+        record.description += ` (${killed} sessions)`;
+        break;
+      }
+      case 'my-pause':
+        // The server stops answering; lease expiries are on its clock, which goes on.
+        servers.mysql.paused = true;
+        servers.mysql.server.pause();
+        try {
+          await sleep(fault.dur);
+        } finally {
+          servers.mysql.server.resume();
+          servers.mysql.paused = false;
+        }
+        break;
       case 'app-restart': {
         const proc = current[fault.worker];
         if (!alive(proc)) {
@@ -607,6 +732,9 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     // (And the leader name's, when the seed's leader is on PostgreSQL.)
     const pgRegisters = [...Array.from({ length: plan.keys }, (_, key) => registerName(runId, key, 'postgres')), registerName(runId, 0, 'postgres', 'leader')];
     await pgQuery(servers.postgres.server, `INSERT INTO ${PG_REGISTER_TABLE} (id, v) SELECT unnest($1::text[]), '[]' ON CONFLICT (id) DO NOTHING`, [pgRegisters]);
+    // The MySqlFence registers likewise (a MySQL lease writes its own).
+    const myRegisters = [...Array.from({ length: plan.keys }, (_, key) => registerName(runId, key, 'mysql')), registerName(runId, 0, 'mysql', 'leader')];
+    await mysqlQuery(servers.mysql.server, [[`INSERT IGNORE INTO ${MYSQL_REGISTER_TABLE} (id, v) VALUES ?`, [myRegisters.map((id) => [id, '[]'])]]]);
     for (let w = 0; w < params.workers; w++) {
       const p: WorkerProxies = {
         redis: await TcpProxy.start(servers.lockRedis.port),
@@ -615,6 +743,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
         registerEtcd: await Promise.all(servers.etcd.members.map((m) => TcpProxy.start(port(m.endpoint)))),
         postgres: await TcpProxy.start(servers.postgres.server.port),
         registerPostgres: await TcpProxy.start(servers.postgres.server.port),
+        mysql: await TcpProxy.start(servers.mysql.server.port),
+        registerMysql: await TcpProxy.start(servers.mysql.server.port),
         zookeeper: await TcpProxy.start(servers.zookeeper.server.port),
         redlock: await Promise.all(servers.redlock.masters.map((m) => TcpProxy.start(m.port))),
       };
@@ -623,6 +753,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       portNames.set(p.register.port, `w${w}'s proxy to the register redis`);
       portNames.set(p.postgres.port, `w${w}'s proxy to postgres (lock backend)`);
       portNames.set(p.registerPostgres.port, `w${w}'s register proxy to postgres (our PgFence pool)`);
+      portNames.set(p.mysql.port, `w${w}'s proxy to mariadb (lock backend)`);
+      portNames.set(p.registerMysql.port, `w${w}'s register proxy to mariadb (our MySqlFence pool)`);
       portNames.set(p.zookeeper.port, `w${w}'s proxy to zookeeper (lock backend)`);
       p.etcd.forEach((e, i) => portNames.set(e.port, `w${w}'s proxy to etcd n${i + 1}`));
       p.registerEtcd.forEach((e, i) => portNames.set(e.port, `w${w}'s register proxy to etcd n${i + 1} (our EtcdFence client)`));
@@ -665,6 +797,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     await servers.etcd.waitHealthy(20_000);
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres);
+    await healMySql(servers.mysql);
     await healZooKeeper(servers.zookeeper);
     await healRedlock(servers.redlock);
 
@@ -705,9 +838,9 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     const probeLocks: NonNullable<WorkerConfig['probe']>['locks'] = (['efficiency', 'correctness'] as Purpose[]).flatMap((purpose) =>
       Array.from({ length: allKeys }, (_, key) => ({ key, purpose, boundMs: bounds[`${purpose}:${key}`] })),
     );
-    // A key on PostgreSQL or ZooKeeper is one lock whatever the purpose: one probe per key; on
+    // A key on PostgreSQL, MySQL or ZooKeeper is one lock whatever the purpose: one probe per key; on
     // Redlock too (efficiency only).
-    for (const backend of ['postgres', 'zookeeper', 'redlock'] as const) {
+    for (const backend of ['postgres', 'mysql', 'zookeeper', 'redlock'] as const) {
       const purpose: Purpose = backend === 'redlock' ? 'efficiency' : 'correctness';
       for (let key = 0; key < allKeys; key++) probeLocks.push({ key, purpose, backend, boundMs: bounds[`${backend}:${key}`] });
     }
@@ -728,6 +861,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       registerEtcdHosts: servers.etcd.hosts,
       postgresUrl: pgUrl(servers.postgres.server),
       registerPostgresUrl: pgUrl(servers.postgres.server),
+      mysqlUrl: myUrl(servers.mysql.server),
+      registerMysqlUrl: myUrl(servers.mysql.server),
       zookeeperConnectionString: servers.zookeeper.server.connectionString,
       redlockUrls: servers.redlock.masters.map((m) => m.url),
       sessionTtlSeconds: plan.sessionTtlSeconds,
@@ -763,6 +898,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     await Promise.all(proxies.flatMap(allProxies).map((proxy) => proxy.close().catch(() => undefined)));
     for (const member of servers.etcd.members) if (!member.running) await member.restart();
     if (!servers.postgres.up) await relaunchPostgres(servers.postgres).catch(() => undefined);
+    await healMySql(servers.mysql).catch(() => undefined);
     await healZooKeeper(servers.zookeeper).catch(() => undefined);
     await healRedlock(servers.redlock).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
@@ -809,6 +945,7 @@ async function healRedlock(redlock: SimRedlock): Promise<void> {
  * hand-off reservation: 2 × 1.5 s) and 1.5 s of slack for the probe's own start. PostgreSQL (one
  * lock per key, `postgres:k`): a killed holder's row lives its ttl; a dead waiter's queue entry
  * 1.5 s, and a hand-off to it grants it its own ttl — at most the longest ttl + 3 s, as Redis.
+ * MySQL (`mysql:k`) the same: a row with an expiry, queue entries of 3 heartbeats (1.5 s).
  * ZooKeeper (`zookeeper:k`): a killed holder's or waiter's znode lives until its session expires —
  * the session timeout (etcd's session ttl here) after the server last heard from it — as etcd.
  * Redlock (`redlock:k`): no queue on the masters, so a dead waiter leaves nothing; a killed
@@ -827,6 +964,7 @@ export function livenessBounds(plan: Plan): Record<string, number> {
       bounds[`${ns}efficiency:${key}`] = ttl + 3_000 + 1_500;
       bounds[`${ns}correctness:${key}`] = ttl + plan.sessionTtlSeconds * 1_000 + 1_500;
       bounds[`${ns}postgres:${key}`] = ttl + 3_000 + 1_500;
+      bounds[`${ns}mysql:${key}`] = ttl + 3_000 + 1_500;
       bounds[`${ns}zookeeper:${key}`] = ttl + plan.sessionTtlSeconds * 1_000 + 1_500;
       bounds[`${ns}redlock:${key}`] = plan.maxTtl + 1_500;
     }
@@ -841,10 +979,11 @@ export function summaryLine(r: SeedResult): string {
   const v = r.result.violations;
   const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const pgWrites = Object.entries(s.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ');
+  const myWrites = Object.entries(s.mysql.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const zkWrites = Object.entries(s.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
-    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
-    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, mysql ${s.mysql.grants}, zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
+    `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], mysql [${myWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
     `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +
     `list ${s.list.calls} (${s.list.listed} listed, ${s.list.unlisted} not, ${s.list.failed} failed), ` +

@@ -1,5 +1,5 @@
 // One app instance of the simulation, in its own process (so it can be SIGSTOPped and killed):
-// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres, zookeeper, redlock }), running the
+// a real Nest application with DistributedLockModule.forRoot({ redis, etcd, postgres, mysql, zookeeper, redlock }), running the
 // fibers of its plan and reporting every step to the controller over IPC. Runs from the compiled
 // output (.tmp/compiled/test/simulation/sim-worker.js).
 //
@@ -46,6 +46,7 @@ import {
   type WriteResult,
 } from './protocol.js';
 import { LEASE_INTERNALS } from '../../lib/engine/lease.js';
+import { mysqlRegister, type MySqlTx } from './sim-mysql.js';
 
 // SIM_DEBUG: remember where every socket was opened, to name a leaked one's creator.
 const socketOrigins = new WeakMap<object, string>();
@@ -167,8 +168,10 @@ async function startApp(direct = false): Promise<void> {
         redis,
         etcd: { hosts: config.etcdHosts, sessionTtlSeconds: config.sessionTtlSeconds, commandTimeoutMs: 1_000 },
         // Routing stays by purpose (efficiency: Redis, correctness: etcd); a lock on PostgreSQL,
-        // ZooKeeper or Redlock says `backend: 'postgres'` / `'zookeeper'` / `'redlock'`.
+        // MySQL, ZooKeeper or Redlock says `backend: 'postgres'` / `'mysql'` / `'zookeeper'` / `'redlock'`.
         postgres: { connectionString: config.postgresUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
+        // MySQL (MariaDB): `backend: 'mysql'`, as PostgreSQL.
+        mysql: { uri: config.mysqlUrl, connectTimeoutMs: 600, commandTimeoutMs: 800 },
         // The session timeout is etcd's session ttl: a killed or paused holder's znodes go with it.
         zookeeper: { connectionString: config.zookeeperConnectionString, sessionTimeoutMs: config.sessionTtlSeconds * 1_000, connectTimeoutMs: 1_000, commandTimeoutMs: 800 },
         // Five masters, each through its own proxy; the defaults (a master that does not answer in
@@ -342,6 +345,12 @@ registerPg.on('connect', (client) => client.on('error', () => undefined));
 interface PgTx {
   client: pg.PoolClient;
 }
+/** The MySqlFence register (sim-mysql.ts): its own pool to the MySQL backend's MariaDB, through the register proxy. */
+const registerMy = mysqlRegister(config.registerMysqlUrl);
+/** A register transaction: PostgreSQL's or MySQL's (by the step's store). */
+type SqlTx = PgTx | MySqlTx;
+const pgClient = (tx?: SqlTx): pg.PoolClient | undefined => (tx && 'client' in tx ? tx.client : undefined);
+const myTx = (tx?: SqlTx): MySqlTx | undefined => (tx && 'connection' in tx ? tx : undefined);
 
 function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdFence | PgFence {
   // The service is the lease source (current() and every lease of the context), as documented.
@@ -353,27 +362,30 @@ function fenceFor(store: Store, svc: DistributedLockService): RedisFence | EtcdF
   return store === 'redis' ? new RedisFence(registerRedis, redisOptions) : new EtcdFence(registerEtcd, { prefix: ETCD_FENCE_PREFIX, leases: svc, timeoutMs: 1_500 });
 }
 
-async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined, tx?: PgTx, ns?: KeyNs): Promise<RegisterList> {
+async function readRegister(store: Store, svc: DistributedLockService, key: number, token: bigint | undefined, tx?: SqlTx, ns?: KeyNs): Promise<RegisterList> {
   const name = registerName(config.runId, key, store, ns);
   let raw: string | null | undefined;
   if (config.control === 'unfenced') raw = await registerRedis.get(PLAIN_PREFIX + registerName(config.runId, key, 'redis'));
-  else if (store === 'postgres') raw = (await timeout((fenceFor(store, svc) as PgFence).read(tx?.client ?? registerPg, name, token), 1_500)).v as string;
+  else if (store === 'postgres') raw = (await timeout((fenceFor(store, svc) as PgFence).read(pgClient(tx) ?? registerPg, name, token), 1_500)).v as string;
+  else if (store === 'mysql') raw = await registerMy.read(svc, name, token, myTx(tx));
   else raw = await timeout((fenceFor(store, svc) as RedisFence | EtcdFence).read(name, token), 1_500);
   return JSON.parse(raw ?? '[]') as RegisterList;
 }
 
-async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined, tx?: PgTx, ns?: KeyNs): Promise<void> {
+async function writeRegister(store: Store, svc: DistributedLockService, key: number, value: RegisterList, token: bigint | undefined, tx?: SqlTx, ns?: KeyNs): Promise<void> {
   const name = registerName(config.runId, key, store, ns);
   if (config.control === 'unfenced') {
     await registerRedis.set(PLAIN_PREFIX + registerName(config.runId, key, 'redis'), JSON.stringify(value));
     return;
   }
   if (store === 'postgres') {
-    await timeout((fenceFor(store, svc) as PgFence).update(tx?.client ?? registerPg, name, { v: JSON.stringify(value) }, token), 1_500);
+    const client = pgClient(tx);
+    await timeout((fenceFor(store, svc) as PgFence).update(client ?? registerPg, name, { v: JSON.stringify(value) }, token), 1_500);
     // Acknowledged once committed: an unanswered COMMIT is a write of unknown outcome.
-    if (tx) await timeout(tx.client.query('COMMIT'), 1_500);
+    if (client) await timeout(client.query('COMMIT'), 1_500);
     return;
   }
+  if (store === 'mysql') return registerMy.write(svc, name, value, token, myTx(tx));
   await timeout((fenceFor(store, svc) as RedisFence | EtcdFence).write(name, JSON.stringify(value), token), 1_500);
 }
 
@@ -1102,10 +1114,10 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
       }
       return;
     case 'rmw': {
-      let tx: (PgTx & { end(how: PgTxEnd): void }) | undefined;
+      let tx: (SqlTx & { end(how: PgTxEnd): void }) | undefined;
       if (step.tx && config.control === undefined) {
         try {
-          tx = await beginPgTx();
+          tx = step.store === 'mysql' ? await registerMy.begin() : await beginPgTx();
         } catch (error) {
           emit({ ev: 'read', id: held.root, store: step.store, key: op.key, len: -1, result: 'fail', message: `BEGIN: ${errorInfo(error).message}` });
           return;
@@ -1173,7 +1185,7 @@ async function runStep(fiber: number, step: Step, held: Held, chain: Held[]): Pr
   }
 }
 
-async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }, tx?: PgTx, ns?: KeyNs): Promise<RegisterList | undefined> {
+async function fencedRead(held: Held, store: Store, key: number, token: { pass?: bigint; used?: bigint }, tx?: SqlTx, ns?: KeyNs): Promise<RegisterList | undefined> {
   try {
     const list = await readRegister(store, held.svc, key, token.pass, tx, ns);
     emit({ ev: 'read', id: held.root, store, key, ...(ns ? { ns } : {}), token: token.used?.toString(), len: list.length, result: 'ok' });
@@ -1202,7 +1214,7 @@ async function fencedWrite(
   list: RegisterList,
   token: { pass?: bigint; used?: bigint },
   leaseToken: bigint | undefined,
-  tx?: PgTx,
+  tx?: SqlTx,
   ns?: KeyNs,
 ): Promise<WriteResult> {
   const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
@@ -1250,7 +1262,7 @@ function records(): Map<string, readonly string[]> {
     for (const [record, entries] of Object.entries(backend.bookkeeping())) out.set(`${name}.${record}`, entries);
   }
   const redlockMasters = Array.from({ length: config.redlockUrls.length }, (_, i) => `redlock.master[${i}].waiters`);
-  const required = ['engine.held', 'redis.waiters', 'etcd.holders', 'etcd.queue', 'postgres.waiters', 'zookeeper.turns', 'zookeeper.nodes', 'zookeeper.lineCache', 'redlock.turns', 'redlock.lines', 'redlock.held', ...redlockMasters];
+  const required = ['engine.held', 'redis.waiters', 'etcd.holders', 'etcd.queue', 'postgres.waiters', 'mysql.waiters', 'zookeeper.turns', 'zookeeper.nodes', 'zookeeper.lineCache', 'redlock.turns', 'redlock.lines', 'redlock.held', ...redlockMasters];
   for (const name of required) if (!out.has(name)) throw new Error(`sim: ${name} was not reported to check for leaks (invariant 5) — update records()`);
   return out;
 }
@@ -1281,7 +1293,7 @@ async function warmUp(): Promise<void> {
   // etcd session and every Redlock master's connection, so the baseline is taken with every
   // connection the module keeps. A (re)started worker may come up in the middle of a server
   // fault: retry for a while.
-  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres'], ['correctness', 'zookeeper'], ['efficiency', 'redlock']] as const) {
+  for (const [purpose, backend] of [['efficiency'], ['correctness'], ['correctness', 'postgres'], ['correctness', 'mysql'], ['correctness', 'zookeeper'], ['efficiency', 'redlock']] as const) {
     const key = `${config.runId}/warm-w${config.worker}.${config.incarnation}${backend ? `/${backend}` : ''}`;
     const on = backend ? { backend } : {};
     for (let attempt = 0; ; attempt++) {
@@ -1347,12 +1359,13 @@ async function probe(): Promise<void> {
     }),
   );
   // The leader name's registers (whichever backend it is on: an unwritten one is null).
-  for (const store of ['redis', 'etcd', 'zookeeper', 'postgres'] as const) {
+  for (const store of ['redis', 'etcd', 'zookeeper', 'postgres', 'mysql'] as const) {
     const name = registerName(config.runId, 0, store, 'leader');
     const parse = (raw: string | null | undefined): RegisterList | null => (raw ? (JSON.parse(raw) as RegisterList) : null);
     let raw: string | null | undefined;
     if (store === 'redis') raw = await registerRedis.hget(REDIS_FENCE_PREFIX + name, 'v');
     else if (store === 'postgres') raw = (await registerPg.query(`SELECT v FROM ${PG_REGISTER_TABLE} WHERE id = $1`, [name])).rows[0]?.v as string | undefined;
+    else if (store === 'mysql') raw = JSON.stringify(await registerMy.value(name));
     else raw = await registerEtcd.get(ETCD_FENCE_PREFIX + encodeURIComponent(name)).string();
     emit({ ev: 'register', store, key: 0, ns: 'leader', list: parse(raw) });
   }
@@ -1367,12 +1380,14 @@ async function probe(): Promise<void> {
     emit({ ev: 'register', store: 'plain', key, list: parse(await registerRedis.get(PLAIN_PREFIX + redisName)) });
     const row = await registerPg.query(`SELECT v FROM ${PG_REGISTER_TABLE} WHERE id = $1`, [registerName(config.runId, key, 'postgres')]);
     emit({ ev: 'register', store: 'postgres', key, list: parse(row.rows[0]?.v as string | undefined) });
+    emit({ ev: 'register', store: 'mysql', key, list: await registerMy.value(registerName(config.runId, key, 'mysql')) });
   }
   await app?.close();
   closeAppRedisClient();
   registerRedis.disconnect();
   registerEtcd.close();
   await registerPg.end();
+  await registerMy.end();
   emit({ ev: 'drained' });
   process.disconnect?.();
 }
@@ -1416,6 +1431,7 @@ async function main(): Promise<void> {
         registerRedis.disconnect();
         registerEtcd.close();
         await registerPg.end().catch(() => undefined);
+        await registerMy.end().catch(() => undefined);
         // What still keeps the event loop alive beyond what a fresh process had (and the IPC
         // channel, referenced while we listen to it): leaked handles.
         const active = (): string[] => difference(process.getActiveResourcesInfo(), [...pristine, 'PipeWrap']);
