@@ -1,7 +1,21 @@
-import { killAllSessions } from './mysql-register.js';
-import { cycles, proxyFault, type ScenarioSpec, type Step } from './scenarios.js';
+import { killAllSessions, serverSnapshot } from './mysql-register.js';
+import { cycles, proxyFault, type FaultContext, type ScenarioSpec, type Step } from './scenarios.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `ctx.nextReader()`, and when no worker reads within its time (a stall: nobody holds the key, or a
+ * holder cannot reach the register), what MariaDB was doing then — its sessions, open InnoDB
+ * transactions and lock waits — in the error.
+ */
+async function reader(ctx: FaultContext, worker?: number): Promise<number> {
+  try {
+    return await ctx.nextReader(worker);
+  } catch (error) {
+    const snapshot = await serverSnapshot(ctx.servers.mysql).catch((e: Error) => `(no snapshot: ${e.message})`);
+    throw new Error(`${(error as Error).message}; MariaDB at that moment:\n${snapshot}`);
+  }
+}
 
 /**
  * The MySQL scenarios (MariaDB): `correctness` leases on the MySQL backend, the register a row of a
@@ -24,10 +38,10 @@ export function mysqlScenarios(scale = 1): ScenarioSpec[] {
       durationMs: 6_000 * scale,
       faults: (ctx) =>
         cycles(ctx, 1_000, [
-          [3 * ttl, async () => ctx.pause(await ctx.nextReader(), 3 * ttl, 'pause 3× ttl')],
-          [1.5 * ttl, async () => ctx.pause(await ctx.nextReader(), 1.5 * ttl, 'pause 1.5× ttl')],
-          [1.5 * ttl, async () => ctx.kill9(await ctx.nextReader())],
-          [0.5 * ttl, async () => ctx.pause(await ctx.nextReader(), 0.5 * ttl, 'pause 0.5× ttl')],
+          [3 * ttl, async () => ctx.pause(await reader(ctx), 3 * ttl, 'pause 3× ttl')],
+          [1.5 * ttl, async () => ctx.pause(await reader(ctx), 1.5 * ttl, 'pause 1.5× ttl')],
+          [1.5 * ttl, async () => ctx.kill9(await reader(ctx))],
+          [0.5 * ttl, async () => ctx.pause(await reader(ctx), 0.5 * ttl, 'pause 0.5× ttl')],
         ]),
     },
     {
@@ -43,7 +57,7 @@ export function mysqlScenarios(scale = 1): ScenarioSpec[] {
         const step = (kind: string, inflict: () => Promise<string>): Step => [
           2_500,
           async () => {
-            await ctx.nextReader();
+            await reader(ctx);
             const fault = ctx.record({ t: ctx.now(), kind });
             fault.detail = await inflict();
             fault.end = ctx.now();
@@ -71,7 +85,7 @@ export function mysqlScenarios(scale = 1): ScenarioSpec[] {
           [
             2_500,
             async () => {
-              await ctx.nextReader(0);
+              await reader(ctx, 0);
               await proxyFault(ctx, 'blackhole', (p) => p.blackhole(), 2_500);
               await sleep(500);
             },
@@ -93,7 +107,7 @@ export function mysqlScenarios(scale = 1): ScenarioSpec[] {
           [
             2_000,
             async () => {
-              await ctx.nextReader(0);
+              await reader(ctx, 0);
               await proxyFault(ctx, 'delay 1.5× ttl', (p) => p.delay(1.5 * ttl), 2_000);
               await sleep(500);
             },
@@ -101,7 +115,7 @@ export function mysqlScenarios(scale = 1): ScenarioSpec[] {
           [
             2_500,
             async () => {
-              await ctx.nextReader(0);
+              await reader(ctx, 0);
               await proxyFault(ctx, 'blackhole', (p) => p.blackhole(), 2_500);
               await sleep(500);
             },
