@@ -244,6 +244,51 @@ describe('MySQL backend: leases with fencing tokens from the database', () => {
     }
   }, 30_000);
 
+  it("an application pool's own options (rowsAsArray, nestTables, a typeCast to text, latin1) change nothing the backend reads (review findings)", async () => {
+    const variants: mysql.PoolOptions[] = [{ rowsAsArray: true }, { nestTables: true }, { typeCast: (field, next) => (field.type === 'VAR_STRING' || field.type === 'BLOB' ? field.string() : next()) }];
+    for (const options of variants) {
+      const backend = new MySqlBackend({ pool: pool(options) as never, ownsPool: false, log: { warn: () => undefined } });
+      const app = await startLockApp({ backends: { mysql: backend } });
+      try {
+        const key = uniqueKey('my-pool-options-ключ');
+        const held = await app.locks.acquire(key, { purpose: 'correctness', ttl: 5_000 });
+        expect((await app.locks.list({ purpose: 'correctness' }, { prefix: key })).map((l) => l.key)).toEqual([key]);
+        expect((await app.locks.inspect(key, { purpose: 'correctness' }))?.token).toBe(held.token);
+        await held.extend(5_000);
+        await held.release();
+      } finally {
+        await app.close();
+        await backend.close();
+      }
+    }
+  });
+
+  it('a killed doorbell leaves no listener row behind: after its sessions are KILLed, only live listeners are registered (review finding)', async () => {
+    const admin = await mysql.createConnection({ uri });
+    try {
+      for (let round = 0; round < 3; round++) {
+        const [rows] = await admin.query<mysql.RowDataPacket[]>("SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND <> 'Daemon' AND USER = 'root'");
+        for (const { ID } of rows) await admin.query(`KILL ${Number(ID)}`).catch(() => undefined);
+        await sleep(300);
+      }
+      // Every app's doorbell back (reconnects 100 ms doubling), then the table holds exactly the live ones.
+      const deadline = Date.now() + 10_000;
+      let live: number[] = [];
+      let registered: number[] = [];
+      do {
+        await sleep(100);
+        [live, registered] = await Promise.all([
+          admin.query<mysql.RowDataPacket[]>("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET_LOCK(%nest_lock_mail%'").then(([r]) => r.map((x) => Number(x.ID)).sort()),
+          admin.query<mysql.RowDataPacket[]>('SELECT conn_id FROM nest_lock_listeners').then(([r]) => r.map((x) => Number(x.conn_id)).sort()),
+        ]);
+      } while ((live.length < apps.length || registered.length !== live.length) && Date.now() < deadline);
+      expect(registered).toEqual(live);
+      expect(live).toHaveLength(apps.length);
+    } finally {
+      await admin.end();
+    }
+  }, 30_000);
+
   it('refuses bad options at bootstrap, naming the field', async () => {
     const bad = async (options: Record<string, unknown>): Promise<unknown> => startLockApp({ mysql: options } as never).then(
       (app) => app.close(),
@@ -260,8 +305,14 @@ describe('MySQL backend: leases with fencing tokens from the database', () => {
     expect(await bad({ pool: pool().pool })).toMatchObject({ field: 'mysql.pool' });
     expect(await bad({ uri, colour: 'blue' })).toMatchObject({ field: 'mysql.colour' });
     // A pool without a database: nowhere to put the tables.
-    const noDatabase = mysql.createPool({ uri: server.url.replace(/\/[^/]*$/, '/'), connectionLimit: 2 });
+    const noDatabase = mysql.createPool({ uri: server.url.replace(/\/[^/]*$/, '/'), connectionLimit: 4 });
     pools.push(noDatabase);
     expect(await bad({ pool: noDatabase })).toMatchObject({ name: InvalidLockOptionsError.name, field: 'mysql' });
+    // The doorbell keeps two connections: a pool of two would leave none for calls (it hung).
+    expect(await bad({ pool: pool({ connectionLimit: 2 }) })).toMatchObject({ field: 'mysql.pool' });
+    // Sessions that never commit by themselves: the single statements would hold for nobody.
+    const manual = pool();
+    manual.on('connection', (c) => void c.query('SET SESSION autocommit = 0'));
+    expect(await bad({ pool: manual })).toMatchObject({ name: InvalidLockOptionsError.name, field: 'mysql', message: expect.stringMatching(/autocommit/) });
   });
 });

@@ -91,6 +91,9 @@ export function resolveMySqlOptions(raw: unknown, field: string): ResolvedMySqlO
       failOption(`${field}.pool`, "must be a mysql2 promise Pool: pass pool.promise(), or create it from 'mysql2/promise'");
     }
     if (uri !== undefined) failOption(`${field}.pool`, 'give either pool or uri, not both');
+    // The doorbell keeps two connections for good: a pool of two or fewer would leave none for calls.
+    const limit = (p as { pool?: { config?: { connectionLimit?: unknown } } }).pool?.config?.connectionLimit;
+    if (typeof limit === 'number' && limit < 3) failOption(`${field}.pool`, `has connectionLimit ${limit}: the backend's doorbell keeps two connections, so it needs at least 3`);
     if (raw.maxConnections !== undefined) failOption(`${field}.maxConnections`, 'applies to the pool the module opens, not to a pool you pass');
   } else if (uri === undefined) {
     failOption(`${field}.uri`, "is required (or pass pool): for example 'mysql://app@127.0.0.1:3306/app'");

@@ -28,9 +28,12 @@ export async function createMySqlPool(o: ResolvedMySqlOptions, field: string): P
     // mysql2's own error could carry the whole URL, password included.
     throw new InvalidLockOptionsError(`${field}.uri`, `mysql2 refused it: ${scrubCredentials((error as Error)?.message ?? String(error))} (${redactUrl(o.uri!)})`, MODULE_OPTIONS);
   }
-  // Idle connections never keep the process alive (calls in flight do, through their timers).
-  (pool as unknown as { pool?: { on(event: 'connection', f: (c: { stream?: { unref?(): void } }) => void): void } }).pool?.on('connection', (connection) =>
-    connection.stream?.unref?.(),
-  );
+  // Idle connections never keep the process alive (calls in flight do, through their timers), and
+  // every session autocommits whatever the server's default (bootstrap refuses a pool of yours
+  // whose sessions do not).
+  (pool as unknown as { pool?: { on(event: 'connection', f: (c: { stream?: { unref?(): void }; query(sql: string): unknown }) => void): void } }).pool?.on('connection', (connection) => {
+    connection.stream?.unref?.();
+    connection.query('SET SESSION autocommit = 1');
+  });
   return pool;
 }

@@ -13,9 +13,27 @@ export interface MySqlResultHeader {
 /** `[rows, fields]` of a SELECT, `[header, undefined]` of a write, `[[rows, …], header]` of a CALL. */
 export type MySqlQueryResult = [unknown, unknown];
 
+/**
+ * A statement with the options that make its answer what the backend reads whatever the pool's
+ * own: rows as objects (not `rowsAsArray`, not `nestTables`), columns cast the default way (a
+ * pool's `typeCast` that turned VARBINARY into text would mangle keys).
+ */
+export interface MySqlQueryOptions {
+  sql: string;
+  values?: unknown[];
+  rowsAsArray: false;
+  nestTables: false;
+  typeCast: (field: unknown, next: () => unknown) => unknown;
+}
+
+const defaultCast = (_field: unknown, next: () => unknown): unknown => next();
+
+/** `sql` with its values and the options every statement of the backend is sent with. */
+export const q = (sql: string, values?: unknown[]): MySqlQueryOptions => ({ sql, values, rowsAsArray: false, nestTables: false, typeCast: defaultCast });
+
 /** One checked-out connection (`PoolConnection` of `mysql2/promise`). */
 export interface MySqlConnectionLike {
-  query(sql: string, values?: unknown[]): Promise<MySqlQueryResult>;
+  query(options: MySqlQueryOptions): Promise<MySqlQueryResult>;
   release(): void;
   /** Closes it at once (the pool forgets it). */
   destroy(): void;
@@ -27,7 +45,7 @@ export interface MySqlConnectionLike {
 
 /** A `mysql2/promise` pool. */
 export interface MySqlPoolLike {
-  query(sql: string, values?: unknown[]): Promise<MySqlQueryResult>;
+  query(options: MySqlQueryOptions): Promise<MySqlQueryResult>;
   getConnection(): Promise<MySqlConnectionLike>;
   end(): Promise<void>;
   on(event: string, listener: (...args: any[]) => void): unknown;

@@ -1,5 +1,6 @@
 import { allRows, text, type MySqlNames } from './mysql-sql.util.js';
-import { ER, errnoOf, type MySqlConnectionLike, type MySqlPoolLike } from './mysql-client.interface.js';
+import { ER, errnoOf, q, type MySqlConnectionLike, type MySqlPoolLike } from './mysql-client.interface.js';
+import { sweepStatements } from './mysql-statements.js';
 
 /** How long one wait of the listener lasts when nobody rings (a ring ends it at once). */
 const WAIT_S = 10;
@@ -72,7 +73,7 @@ export class MySqlDoorbell {
     if (this.ringing.has(id)) return void this.ringing.set(id, true);
     this.ringing.set(id, false);
     this.pool
-      .query('KILL QUERY ?', [id])
+      .query(q('KILL QUERY ?', [id]))
       .catch((error: unknown) => {
         // ER_NO_SUCH_THREAD (1094): the listener is gone. ER_KILL_DENIED_ERROR (1095): another user.
         if (errnoOf(error) === 1095 && !this.ringRefused) {
@@ -99,9 +100,14 @@ export class MySqlDoorbell {
     this.id = 0;
     if (!connection) return;
     // Unregistered through the pool (the listener's own connection is waiting), then closed.
-    await this.pool.query(`DELETE FROM ${this.names.listeners} WHERE server_id = @@server_id AND conn_id = ?`, [id]).catch(() => undefined);
+    await this.unregister(id);
     connection.destroy();
     holder?.destroy();
+  }
+
+  /** Its row in the listeners table goes (best effort: a row left behind is swept by the next listener to connect). */
+  private unregister(id: number): Promise<unknown> {
+    return this.pool.query(q(`DELETE FROM ${this.names.listeners} WHERE server_id = @@server_id AND conn_id = ?`, [id])).catch(() => undefined);
   }
 
   private async connect(): Promise<void> {
@@ -115,11 +121,19 @@ export class MySqlDoorbell {
         c.on('error', () => undefined);
       }
       if (this.closed) throw new Error('closed');
-      const [rows] = await connection.query('SELECT CONNECTION_ID() AS id');
+      // Both connections are ours for good: committed reads only (a mail line of a grant not yet
+      // committed must never be told), autocommit, and no idle timeout for the bell's holder.
+      for (const c of [connection, holder]) {
+        await c.query(q('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED'));
+        await c.query(q('SET SESSION autocommit = 1, wait_timeout = 31536000'));
+      }
+      const [rows] = await connection.query(q('SELECT CONNECTION_ID() AS id'));
       const id = Number((rows as Array<{ id: unknown }>)[0].id);
-      const [got] = await holder.query('SELECT GET_LOCK(?, 0) AS got', [bell(id)]);
+      const [got] = await holder.query(q('SELECT GET_LOCK(?, 0) AS got', [bell(id)]));
       if (Number((got as Array<{ got: unknown }>)[0].got) !== 1) throw new Error(`the bell lock ${bell(id)} is taken`);
-      await connection.query(`INSERT IGNORE INTO ${this.names.listeners} (server_id, conn_id) VALUES (@@server_id, ?)`, [id]);
+      await connection.query(q(`INSERT IGNORE INTO ${this.names.listeners} (server_id, conn_id) VALUES (@@server_id, ?)`, [id]));
+      // Listeners whose bell nobody holds are gone (their process died, or lost its connections).
+      await connection.query(q(`DELETE FROM ${this.names.listeners} WHERE server_id = @@server_id AND IS_USED_LOCK(CONCAT('ndl.bell.', conn_id)) IS NULL`));
       await this.purge(connection);
       this.connection = connection;
       this.holder = holder;
@@ -138,17 +152,18 @@ export class MySqlDoorbell {
     const { mail } = this.names;
     while (!this.closed && this.connection === connection) {
       try {
-        const lines = allRows(await connection.query(`SELECT seq, body FROM ${mail} WHERE server_id = @@server_id AND listener = ? ORDER BY seq LIMIT 200`, [this.id]));
+        const lines = allRows(await connection.query(q(`SELECT seq, body FROM ${mail} WHERE server_id = @@server_id AND listener = ? ORDER BY seq LIMIT 200`, [this.id])));
         if (lines.length > 0) {
           // Told first: a ring that interrupts the delete must not lose a line (told twice is harmless).
           for (const line of lines) this.onMail(text(line.body));
-          await connection.query(`DELETE FROM ${mail} WHERE server_id = @@server_id AND listener = ? AND seq <= ?`, [this.id, lines[lines.length - 1].seq]);
+          // Exactly the lines read: a line with a lower seq may commit after this read (seq is
+          // given at insert, not at commit), and must be read next time, not deleted unseen.
+          await connection.query(q(`DELETE FROM ${mail} WHERE seq IN (?)`, [lines.map((line) => line.seq)]));
           continue;
         }
         if (Date.now() - this.purgedAt > MAIL_LIFE_S * 1000) await this.purge(connection);
         const [got] = await connection.query(
-          `SELECT GET_LOCK(?, ${WAIT_S}) AS got FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${mail} WHERE server_id = @@server_id AND listener = ?)`,
-          [bell(this.id), this.id],
+          q(`SELECT GET_LOCK(?, ${WAIT_S}) AS got FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM ${mail} WHERE server_id = @@server_id AND listener = ?)`, [bell(this.id), this.id]),
         );
         // The lock was free: its holder connection is gone. Start over with a new pair.
         if (Number((got as Array<{ got: unknown }>)[0]?.got) === 1) return this.lost(connection);
@@ -161,15 +176,20 @@ export class MySqlDoorbell {
     }
   }
 
-  /** Lines nobody read (their listener died) go after a minute. */
+  /**
+   * Once a minute (and at every connect): mail nobody read (its listener died), and rows of keys
+   * nobody came back to — expired over a minute ago, nobody waiting — go, in batches. Best effort:
+   * a procedure on such a key does the same in its own transaction.
+   */
   private async purge(connection: MySqlConnectionLike): Promise<void> {
     this.purgedAt = Date.now();
-    await connection.query(`DELETE FROM ${this.names.mail} WHERE created < UTC_TIMESTAMP(6) - INTERVAL ${MAIL_LIFE_S} SECOND LIMIT 1000`);
+    for (const statement of sweepStatements(this.names, MAIL_LIFE_S)) await connection.query(q(statement)).catch(() => undefined);
   }
 
   private lost(connection: MySqlConnectionLike): void {
     if (this.connection !== connection) return;
     this.connection = undefined;
+    void this.unregister(this.id);
     this.id = 0;
     connection.destroy();
     this.holder?.destroy();

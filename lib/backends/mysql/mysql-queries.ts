@@ -2,10 +2,10 @@ import { errorText } from '../../common/redact.util.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { AnswerDeadlines } from '../answer-deadlines.js';
 import { boundedCall, withTimeout } from '../backend-call.util.js';
-import { ER, errnoOf, type MySqlPoolLike, type MySqlQueryResult } from './mysql-client.interface.js';
+import { ER, errnoOf, q, type MySqlPoolLike, type MySqlQueryResult } from './mysql-client.interface.js';
 import type { MySqlDoorbell } from './mysql-doorbell.js';
-import { procedureStatements, tableStatements } from './mysql.sql.js';
-import { allRows, type MySqlNames } from './mysql-sql.util.js';
+import { createSchema } from './mysql-setup.js';
+import type { MySqlNames } from './mysql-sql.util.js';
 
 export interface MySqlQueriesConfig {
   readonly name: string;
@@ -87,7 +87,7 @@ export class MySqlQueries {
       backend: this.config.name,
       operation: 'ping',
       closed: this.config.closed(),
-      send: () => this.config.pool.query('SELECT 1'),
+      send: () => this.config.pool.query(q('SELECT 1')),
       timeoutMs,
       timedOut: () => `no answer within ${timeoutMs} ms`,
     });
@@ -97,7 +97,7 @@ export class MySqlQueries {
   private async send(sql: string, values: unknown[], tolerate?: number): Promise<MySqlQueryResult> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.config.pool.query(sql, values);
+        return await this.config.pool.query(q(sql, values));
       } catch (error) {
         const errno = errnoOf(error);
         if (errno !== undefined && errno === tolerate) return [{ errno }, undefined];
@@ -109,7 +109,7 @@ export class MySqlQueries {
   /** The schema, then the doorbell: once; a failure (database down) is tried again at the next call. */
   private ensureSetup(): Promise<void> {
     this.setup ??= (async () => {
-      await this.createSchema();
+      await createSchema(this.config.pool, this.config.names, this.config.name, this.config.log);
       await this.config.doorbell.start();
     })().then(
       () => void (this.ready = true),
@@ -119,48 +119,5 @@ export class MySqlQueries {
       },
     );
     return this.setup;
-  }
-
-  /** Tables and procedures, created if absent, one start-up at a time (GET_LOCK on one connection). */
-  private async createSchema(): Promise<void> {
-    const { pool, names, name, log } = this.config;
-    const connection = await pool.getConnection();
-    try {
-      const [[settings]] = (await connection.query('SELECT DATABASE() AS db, @@innodb_flush_log_at_trx_commit AS flush')) as [Array<{ db: unknown; flush: unknown }>, unknown];
-      if (settings.db === null || settings.db === undefined) {
-        throw new InvalidLockOptionsError(name, 'the connection has no database: name one in the URL (mysql://user@host:3306/app) or the pool\'s `database`', 'DistributedLockModule options');
-      }
-      if (String(settings.flush) !== '1') {
-        log.warn(
-          `MySQL backend "${name}": innodb_flush_log_at_trx_commit is ${String(settings.flush)}, not 1 — a crash of the machine may lose committed grants, ` +
-            'and a token may then be issued again. Set it to 1 where correctness locks run.',
-        );
-      }
-      await connection.query('SELECT GET_LOCK(CONCAT(DATABASE(), ?), 30)', [`.${names.setupLock}`]);
-      try {
-        for (const statement of tableStatements(names)) await connection.query(statement);
-        const procedures = procedureStatements(names);
-        const wanted = Object.keys(procedures).map((quoted) => quoted.slice(1, -1));
-        const existing = new Set(
-          allRows(await connection.query('SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME IN (?)', [wanted])).map((r) =>
-            String(r.name),
-          ),
-        );
-        for (const [quoted, statement] of Object.entries(procedures)) {
-          if (!existing.has(quoted.slice(1, -1))) await connection.query(statement);
-        }
-      } finally {
-        await connection.query('SELECT RELEASE_LOCK(CONCAT(DATABASE(), ?))', [`.${names.setupLock}`]).catch(() => undefined);
-      }
-    } catch (error) {
-      const errno = errnoOf(error);
-      // ER_TABLEACCESS_DENIED, ER_DBACCESS_DENIED, ER_PROCACCESS_DENIED…: a grant missing, not an outage.
-      if (errno === 1142 || errno === 1044 || errno === 1370 || errno === 1227) {
-        throw new InvalidLockOptionsError(name, `cannot create its tables and procedures: ${errorText(error)} (it needs CREATE, CREATE ROUTINE, ALTER ROUTINE, INSERT, UPDATE, DELETE, SELECT and EXECUTE on the database)`, 'DistributedLockModule options');
-      }
-      throw error;
-    } finally {
-      connection.release();
-    }
   }
 }

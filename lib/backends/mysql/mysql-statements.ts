@@ -24,9 +24,10 @@ export function mysqlStatements(n: MySqlNames) {
     release: `CALL ${n.release}(?, ?, ?)`,
     // key, listener
     forceRelease: `CALL ${n.forceRelease}(?, ?)`,
-    // ttl µs, key, owner. A row lock orders it with the procedures: an acquire that found the
-    // lease expired replaced the row (another owner), which this then does not match.
-    extend: `UPDATE ${n.held} SET expires_at = ${NOW} + INTERVAL ? MICROSECOND WHERE ${KEY} AND owner = ? AND expires_at > ${NOW}`,
+    // ttl µs, listener, key, owner. A row lock orders it with the procedures: an acquire that found
+    // the lease expired replaced the row (another owner), which this then does not match. The
+    // holder's current doorbell is recorded (a forced release tells it there).
+    extend: `UPDATE ${n.held} SET expires_at = ${NOW} + INTERVAL ? MICROSECOND, listener = ? WHERE ${KEY} AND owner = ? AND expires_at > ${NOW}`,
     // key: the live holder, its token (text: exact), what is left of it, live waiters.
     inspect: `SELECT h.owner, CAST(h.token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, ${NOW}, h.expires_at) DIV 1000) AS remaining_ms,
         (SELECT COUNT(*) FROM ${n.queue} q WHERE q.key_hash = h.key_hash AND q.expires_at > ${NOW}) AS waiters
@@ -49,3 +50,23 @@ export function mysqlStatements(n: MySqlNames) {
 }
 
 export type MySqlStatements = ReturnType<typeof mysqlStatements>;
+
+/**
+ * What nobody came back for, older than `ageS` seconds, in batches of 1,000: mail of dead
+ * listeners, expired queue entries and semaphore rows, and key rows expired with nobody waiting
+ * (a semaphore's mark only once no live holder or waiter is left).
+ */
+export function sweepStatements(n: MySqlNames, ageS: number): string[] {
+  const old = `${NOW} - INTERVAL ${ageS} SECOND`;
+  return [
+    `DELETE FROM ${n.mail} WHERE created < ${old} LIMIT 1000`,
+    `DELETE FROM ${n.queue} WHERE expires_at < ${old} LIMIT 1000`,
+    `DELETE FROM ${n.semQueue} WHERE expires_at < ${old} LIMIT 1000`,
+    `DELETE FROM ${n.semHeld} WHERE expires_at < ${old} LIMIT 1000`,
+    `DELETE FROM ${n.held} WHERE expires_at < ${old}
+       AND NOT EXISTS (SELECT 1 FROM ${n.queue} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
+       AND NOT EXISTS (SELECT 1 FROM ${n.semHeld} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
+       AND NOT EXISTS (SELECT 1 FROM ${n.semQueue} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
+     LIMIT 1000`,
+  ];
+}

@@ -159,7 +159,7 @@ export class MySqlBackend implements LockBackend {
 
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
     if (permitsOf(hold) > 1) return this.semaphores.extend(key, owner, ttlMs);
-    const [header] = await this.queries.call('extend', key, this.sql.extend, [Math.ceil(ttlMs * 1000), bytes(key), bytes(owner)]);
+    const [header] = await this.queries.call('extend', key, this.sql.extend, [Math.ceil(ttlMs * 1000), this.doorbell.id, bytes(key), bytes(owner)]);
     return matchedRows(header as MySqlResultHeader) === 1;
   }
 
