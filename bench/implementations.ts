@@ -179,7 +179,8 @@ function moduleOptions(backend: Backend, target: Target): Parameters<typeof Dist
   if (backend === 'etcd') return { etcd: { hosts: target as string[] } };
   if (backend === 'zookeeper') return { zookeeper: { connectionString: target as string } };
   if (backend === 'redlock') return { redlock: { urls: target as string[] } };
-  if (backend === 'mysql') return { mysql: { uri: target as string } };
+  // BENCH_MYSQL_CONNECTIONS: the pool's size (the default 4 unless set; the floors use 16).
+  if (backend === 'mysql') return { mysql: { uri: target as string, maxConnections: Number(process.env.BENCH_MYSQL_CONNECTIONS ?? 4) } };
   return { postgres: { connectionString: target as string } };
 }
 
