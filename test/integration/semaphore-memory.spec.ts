@@ -29,7 +29,7 @@ describe('permits: bad input fails closed, naming the field', () => {
     try {
       const app = await startLockApp({ redlock: { urls: masters.map((m) => m.url) } });
       try {
-        await expect(app.locks.acquire('k', { purpose: 'efficiency', permits: 2 })).rejects.toThrow(/backend "redlock" does not serve semaphores \(permits > 1\): configure one that does \(redis, etcd, zookeeper, postgres, memory\), or use permits: 1/);
+        await expect(app.locks.acquire('k', { purpose: 'efficiency', permits: 2 })).rejects.toThrow(/backend "redlock" does not serve semaphores \(permits > 1\): configure one that does \(redis, etcd, zookeeper, postgres, mysql, memory\), or use permits: 1/);
         // permits: 1 is a plain lock, served everywhere.
         await (await app.locks.acquire('k', { purpose: 'efficiency', permits: 1 })).release();
       } finally {
