@@ -12,8 +12,8 @@ export declare class MariaDbServer {
   restart(): Promise<void>;
   /** kill -9; `launch()` brings it back through crash recovery. */
   kill(): Promise<void>;
-  /** SIGSTOP of the server process. */
-  pause(): void;
+  /** SIGSTOP of the server process; resolves once every thread of it has stopped. */
+  pause(): Promise<void>;
   /** SIGCONT of the server process. */
   resume(): void;
   halt(signal: NodeJS.Signals): Promise<void>;

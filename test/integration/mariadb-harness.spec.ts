@@ -48,7 +48,7 @@ describe('the test harness MariaDB', () => {
   it('stops answering while paused and answers again once resumed', async () => {
     const conn = await connect();
     try {
-      server.pause();
+      await server.pause();
       const pending = conn.query('SELECT 1 AS one');
       const early = await Promise.race([pending.then(() => 'answered'), new Promise((r) => setTimeout(() => r('silent'), 500))]);
       expect(early).toBe('silent');

@@ -231,7 +231,7 @@ describe('MySQL backend: leases with fencing tokens from the database', () => {
       await viaEtcd.release();
       const health = both.app.get(DistributedLockHealthIndicator);
       expect(await health.pingCheck('mysql')).toMatchObject({ mysql: { status: 'up', backend: 'mysql', purposes: ['correctness'] } });
-      server.pause();
+      await server.pause();
       try {
         expect(await health.pingCheck('mysql', { timeout: 500 })).toMatchObject({ mysql: { status: 'down' } });
       } finally {

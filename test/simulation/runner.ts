@@ -683,7 +683,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       case 'my-pause':
         // The server stops answering; lease expiries are on its clock, which goes on.
         servers.mysql.paused = true;
-        servers.mysql.server.pause();
+        await servers.mysql.server.pause();
         try {
           await sleep(fault.dur);
         } finally {
