@@ -3,7 +3,7 @@
 // afterwards. A machine may already run a MariaDB on 3306: never used. mariadbd refuses to run
 // as root, so when the run is root the server runs as the `mysql` user. Killed by PID only.
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { aptInstall, freePort, waitForAnswer } from './servers.mjs';
@@ -48,13 +48,20 @@ export class MariaDbServer {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-mariadb-'));
     if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
     const data = path.join(dir, 'data');
+    // A temporary directory of its own: a starting server deletes every '#sql*' file it finds in
+    // its tmpdir, and with the default /tmp one server's start removed another's temporary tables
+    // (concurrent mariadb-install-db runs failed 2 to 4 times in 10: "Unknown table
+    // 'mysql.tmp_user_sys'"). Never the machine's my.cnf either (--no-defaults comes first).
+    const tmp = path.join(dir, 'tmp');
+    mkdirSync(tmp);
+    if (owner.uid !== undefined) chownSync(tmp, owner.uid, owner.gid);
     // root@localhost with no password over TCP (not the unix_socket plugin), no test database.
     const init = spawnSync(
       bins.install,
-      [`--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', ...(owner.user ? [`--user=${owner.user}`] : [])],
+      ['--no-defaults', `--datadir=${data}`, `--tmpdir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', ...(owner.user ? [`--user=${owner.user}`] : [])],
       { encoding: 'utf8' },
     );
-    if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stderr || init.stdout}`);
+    if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stdout}\n${init.stderr}`);
     const port = await freePort();
     const server = new MariaDbServer(dir, port);
     await server.launch();
@@ -84,6 +91,7 @@ export class MariaDbServer {
       [
         '--no-defaults', // never the machine's /etc/mysql configuration (its port, socket, datadir)
         `--datadir=${path.join(this.dir, 'data')}`,
+        `--tmpdir=${path.join(this.dir, 'tmp')}`,
         `--socket=${path.join(this.dir, 'mysqld.sock')}`,
         `--pid-file=${path.join(this.dir, 'mysqld.pid')}`,
         `--port=${this.port}`,
