@@ -1,3 +1,4 @@
+import { describeValue } from './redact.util.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { driftAllowanceMs } from './validity.util.js';
 
@@ -79,4 +80,12 @@ export function checkPrefix(prefix: unknown, field: string, where = MODULE_OPTIO
   if (typeof prefix !== 'string') failOption(field, 'must be a string', where);
   if (!isWellFormed(prefix)) failOption(field, 'must not contain a lone UTF-16 surrogate (it has no UTF-8 encoding)', where);
   return prefix;
+}
+
+/** A plain lower-case SQL identifier (a-z, 0-9, _; at most 40): spliced into DDL, so nothing else. */
+export function checkSqlIdentifier(value: unknown, field: string, where = MODULE_OPTIONS): string {
+  if (typeof value !== 'string' || !/^[a-z_][a-z0-9_]{0,39}$/.test(value)) {
+    failOption(field, `must be a lower-case SQL identifier (a-z, 0-9, _; at most 40 characters), got ${describeValue(value)}`, where);
+  }
+  return value;
 }

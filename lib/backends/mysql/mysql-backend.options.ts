@@ -1,4 +1,4 @@
-import { checkPositiveMs, failOption, isPlainObject, MODULE_OPTIONS, rejectUnknown } from '../../common/checks.util.js';
+import { checkPositiveMs, checkSqlIdentifier, failOption, isPlainObject, MODULE_OPTIONS, rejectUnknown } from '../../common/checks.util.js';
 import { describeValue } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { MySqlPoolLike } from './mysql-client.interface.js';
@@ -69,12 +69,7 @@ const FIELDS = Object.keys({
 } satisfies Record<keyof MySqlBackendOptions, 1>);
 
 /** A plain lower-case SQL identifier: spliced into DDL, so nothing else (table names are case-sensitive on Linux). */
-export function checkMySqlIdentifier(value: unknown, field: string, where = MODULE_OPTIONS): string {
-  if (typeof value !== 'string' || !/^[a-z_][a-z0-9_]{0,39}$/.test(value)) {
-    failOption(field, `must be a lower-case SQL identifier (a-z, 0-9, _; at most 40 characters), got ${describeValue(value)}`, where);
-  }
-  return value;
-}
+export const checkMySqlIdentifier = checkSqlIdentifier;
 
 /** `forRoot({ mysql })` checked, with defaults. */
 export function resolveMySqlOptions(raw: unknown, field: string): ResolvedMySqlOptions {

@@ -1,4 +1,5 @@
 import { HandOffWaiters } from '../hand-off-waiters.js';
+import { retryInBackground, startOnHandOff } from '../hand-off-start.util.js';
 import type { AcquireRequest, AcquireResult, HeldLock, HoldKind, LockBackend, LockLossListener } from '../lock-backend.interface.js';
 import { LossListeners } from '../loss-listeners.js';
 import { permitsMismatch, permitsOf } from '../semaphore.util.js';
@@ -132,23 +133,9 @@ export class MySqlBackend implements LockBackend {
     return { acquired: false, holderRemainingMs: row.holder_ms === null || row.holder_ms === undefined ? undefined : Number(row.holder_ms) };
   }
 
-  /**
-   * The release that woke us granted us the key for the ttl we queued with and took us out of the
-   * queue: start at once (see PostgresBackend.takeHandOff, the same rule). When the wait cost more
-   * than a tenth of it, the full ttl is claimed in the background. undefined: claim first.
-   */
+  /** See startOnHandOff: start at once on a hand-off, claiming the full ttl in the background when needed. */
   private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
-    const handOff = this.waiters.handOff(owner, validityMs, 'answer');
-    if (!handOff || handOff.token === undefined) return undefined;
-    this.waiters.forget(owner);
-    const { validFrom, validForMs, token } = handOff;
-    if (validForMs >= validityMs && performance.now() - validFrom <= validForMs / 10) {
-      return { acquired: true, token, provisional: { validFrom, validForMs } };
-    }
-    const sentAt = performance.now();
-    const confirmed = this.extend(key, owner, ttlMs).then((held) => (held ? sentAt : undefined));
-    confirmed.catch(() => undefined); // a failed claim leaves the grant to run out
-    return { acquired: true, token, provisional: { validFrom, validForMs, confirmed } };
+    return startOnHandOff(this.waiters, owner, validityMs, () => this.extend(key, owner, ttlMs));
   }
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
@@ -190,17 +177,10 @@ export class MySqlBackend implements LockBackend {
 
   /** Every `delayMs` (at most 15 tries in 1.5 s); owner-checked, so never another owner's key; none after close(). */
   private retryRelease(key: string, owner: string, until: number, delayMs: number): void {
-    if (this.closed || performance.now() + delayMs > until) return;
-    setTimeout(() => {
-      if (this.closed) return;
-      this.queries
-        .call('release', key, this.sql.release, [bytes(key), bytes(owner), this.doorbell.id])
-        .then((result) => {
-          const row = firstRow(result);
-          this.wake(row.wake, row.body);
-        })
-        .catch(() => this.retryRelease(key, owner, until, delayMs));
-    }, delayMs).unref();
+    retryInBackground(() => this.closed, until, delayMs, async () => {
+      const row = firstRow(await this.queries.call('release', key, this.sql.release, [bytes(key), bytes(owner), this.doorbell.id]));
+      this.wake(row.wake, row.body);
+    });
   }
 
   async inspect(key: string): Promise<HeldLock | null> {

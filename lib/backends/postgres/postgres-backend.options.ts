@@ -1,4 +1,4 @@
-import { checkPositiveMs, failOption, isPlainObject, MODULE_OPTIONS, rejectUnknown } from '../../common/checks.util.js';
+import { checkPositiveMs, checkSqlIdentifier, failOption, isPlainObject, MODULE_OPTIONS, rejectUnknown } from '../../common/checks.util.js';
 import { describeValue } from '../../common/redact.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 import type { PgPoolLike } from './postgres-client.interface.js';
@@ -75,12 +75,7 @@ const FIELDS = Object.keys({
 } satisfies Record<keyof PostgresBackendOptions, 1>);
 
 /** A plain SQL identifier (lower case, as PostgreSQL folds them): spliced into DDL, so nothing else. */
-export function checkIdentifier(value: unknown, field: string, where = MODULE_OPTIONS): string {
-  if (typeof value !== 'string' || !/^[a-z_][a-z0-9_]{0,39}$/.test(value)) {
-    failOption(field, `must be a lower-case SQL identifier (a-z, 0-9, _; at most 40 characters), got ${describeValue(value)}`, where);
-  }
-  return value;
-}
+export const checkIdentifier = checkSqlIdentifier;
 
 /** `forRoot({ postgres })` checked, with defaults. */
 export function resolvePostgresOptions(raw: unknown, field: string): ResolvedPostgresOptions {

@@ -1,6 +1,7 @@
 import { LossListeners } from '../loss-listeners.js';
 import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
 import { HandOffWaiters } from '../hand-off-waiters.js';
+import { retryInBackground, startOnHandOff } from '../hand-off-start.util.js';
 import { permitsMismatch, permitsOf } from '../semaphore.util.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { checkIdentifier, POSTGRES_CAPABILITIES, POSTGRES_DEFAULTS, type PostgresBackendConfig } from './postgres-backend.options.js';
@@ -157,27 +158,9 @@ export class PostgresBackend implements LockBackend {
     return { acquired: false, holderRemainingMs: row.holder_ms === null ? undefined : Number(row.holder_ms) };
   }
 
-  /**
-   * The release that woke us granted us the key for the ttl we queued with (or, released by an
-   * earlier version, reserved it for a while) and took us out of the queue: start at once, no
-   * claim round trip. The grant happened after our latest request answered "still queued" (that
-   * request would have claimed it otherwise), so its ttl counts from that request's send time
-   * (see HandOffWaiters.handOff). When that costs more than a tenth of it, or the reservation is
-   * shorter than the ttl, the full ttl is claimed in the background. undefined: too little is
-   * left, the message is stale or carried no token; claim first.
-   */
+  /** See startOnHandOff: start at once on a hand-off, claiming the full ttl in the background when needed. */
   private takeHandOff(key: string, owner: string, ttlMs: number, validityMs: number): AcquireResult | undefined {
-    const handOff = this.waiters.handOff(owner, validityMs, 'answer');
-    if (!handOff || handOff.token === undefined) return undefined;
-    this.waiters.forget(owner);
-    const { validFrom, validForMs, token } = handOff;
-    if (validForMs >= validityMs && performance.now() - validFrom <= validForMs / 10) {
-      return { acquired: true, token, provisional: { validFrom, validForMs } };
-    }
-    const sentAt = performance.now();
-    const confirmed = this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]).then((row) => (row.held === true ? sentAt : undefined));
-    confirmed.catch(() => undefined); // a failed claim leaves the reservation to run out
-    return { acquired: true, token, provisional: { validFrom, validForMs, confirmed } };
+    return startOnHandOff(this.waiters, owner, validityMs, () => this.queries.call('extend', key, this.sql.extend, [key, owner, ttlMs]).then((row) => row.held === true));
   }
 
   /** A hand-off wakes the waiter at once; without one it re-checks every heartbeat (refreshing its place). */
@@ -217,13 +200,7 @@ export class PostgresBackend implements LockBackend {
 
   /** Every `delayMs` (at most 15 tries in 1.5 s); owner-checked, so never another owner's key; unref'd timers, none after close(). */
   private retryRelease(key: string, owner: string, until: number, delayMs: number): void {
-    if (this.closed || performance.now() + delayMs > until) return;
-    setTimeout(() => {
-      if (this.closed) return;
-      this.queries.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]).catch(() =>
-        this.retryRelease(key, owner, until, delayMs),
-      );
-    }, delayMs).unref();
+    retryInBackground(() => this.closed, until, delayMs, () => this.queries.call('release', key, this.sql.release, [key, owner, this.heartbeatMs * 3]));
   }
 
   /** `SELECT 1` within `timeoutMs`, counting the wait for a connection. */
