@@ -48,6 +48,7 @@ export type { MySqlPoolLike } from './backends/mysql/mysql-client.interface.js';
 export { ZooKeeperBackend } from './backends/zookeeper/zookeeper.backend.js';
 export type { ZooKeeperClientLike } from './backends/zookeeper/zookeeper-client.interface.js';
 export { PgTransactionLock, type PgTransactionLockOptions, type PgTransactionAcquireOptions, type PgTransactionClient } from './backends/postgres/pg-transaction-lock.js';
+export { MySqlTransactionLock, type MySqlTransactionLockOptions, type MySqlTransactionAcquireOptions, type MySqlTransactionClient, type MySqlStatementRunner } from './backends/mysql/mysql-transaction-lock.js';
 export { RedisFence, type RedisFenceOptions } from './fencing/redis-fence.js';
 export { PgFence, type PgFenceOptions, type PgQueryable } from './fencing/pg-fence.js';
 export { MySqlFence, type MySqlFenceOptions, type MySqlQueryable } from './fencing/mysql-fence.js';

@@ -12,6 +12,7 @@
  * at its heartbeat, or when the soonest holder's permit ends.
  */
 import type { MySqlNames } from './mysql-sql.util.js';
+import { yieldToTransaction } from './mysql-xact.sql.js';
 
 /** The owner of a key's row that marks a semaphore (owner ids never start with '!'). */
 export const SEMAPHORE_MARK = '!sem';
@@ -85,7 +86,17 @@ export function semaphoreProcedures(n: MySqlNames, parts: { header: (name: strin
     // (acquired, token, holder_ms, permits): permits set when the key is held or awaited with
     // another number (a plain lock: 1) — refused, nothing written.
     [n.semAcquire]: `${header(n.semAcquire, 'IN p_key VARBINARY(3072), IN p_owner VARBINARY(255), IN p_permits INT, IN p_ttl_ms BIGINT, IN p_queue TINYINT, IN p_life_ms BIGINT, IN p_listener BIGINT UNSIGNED')}
-proc: BEGIN${semVariables}${begin}${lockKeyRow}
+proc: BEGIN${semVariables}${begin}${lockKeyRow}${yieldToTransaction(
+    n,
+    `-- A transaction holds the key (MySqlTransactionLock): queue, and ask again at the heartbeat.
+      IF p_queue THEN
+        INSERT INTO ${n.semQueue} (key_hash, owner, expires_at, permits, listener) VALUES (v_hash, p_owner, v_now + ${ms('p_life_ms')}, p_permits, p_listener)
+          ON DUPLICATE KEY UPDATE expires_at = v_now + ${ms('p_life_ms')}, listener = p_listener;
+      END IF;
+      COMMIT;
+      SELECT 0 AS acquired, NULL AS token, NULL AS holder_ms, NULL AS permits;
+      LEAVE proc;`,
+  )}
   IF v_owner <> '${SEMAPHORE_MARK}' AND (
       (v_owner <> '' AND v_expires > v_now)
       OR EXISTS (SELECT 1 FROM ${n.queue} WHERE key_hash = v_hash AND expires_at > v_now)) THEN

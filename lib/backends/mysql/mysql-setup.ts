@@ -19,13 +19,22 @@ const CONFIGURATION_ERRORS = new Set([
   4050, // MariaDB: ER_… storage engine / binlog refusals
 ]);
 
-/** The oldest servers whose AUTO_INCREMENT survives a restart (older ones rebuild it as MAX + 1: tokens could go back). */
+/**
+ * The oldest servers the backend runs on: an AUTO_INCREMENT that survives a restart (MariaDB
+ * 10.2.4, MySQL 8.0; older ones rebuild it as MAX + 1: tokens could go back) and `SKIP LOCKED`
+ * (MariaDB 10.6, MySQL 8.0.1), which the procedures use to tell a transaction lock's placeholder
+ * from a stale one.
+ */
 function checkVersion(version: string, name: string): void {
-  const [major, minor, patch] = (/(\d+)\.(\d+)\.(\d+)/.exec(version) ?? []).slice(1).map(Number);
+  const [major, minor] = (/(\d+)\.(\d+)\.(\d+)/.exec(version) ?? []).slice(1).map(Number);
   const mariadb = /mariadb/i.test(version);
-  const old = mariadb ? major < 10 || (major === 10 && (minor < 2 || (minor === 2 && patch < 4))) : major < 8;
+  const old = mariadb ? major < 10 || (major === 10 && minor < 6) : major < 8;
   if (old) {
-    throw new InvalidLockOptionsError(name, `needs MariaDB 10.2.4+ or MySQL 8.0+ (their AUTO_INCREMENT survives a restart; tokens could go back on older ones), the server is ${version}`, WHERE);
+    throw new InvalidLockOptionsError(
+      name,
+      `needs MariaDB 10.6+ or MySQL 8.0+ (an AUTO_INCREMENT that survives a restart, and SKIP LOCKED), the server is ${version}`,
+      WHERE,
+    );
   }
 }
 

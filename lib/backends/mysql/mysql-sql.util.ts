@@ -14,6 +14,11 @@ export interface MySqlNames {
   readonly semAcquire: string;
   readonly semRelease: string;
   readonly semExtend: string;
+  readonly xact: string;
+  readonly xactGrants: string;
+  readonly xactPrepare: string;
+  readonly xactClaim: string;
+  readonly xactSweep: string;
   /** The GET_LOCK name under which concurrent start-ups create the schema one at a time (per database). */
   readonly setupLock: string;
 }
@@ -25,14 +30,19 @@ export function mysqlNames(prefix: string): MySqlNames {
     queue: q('queue'),
     mail: q('mail'),
     listeners: q('listeners'),
-    acquire: q('acquire_v2'),
+    acquire: q('acquire_v3'),
     release: q('release_v2'),
-    forceRelease: q('force_release_v2'),
+    forceRelease: q('force_release_v3'),
     semHeld: q('sem_held'),
     semQueue: q('sem_queue'),
-    semAcquire: q('sem_acquire_v1'),
+    semAcquire: q('sem_acquire_v2'),
     semRelease: q('sem_release_v1'),
     semExtend: q('sem_extend_v1'),
+    xact: q('xact'),
+    xactGrants: q('xact_grants'),
+    xactPrepare: q('xact_prepare_v1'),
+    xactClaim: q('xact_claim_v1'),
+    xactSweep: q('xact_sweep_v1'),
     setupLock: `${prefix}.setup`,
   };
 }

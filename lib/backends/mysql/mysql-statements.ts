@@ -1,4 +1,5 @@
 import type { MySqlNames } from './mysql-sql.util.js';
+import { TRANSACTION_MARK } from './mysql-xact.sql.js';
 
 /** A key's row by its hash (the primary key). */
 const KEY = 'key_hash = UNHEX(SHA2(?, 256))';
@@ -28,12 +29,13 @@ export function mysqlStatements(n: MySqlNames) {
     // the lease expired replaced the row (another owner), which this then does not match. The
     // holder's current doorbell is recorded (a forced release tells it there).
     extend: `UPDATE ${n.held} SET expires_at = ${NOW} + INTERVAL ? MICROSECOND, listener = ? WHERE ${KEY} AND owner = ? AND expires_at > ${NOW}`,
-    // key: the live holder, its token (text: exact), what is left of it, live waiters.
+    // key: the live holder, its token (text: exact), what is left of it, live waiters. A key a
+    // transaction holds (MySqlTransactionLock) has no lease: not shown, as on PostgreSQL.
     inspect: `SELECT h.owner, CAST(h.token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, ${NOW}, h.expires_at) DIV 1000) AS remaining_ms,
         (SELECT COUNT(*) FROM ${n.queue} q WHERE q.key_hash = h.key_hash AND q.expires_at > ${NOW}) AS waiters
-      FROM ${n.held} h WHERE h.${KEY} AND h.expires_at > ${NOW} AND h.owner <> ''`,
+      FROM ${n.held} h WHERE h.${KEY} AND h.expires_at > ${NOW} AND h.owner NOT IN ('', '${TRANSACTION_MARK}')`,
     // prefix pattern (mysql-sql.util prefixPattern), max
-    listKeys: `SELECT lock_key FROM ${n.held} WHERE lock_key LIKE ? ESCAPE '!' AND expires_at > ${NOW} AND owner <> '' LIMIT ?`,
+    listKeys: `SELECT lock_key FROM ${n.held} WHERE lock_key LIKE ? ESCAPE '!' AND expires_at > ${NOW} AND owner NOT IN ('', '${TRANSACTION_MARK}') LIMIT ?`,
     ping: 'SELECT 1',
     // Semaphores (mysql-semaphore.sql.ts): key, owner, permits, ttl ms, queue, entry life ms, listener
     semAcquire: `CALL ${n.semAcquire}(?, ?, ?, ?, ?, ?, ?)`,
@@ -54,7 +56,8 @@ export type MySqlStatements = ReturnType<typeof mysqlStatements>;
 /**
  * What nobody came back for, older than `ageS` seconds, in batches of 1,000: mail of dead
  * listeners, expired queue entries and semaphore rows, and key rows expired with nobody waiting
- * (a semaphore's mark only once no live holder or waiter is left).
+ * (a semaphore's mark only once no live holder or waiter is left; a transaction's placeholder never
+ * expires: the last statement looks at those).
  */
 export function sweepStatements(n: MySqlNames, ageS: number): string[] {
   const old = `${NOW} - INTERVAL ${ageS} SECOND`;
@@ -68,5 +71,7 @@ export function sweepStatements(n: MySqlNames, ageS: number): string[] {
        AND NOT EXISTS (SELECT 1 FROM ${n.semHeld} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
        AND NOT EXISTS (SELECT 1 FROM ${n.semQueue} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
      LIMIT 1000`,
+    // Transaction locks' grants and placeholders whose transaction ended (mysql-xact.sql.ts).
+    `CALL ${n.xactSweep}(100)`,
   ];
 }

@@ -26,6 +26,7 @@
  */
 import { forceSemaphore, livePermits, semaphoreProcedures, semaphoreTables, SEMAPHORE_MARK } from './mysql-semaphore.sql.js';
 import type { MySqlNames } from './mysql-sql.util.js';
+import { TRANSACTION_MARK, xactProcedures, xactTables, yieldToTransaction } from './mysql-xact.sql.js';
 
 const ms = (column: string): string => `INTERVAL ${column} * 1000 MICROSECOND`;
 
@@ -42,7 +43,8 @@ const VARIABLES = `
   DECLARE v_head_listener BIGINT UNSIGNED;
   DECLARE v_wake BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_body VARBINARY(600) DEFAULT NULL;
-  DECLARE v_was TINYINT DEFAULT 0;`;
+  DECLARE v_was TINYINT DEFAULT 0;
+  DECLARE v_xfree TINYINT DEFAULT NULL;`;
 
 /** After the declarations: any error rolls back (and is passed on); one READ COMMITTED transaction (no gap locks). */
 const BEGIN = `
@@ -81,6 +83,12 @@ const freeKey = (n: MySqlNames): string => `
       ELSE
         ${handOff(n)}
       END IF;`;
+
+/** The caller into the key's queue (or its place refreshed), the key's row marked as waited for. */
+const joinQueue = (n: MySqlNames): string => `
+    INSERT INTO ${n.queue} (key_hash, owner, expires_at, ttl_ms, listener) VALUES (v_hash, p_owner, v_now + ${ms('p_life_ms')}, p_ttl_ms, p_listener)
+      ON DUPLICATE KEY UPDATE expires_at = v_now + ${ms('p_life_ms')}, ttl_ms = p_ttl_ms, listener = p_listener;
+    UPDATE ${n.held} SET waiting = 1 WHERE key_hash = v_hash AND waiting = 0;`;
 
 /** The key's row, locked: made first (a free placeholder) if absent. */
 const lockKeyRow = (n: MySqlNames): string => `
@@ -130,6 +138,7 @@ export function tableStatements(n: MySqlNames): string[] {
       PRIMARY KEY (server_id, conn_id)
     ) ENGINE=MEMORY`,
     ...semaphoreTables(n),
+    ...xactTables(n),
   ];
 }
 
@@ -138,13 +147,23 @@ export function procedureStatements(n: MySqlNames): Record<string, string> {
   const header = (name: string, params: string): string => `CREATE PROCEDURE ${name}(${params}) SQL SECURITY INVOKER MODIFIES SQL DATA`;
   return {
     ...semaphoreProcedures(n, { header, variables: VARIABLES, begin: BEGIN, lockKeyRow: lockKeyRow(n) }),
+    ...xactProcedures(n, { header, variables: VARIABLES, begin: BEGIN, lockKeyRow: lockKeyRow(n) }),
     // (acquired, token, holder_ms, wake, body). Ours already (a hand-off's claim, a refresh):
     // the ttl from now. Free: to the head waiter if it is not us (then we queue), else ours.
     // Busy: queue (p_queue) and answer the holder's token (every token issued on the key before
     // this answer is at most it) and what is left of its lease.
     [n.acquire]: `${header(n.acquire, 'IN p_key VARBINARY(3072), IN p_owner VARBINARY(255), IN p_ttl_ms BIGINT, IN p_queue TINYINT, IN p_life_ms BIGINT, IN p_listener BIGINT UNSIGNED')}
 proc: BEGIN${VARIABLES}
-  DECLARE v_permits INT DEFAULT NULL;${BEGIN}${lockKeyRow(n)}
+  DECLARE v_permits INT DEFAULT NULL;${BEGIN}${lockKeyRow(n)}${yieldToTransaction(
+    n,
+    `-- A transaction holds the key (MySqlTransactionLock): queue, and ask again at the heartbeat.
+      IF p_queue THEN
+        ${joinQueue(n)}
+      END IF;
+      COMMIT;
+      SELECT 0 AS acquired, CAST(v_token AS CHAR) AS token, NULL AS holder_ms, 0 AS wake, NULL AS body, NULL AS permits;
+      LEAVE proc;`,
+  )}
   IF v_owner = '${SEMAPHORE_MARK}' THEN
     DELETE FROM ${n.semHeld} WHERE key_hash = v_hash AND expires_at <= v_now;
     DELETE FROM ${n.semQueue} WHERE key_hash = v_hash AND expires_at <= v_now;
@@ -179,9 +198,7 @@ proc: BEGIN${VARIABLES}
     ${handOff(n)}
   END IF;
   IF p_queue THEN
-    INSERT INTO ${n.queue} (key_hash, owner, expires_at, ttl_ms, listener) VALUES (v_hash, p_owner, v_now + ${ms('p_life_ms')}, p_ttl_ms, p_listener)
-      ON DUPLICATE KEY UPDATE expires_at = v_now + ${ms('p_life_ms')}, ttl_ms = p_ttl_ms, listener = p_listener;
-    UPDATE ${n.held} SET waiting = 1 WHERE key_hash = v_hash AND waiting = 0;
+    ${joinQueue(n)}
   END IF;
   COMMIT;
   SELECT 0 AS acquired, CAST(v_token AS CHAR) AS token, GREATEST(0, TIMESTAMPDIFF(MICROSECOND, v_now, v_expires) DIV 1000) AS holder_ms, v_wake AS wake, v_body AS body, NULL AS permits;
@@ -215,6 +232,12 @@ proc: BEGIN${VARIABLES}
   SELECT owner, expires_at, listener INTO v_owner, v_expires, v_listener FROM ${n.held} WHERE key_hash = v_hash FOR UPDATE;
   SET v_now = UTC_TIMESTAMP(6);
   IF v_owner IS NULL OR v_expires <= v_now THEN
+    COMMIT;
+    SELECT NULL AS owner, 0 AS wake, NULL AS body, 0 AS lost, NULL AS lost_body, NULL AS rings;
+    LEAVE proc;
+  END IF;
+  IF v_owner = '${TRANSACTION_MARK}' THEN
+    -- A transaction's (MySqlTransactionLock): it ends at the transaction's end, not here.
     COMMIT;
     SELECT NULL AS owner, 0 AS wake, NULL AS body, 0 AS lost, NULL AS lost_body, NULL AS rings;
     LEAVE proc;
