@@ -372,6 +372,12 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     await refused(new MySqlTransactionLock({ pool, tablePrefix: 'nothing_here' }).acquire(conn, key), 'tablePrefix', /forRoot\(\{ mysql \}\)/);
     expect(() => new MySqlTransactionLock({ pool: {} as never })).toThrow(/pool/);
     expect(() => new MySqlTransactionLock({ pool, tablePrefix: 'Bad-Prefix' })).toThrow(/tablePrefix/);
+    expect(() => new MySqlTransactionLock({ pool, database: 'app; DROP' })).toThrow(/database/);
+    // The tables named by database (the connection's own default is another one here).
+    await conn.query('USE mysql');
+    await refused(txLock.acquire(conn, key), 'tablePrefix', /missing/);
+    expect(await new MySqlTransactionLock({ pool, database: 'app' }).acquire(conn, key)).toBeGreaterThan(0n);
+    await conn.query('USE app');
     // The transaction is still usable after every refusal.
     expect(await txLock.acquire(conn, key)).toBeGreaterThan(0n);
     await end(conn);

@@ -34,6 +34,12 @@ export interface MySqlTransactionLockOptions {
   pool: MySqlStatementRunner;
   /** The MySQL backend's `tablePrefix`. @default 'nest_lock' */
   tablePrefix?: string;
+  /**
+   * The database of the backend's tables, when your transactions' connections (or `pool`) use
+   * another as their default: the lock then names its tables and procedures `database.table`.
+   * @default the connection's own (`DATABASE()`)
+   */
+  database?: string;
   /** The backend name errors carry (`LockBusyError.backend`). @default 'mysql' */
   backend?: string;
   /** How long one statement through `pool` may take before `LockBackendUnavailableError`. @default 2000 */
@@ -93,7 +99,7 @@ export class MySqlTransactionLock {
     const where = 'new MySqlTransactionLock()';
     if (typeof options?.pool?.query !== 'function') throw new InvalidLockOptionsError('pool', 'must be a mysql2 promise pool (query())', where);
     this.pool = options.pool;
-    this.names = mysqlNames(checkSqlIdentifier(options.tablePrefix ?? MYSQL_DEFAULTS.tablePrefix, 'tablePrefix', where));
+    this.names = qualified(mysqlNames(checkSqlIdentifier(options.tablePrefix ?? MYSQL_DEFAULTS.tablePrefix, 'tablePrefix', where)), options.database, where);
     this.backend = options.backend ?? 'mysql';
     const timeout = options.commandTimeoutMs ?? MYSQL_DEFAULTS.commandTimeoutMs;
     if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_WAIT_MS) {
@@ -201,6 +207,16 @@ export class MySqlTransactionLock {
       throw new LockBackendUnavailableError(this.backend, 'transaction acquire', errorText(error), { key, cause: error });
     }
   }
+}
+
+/** The names in `database` (validated), when given. */
+function qualified(names: MySqlNames, database: unknown, where: string): MySqlNames {
+  if (database === undefined) return names;
+  if (typeof database !== 'string' || !/^[A-Za-z0-9_$]{1,64}$/.test(database)) {
+    throw new InvalidLockOptionsError('database', `must be a database name of 1 to 64 letters, digits, _ or $, got ${JSON.stringify(database) ?? String(database)}`, where);
+  }
+  const entries = Object.entries(names).map(([name, value]) => [name, value.startsWith('`') ? `\`${database}\`.${value}` : value]);
+  return Object.fromEntries(entries) as unknown as MySqlNames;
 }
 
 /** A column of a row, by name (or by position when the connection answers rows as arrays). */
