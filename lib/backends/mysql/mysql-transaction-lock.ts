@@ -1,6 +1,7 @@
 import { checkSqlIdentifier } from '../../common/checks.util.js';
 import { errorText } from '../../common/redact.util.js';
 import { refuseOtherDialect } from '../../common/sql-dialect.js';
+import { checkTransactionLockArgs, MAX_TRANSACTION_WAIT_MS } from '../../common/transaction-lock.util.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../../errors/lock-busy.error.js';
@@ -54,9 +55,6 @@ export interface MySqlTransactionAcquireOptions {
   wait?: number;
 }
 
-const MAX_WAIT_MS = 2 ** 31 - 1;
-const MAX_KEY_LENGTH = 1024;
-const LONE_SURROGATE = /\p{Cs}/u;
 
 /**
  * A lock held by **your** MySQL / MariaDB transaction (MariaDB 10.6+, MySQL 8.0+): taken on the
@@ -102,8 +100,8 @@ export class MySqlTransactionLock {
     this.names = qualified(mysqlNames(checkSqlIdentifier(options.tablePrefix ?? MYSQL_DEFAULTS.tablePrefix, 'tablePrefix', where)), options.database, where);
     this.backend = options.backend ?? 'mysql';
     const timeout = options.commandTimeoutMs ?? MYSQL_DEFAULTS.commandTimeoutMs;
-    if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_WAIT_MS) {
-      throw new InvalidLockOptionsError('commandTimeoutMs', `must be a whole number of ms from 1 to ${MAX_WAIT_MS}, got ${String(timeout)}`, where);
+    if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_TRANSACTION_WAIT_MS) {
+      throw new InvalidLockOptionsError('commandTimeoutMs', `must be a whole number of ms from 1 to ${MAX_TRANSACTION_WAIT_MS}, got ${String(timeout)}`, where);
     }
     this.timeoutMs = timeout;
     this.markSql = `SELECT CAST(mark AS CHAR) AS mark FROM ${this.names.xact} WHERE key_hash = UNHEX(SHA2(?, 256))`;
@@ -117,14 +115,8 @@ export class MySqlTransactionLock {
    */
   async acquire(client: MySqlTransactionClient, key: string, options: MySqlTransactionAcquireOptions = {}): Promise<bigint> {
     const where = `MySqlTransactionLock.acquire(${JSON.stringify(key)})`;
-    if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || LONE_SURROGATE.test(key)) {
-      throw new InvalidLockOptionsError('key', `must be a well-formed string of 1 to ${MAX_KEY_LENGTH} characters`, where);
-    }
+    const wait = checkTransactionLockArgs(key, options.wait, where);
     refuseUnstorable(key, where);
-    const wait = options.wait ?? 0;
-    if (!Number.isInteger(wait) || wait < 0 || wait > MAX_WAIT_MS) {
-      throw new InvalidLockOptionsError('wait', `must be a whole number of ms from 0 to ${MAX_WAIT_MS}, got ${String(wait)}`, where);
-    }
     if (typeof client?.query !== 'function') throw new InvalidLockOptionsError('client', 'must be the mysql2 connection you began the transaction on', where);
     refuseOtherDialect(client, 'mysql', 'client', where);
     if (typeof (client as { getConnection?: unknown }).getConnection === 'function') {

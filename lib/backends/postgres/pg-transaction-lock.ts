@@ -1,4 +1,5 @@
 import { refuseOtherDialect } from '../../common/sql-dialect.js';
+import { checkTransactionLockArgs } from '../../common/transaction-lock.util.js';
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../../errors/lock-busy.error.js';
@@ -36,10 +37,6 @@ export interface PgTransactionAcquireOptions {
   wait?: number;
 }
 
-/** lock_timeout's upper bound (an int of milliseconds). */
-const MAX_WAIT_MS = 2 ** 31 - 1;
-/** The module's key bound (keys are the same keys as the service's). */
-const MAX_KEY_LENGTH = 1024;
 
 /**
  * A lock held by **your** transaction, for a critical section that is one transaction: taken on
@@ -89,11 +86,8 @@ export class PgTransactionLock {
    */
   async acquire(client: PgTransactionClient, key: string, options: PgTransactionAcquireOptions = {}): Promise<bigint> {
     const where = `PgTransactionLock.acquire(${JSON.stringify(key)})`;
-    checkKey(key, where);
-    const wait = options.wait ?? 0;
-    if (!Number.isInteger(wait) || wait < 0 || wait > MAX_WAIT_MS) {
-      throw new InvalidLockOptionsError('wait', `must be a whole number of ms from 0 to ${MAX_WAIT_MS}, got ${String(wait)}`, where);
-    }
+    const wait = checkTransactionLockArgs(key, options.wait, where);
+    refuseNul(key, where);
     if (typeof client?.query !== 'function') throw new InvalidLockOptionsError('client', 'must be a pg PoolClient or Client', where);
     refuseOtherDialect(client, 'postgres', 'client', where);
     if ('totalCount' in client) {
@@ -132,14 +126,4 @@ export class PgTransactionLock {
         throw new LockBackendUnavailableError(this.backend, 'transaction acquire', `unexpected answer ${JSON.stringify(row)}`, { key });
     }
   }
-}
-
-/** A lone UTF-16 surrogate (not valid Unicode). */
-const LONE_SURROGATE = /\p{Cs}/u;
-
-function checkKey(key: unknown, where: string): void {
-  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || LONE_SURROGATE.test(key)) {
-    throw new InvalidLockOptionsError('key', `must be a well-formed string of 1 to ${MAX_KEY_LENGTH} characters`, where);
-  }
-  refuseNul(key, where);
 }
