@@ -229,6 +229,29 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     }
   });
 
+  it('ROLLBACK TO SAVEPOINT that undid an acquire: the key again in the transaction never hands it to a queued waiter (review finding: two holders)', async () => {
+    const key = uniqueKey('tx-savepoint');
+    const conn = await begin();
+    await conn.query('INSERT INTO tx_accounts (id, balance) VALUES (?, 0)', [key]); // InnoDB is in the transaction: the savepoint keeps the lock row
+    await conn.query('SAVEPOINT s');
+    const token = await txLock.acquire(conn, key);
+    await conn.query('ROLLBACK TO SAVEPOINT s');
+    expect(await app.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    let granted: bigint | undefined;
+    const waiter = app.locks.acquire(key, { purpose: 'correctness', ttl: 5_000, wait: 10_000 }).then((lease) => {
+      granted = lease.token;
+      return lease;
+    });
+    await until(async () => (await leaseQueue(key)) >= 1, 10_000, 'the lease waiter in the queue');
+    await busy(txLock.acquire(conn, key)); // waiters first; the transaction still holds its first grant
+    await sleep(1_100); // two re-checks of the waiter
+    expect(granted).toBeUndefined();
+    await end(conn, 'rollback');
+    const lease = await waiter;
+    expect(lease.token!).toBeGreaterThan(token);
+    await lease.release();
+  });
+
   it('a transaction whose connection dies releases the key (the server rolls it back)', async () => {
     const key = uniqueKey('tx-killed');
     const conn = await begin();
@@ -342,11 +365,11 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     await txLock.acquire(conn, key);
     const k = [Buffer.from(key)];
     expect(Number((await rows('SELECT COUNT(*) AS n FROM nest_lock_xact_grants WHERE key_hash = UNHEX(SHA2(?, 256))', k))[0].n)).toBe(1);
-    await pool.query('CALL nest_lock_xact_sweep_v1(1000)');
+    await pool.query('CALL nest_lock_xact_sweep_v2(1000)');
     // Held: nothing goes.
     expect(Number((await rows("SELECT COUNT(*) AS n FROM nest_lock_held WHERE key_hash = UNHEX(SHA2(?, 256)) AND owner = '!xact'", k))[0].n)).toBe(1);
     await end(conn);
-    await pool.query('CALL nest_lock_xact_sweep_v1(1000)');
+    await pool.query('CALL nest_lock_xact_sweep_v2(1000)');
     expect(Number((await rows('SELECT COUNT(*) AS n FROM nest_lock_held WHERE key_hash = UNHEX(SHA2(?, 256))', k))[0].n)).toBe(0);
     expect(Number((await rows('SELECT COUNT(*) AS n FROM nest_lock_xact_grants WHERE key_hash = UNHEX(SHA2(?, 256))', k))[0].n)).toBe(0);
     const lease = (await app.locks.tryAcquire(key, { purpose: 'correctness' }))!;
@@ -373,11 +396,17 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     expect(() => new MySqlTransactionLock({ pool: {} as never })).toThrow(/pool/);
     expect(() => new MySqlTransactionLock({ pool, tablePrefix: 'Bad-Prefix' })).toThrow(/tablePrefix/);
     expect(() => new MySqlTransactionLock({ pool, database: 'app; DROP' })).toThrow(/database/);
-    // The tables named by database (the connection's own default is another one here).
+    // The connection's default database is another one (review finding: a table of that name
+    // there was locked instead — two holders): the tables are named in the pool's database.
     await conn.query('USE mysql');
-    await refused(txLock.acquire(conn, key), 'tablePrefix', /missing/);
-    expect(await new MySqlTransactionLock({ pool, database: 'app' }).acquire(conn, key)).toBeGreaterThan(0n);
+    await pool.query('CREATE TABLE mysql.nest_lock_xact (key_hash BINARY(32) PRIMARY KEY, mark BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB');
+    await pool.query("INSERT INTO mysql.nest_lock_xact VALUES (UNHEX(SHA2(?, 256)), 0)", [Buffer.from(key)]);
+    const elsewhere = await txLock.acquire(conn, key);
+    expect(await app.locks.tryAcquire(key, { purpose: 'correctness' })).toBeNull();
+    expect(await new MySqlTransactionLock({ pool, database: 'app' }).acquire(conn, key)).toBe(elsewhere);
+    await pool.query('DROP TABLE mysql.nest_lock_xact');
     await conn.query('USE app');
+    await refused(txLock.acquire(conn, key, null as never), 'options', /object/);
     // The transaction is still usable after every refusal.
     expect(await txLock.acquire(conn, key)).toBeGreaterThan(0n);
     await end(conn);

@@ -100,7 +100,7 @@ proc: BEGIN${semVariables}${begin}${lockKeyRow}${yieldToTransaction(
   IF v_owner <> '${SEMAPHORE_MARK}' AND (
       (v_owner <> '' AND v_expires > v_now)
       OR EXISTS (SELECT 1 FROM ${n.queue} WHERE key_hash = v_hash AND expires_at > v_now)) THEN
-    IF v_owner = '' THEN DELETE FROM ${n.held} WHERE key_hash = v_hash; END IF;
+    -- (A free row stays: live lease waiters keep the key's row, so the uncontended insert cannot pass them.)
     COMMIT;
     SELECT 0 AS acquired, NULL AS token, NULL AS holder_ms, 1 AS permits;
     LEAVE proc;

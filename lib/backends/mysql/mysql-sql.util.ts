@@ -40,9 +40,9 @@ export function mysqlNames(prefix: string): MySqlNames {
     semExtend: q('sem_extend_v1'),
     xact: q('xact'),
     xactGrants: q('xact_grants'),
-    xactPrepare: q('xact_prepare_v1'),
-    xactClaim: q('xact_claim_v1'),
-    xactSweep: q('xact_sweep_v1'),
+    xactPrepare: q('xact_prepare_v2'),
+    xactClaim: q('xact_claim_v2'),
+    xactSweep: q('xact_sweep_v2'),
     setupLock: `${prefix}.setup`,
   };
 }

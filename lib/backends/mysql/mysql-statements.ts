@@ -72,6 +72,6 @@ export function sweepStatements(n: MySqlNames, ageS: number): string[] {
        AND NOT EXISTS (SELECT 1 FROM ${n.semQueue} x WHERE x.key_hash = ${n.held}.key_hash AND x.expires_at > ${NOW})
      LIMIT 1000`,
     // Transaction locks' grants and placeholders whose transaction ended (mysql-xact.sql.ts).
-    `CALL ${n.xactSweep}(100)`,
+    `CALL ${n.xactSweep}(500)`,
   ];
 }

@@ -90,6 +90,7 @@ export class MySqlTransactionLock {
   private readonly backend: string;
   private readonly pool: MySqlStatementRunner;
   private readonly timeoutMs: number;
+  private readonly database?: string;
   /** The key's committed mark (read through the pool: autocommit, the latest committed). */
   private readonly markSql: string;
 
@@ -99,6 +100,7 @@ export class MySqlTransactionLock {
     this.pool = options.pool;
     this.names = qualified(mysqlNames(checkSqlIdentifier(options.tablePrefix ?? MYSQL_DEFAULTS.tablePrefix, 'tablePrefix', where)), options.database, where);
     this.backend = options.backend ?? 'mysql';
+    this.database = options.database;
     const timeout = options.commandTimeoutMs ?? MYSQL_DEFAULTS.commandTimeoutMs;
     if (!Number.isInteger(timeout) || timeout < 1 || timeout > MAX_TRANSACTION_WAIT_MS) {
       throw new InvalidLockOptionsError('commandTimeoutMs', `must be a whole number of ms from 1 to ${MAX_TRANSACTION_WAIT_MS}, got ${String(timeout)}`, where);
@@ -113,14 +115,18 @@ export class MySqlTransactionLock {
    * `LockBusyError` (the transaction stays usable), `InvalidLockOptionsError` (no transaction, a
    * snapshot older than the grant, bad arguments, tables missing) or `LockBackendUnavailableError`.
    */
-  async acquire(client: MySqlTransactionClient, key: string, options: MySqlTransactionAcquireOptions = {}): Promise<bigint> {
+  async acquire(client: MySqlTransactionClient, key: string, options?: MySqlTransactionAcquireOptions): Promise<bigint> {
     const where = `MySqlTransactionLock.acquire(${JSON.stringify(key)})`;
-    const wait = checkTransactionLockArgs(key, options.wait, where);
+    if (options !== undefined && (typeof options !== 'object' || options === null)) throw new InvalidLockOptionsError('options', 'must be an object ({ wait }) or left out', where);
+    const wait = checkTransactionLockArgs(key, options?.wait, where);
     refuseUnstorable(key, where);
     if (typeof client?.query !== 'function') throw new InvalidLockOptionsError('client', 'must be the mysql2 connection you began the transaction on', where);
     refuseOtherDialect(client, 'mysql', 'client', where);
     if (typeof (client as { getConnection?: unknown }).getConnection === 'function') {
       throw new InvalidLockOptionsError('client', 'is a Pool: every query may run on another connection. Pass the connection you began the transaction on', where);
+    }
+    if (typeof (client as { promise?: unknown }).promise === 'function') {
+      throw new InvalidLockOptionsError('client', "is a callback connection of mysql2: pass its promise() wrapper (mysql2/promise)", where);
     }
     if ((client as unknown) === this.pool) throw new InvalidLockOptionsError('client', "is the lock's own pool: pass the connection your transaction runs on", where);
     if (client.getTransactionStatus?.() === 'I') throw new InvalidLockOptionsError('client', 'is not in a transaction: begin one first (the lock ends at commit or rollback)', where);
@@ -136,8 +142,13 @@ export class MySqlTransactionLock {
     for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
       const state = await this.run('transaction prepare', key, `CALL ${this.names.xactPrepare}(?)`, [k]);
       if (state.status === 'busy-lease' || (state.status === 'busy-queue' && Number(state.xact) !== 1)) throw busy(state.holder_ms);
+      if (String(state.autocommit) !== '1') {
+        throw new InvalidLockOptionsError('pool', "has autocommit off: the lock's bookkeeping would never commit. Leave autocommit on (the default)", where);
+      }
       const mariadb = /mariadb/i.test(String(state.version));
-      const rows = await this.inTransaction(client, key, where, `SELECT CAST(mark AS CHAR) AS mark${mariadb ? ', @@in_transaction AS in_tx' : ''} FROM ${this.names.xact} WHERE key_hash = ? FOR UPDATE SKIP LOCKED`, [hash]);
+      // In your transaction the tables are named in the pool's database: your connection's default may be another.
+      const [xact, grants] = this.database ? [this.names.xact, this.names.xactGrants] : [inDatabase(state.db, this.names.xact), inDatabase(state.db, this.names.xactGrants)];
+      const rows = await this.inTransaction(client, key, where, `SELECT CAST(mark AS CHAR) AS mark, CONNECTION_ID() AS conn${mariadb ? ', @@in_transaction AS in_tx' : ''} FROM ${xact} WHERE key_hash = ? FOR UPDATE SKIP LOCKED`, [hash]);
       if (rows.length === 0) {
         // Another transaction holds the key's lock row (or a lease call looks at it this moment).
         const left = wait - (performance.now() - started);
@@ -154,10 +165,10 @@ export class MySqlTransactionLock {
         const committed = await this.run('transaction acquire', key, this.markSql, [k]);
         if (text(committed.mark) !== mine) return BigInt(mine);
       }
-      const claim = await this.run('transaction acquire', key, `CALL ${this.names.xactClaim}(?)`, [k]);
+      const claim = await this.run('transaction acquire', key, `CALL ${this.names.xactClaim}(?, ?)`, [k, String(cell(rows[0], 'conn', 1))]);
       if (claim.status !== 'acquired') throw busy(claim.holder_ms);
       const token = text(claim.token);
-      const seen = await this.inTransaction(client, key, where, `SELECT 1 AS seen FROM ${this.names.xactGrants} WHERE key_hash = ? AND token = ?`, [hash, token]);
+      const seen = await this.inTransaction(client, key, where, `SELECT 1 AS seen FROM ${grants} WHERE key_hash = ? AND token = ?`, [hash, token]);
       if (seen.length === 0) {
         throw new InvalidLockOptionsError(
           'client',
@@ -165,7 +176,7 @@ export class MySqlTransactionLock {
           where,
         );
       }
-      await this.inTransaction(client, key, where, `UPDATE ${this.names.xact} SET mark = ? WHERE key_hash = ?`, [token, hash]);
+      await this.inTransaction(client, key, where, `UPDATE ${xact} SET mark = ? WHERE key_hash = ?`, [token, hash]);
       if (!mariadb) {
         // MySQL has no @@in_transaction: a mark already committed means the statements committed alone.
         const committed = await this.run('transaction acquire', key, this.markSql, [k]);
@@ -195,6 +206,15 @@ export class MySqlTransactionLock {
     } catch (error) {
       const errno = errnoOf(client.driverErrorOf?.(error) ?? error);
       if (errno === ER.NO_SUCH_TABLE) throw missing(error, this.names, where);
+      if (errno === 1020) {
+        // innodb_snapshot_isolation (MariaDB 11.6.2+'s default): the locking read met a row changed after the snapshot.
+        throw new InvalidLockOptionsError(
+          'client',
+          "the transaction's snapshot is older than the key's last holder (innodb_snapshot_isolation refused the read, and the server rolled the whole transaction back): begin again and take the lock before the first read, or use READ COMMITTED",
+          where,
+        );
+      }
+      if (errno === 1792) throw new InvalidLockOptionsError('client', 'is a READ ONLY transaction: the lock writes its mark in it. Roll back (the key stays locked until then) and begin a read-write transaction', where);
       if (errno !== undefined) throw error;
       throw new LockBackendUnavailableError(this.backend, 'transaction acquire', errorText(error), { key, cause: error });
     }
@@ -209,6 +229,12 @@ function qualified(names: MySqlNames, database: unknown, where: string): MySqlNa
   }
   const entries = Object.entries(names).map(([name, value]) => [name, value.startsWith('`') ? `\`${database}\`.${value}` : value]);
   return Object.fromEntries(entries) as unknown as MySqlNames;
+}
+
+/** A table of the lock's in the database `db` (the pool's `DATABASE()`). */
+function inDatabase(db: unknown, table: string): string {
+  if (db === null || db === undefined) return table;
+  return `\`${String(Buffer.isBuffer(db) ? db.toString('utf8') : db).replace(/`/g, '``')}\`.${table}`;
 }
 
 /** A column of a row, by name (or by position when the connection answers rows as arrays). */

@@ -58,7 +58,8 @@ export const yieldToTransaction = (n: MySqlNames, busy: string): string => `
     IF v_xfree IS NULL THEN
       ${busy}
     END IF;
-    SET v_owner = '', v_expires = v_now;
+    -- Stale. Semaphore waiters queued behind the transaction keep the key a semaphore's.
+    SET v_owner = IF(EXISTS (SELECT 1 FROM ${n.semQueue} WHERE key_hash = v_hash AND expires_at > v_now), '${SEMAPHORE_MARK}', ''), v_expires = v_now;
   END IF;`;
 
 /** Live lease waiters or semaphore waiters of the key. */
@@ -113,13 +114,14 @@ BEGIN
   ELSEIF v_waiters > 0 THEN
     SET v_status = 'busy-queue';
   END IF;
-  SELECT v_status AS status, v_holder_ms AS holder_ms, (v_owner <=> '${TRANSACTION_MARK}') AS xact, CAST(v_mark AS CHAR) AS mark, VERSION() AS version;
+  SELECT v_status AS status, v_holder_ms AS holder_ms, (v_owner <=> '${TRANSACTION_MARK}') AS xact, CAST(v_mark AS CHAR) AS mark, VERSION() AS version,
+    DATABASE() AS db, @@autocommit AS autocommit;
 END`,
     // Through the pool, while the caller's transaction holds the key's lock row: the key to the
     // transaction — a placeholder with the next token, recorded for the caller's snapshot check —
     // unless a lease or a semaphore holds it ('busy-lease') or anyone waits for it ('busy-queue':
     // the key's row is left free for the waiters, who take it at their next call).
-    [n.xactClaim]: `${header(n.xactClaim, 'IN p_key VARBINARY(3072)')}
+    [n.xactClaim]: `${header(n.xactClaim, 'IN p_key VARBINARY(3072), IN p_conn BIGINT UNSIGNED')}
 proc: BEGIN${variables}${begin}${lockKeyRow}
   IF v_owner = '${SEMAPHORE_MARK}' THEN
     DELETE FROM ${n.semHeld} WHERE key_hash = v_hash AND expires_at <= v_now;
@@ -133,14 +135,20 @@ proc: BEGIN${variables}${begin}${lockKeyRow}
   END IF;
   DELETE FROM ${n.queue} WHERE key_hash = v_hash AND expires_at <= v_now;
   IF ${waitersExist(n)} THEN
-    UPDATE ${n.held} SET owner = '', expires_at = '1970-01-01 00:00:01', waiting = 1, listener = 0 WHERE key_hash = v_hash;
+    -- A placeholder of the caller's own connection may be this very transaction's (an earlier
+    -- acquire whose mark a ROLLBACK TO SAVEPOINT undid): it stays. Any other is stale.
+    IF NOT (v_owner = '${TRANSACTION_MARK}' AND v_listener = p_conn) THEN
+      UPDATE ${n.held} SET owner = '', expires_at = '1970-01-01 00:00:01', waiting = 1, listener = 0 WHERE key_hash = v_hash;
+    END IF;
     COMMIT;
     SELECT 'busy-queue' AS status, NULL AS token, NULL AS holder_ms;
     LEAVE proc;
   END IF;
   DELETE FROM ${n.held} WHERE key_hash = v_hash;
-  INSERT INTO ${n.held} (key_hash, lock_key, owner, expires_at, waiting, listener) VALUES (v_hash, p_key, '${TRANSACTION_MARK}', ${NEVER}, 0, 0);
+  INSERT INTO ${n.held} (key_hash, lock_key, owner, expires_at, waiting, listener) VALUES (v_hash, p_key, '${TRANSACTION_MARK}', ${NEVER}, 0, p_conn);
   SET v_token = LAST_INSERT_ID();
+  -- Earlier grants of the key belong to ended transactions (the caller holds the lock row).
+  DELETE FROM ${n.xactGrants} WHERE key_hash = v_hash;
   INSERT INTO ${n.xactGrants} (key_hash, token) VALUES (v_hash, v_token);
   COMMIT;
   SELECT 'acquired' AS status, CAST(v_token AS CHAR) AS token, NULL AS holder_ms;
@@ -153,7 +161,9 @@ END`,
     [n.xactSweep]: `${header(n.xactSweep, 'IN p_max INT')}
 BEGIN
   DECLARE v_hash BINARY(32) DEFAULT NULL;
-  DECLARE v_last BINARY(32) DEFAULT REPEAT(X'00', 32);
+  DECLARE v_start BINARY(32) DEFAULT UNHEX(SHA2(RAND(), 256));
+  DECLARE v_last BINARY(32) DEFAULT NULL;
+  DECLARE v_wrapped TINYINT DEFAULT 0;
   DECLARE v_now DATETIME(6);
   DECLARE v_owner VARBINARY(255);
   DECLARE v_xfree TINYINT;
@@ -161,8 +171,13 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   sweep: WHILE v_done < p_max DO
     SET v_hash = NULL;
-    SELECT key_hash INTO v_hash FROM ${n.xactGrants} WHERE key_hash > v_last ORDER BY key_hash LIMIT 1;
-    IF v_hash IS NULL THEN LEAVE sweep; END IF;
+    SELECT key_hash INTO v_hash FROM ${n.xactGrants} WHERE key_hash > COALESCE(v_last, v_start) ORDER BY key_hash LIMIT 1;
+    IF v_hash IS NULL AND NOT v_wrapped THEN
+      -- From a random point, once round: keys held by open transactions cannot starve the rest.
+      SET v_wrapped = 1, v_last = REPEAT(X'00', 32);
+      SELECT key_hash INTO v_hash FROM ${n.xactGrants} WHERE key_hash >= v_last ORDER BY key_hash LIMIT 1;
+    END IF;
+    IF v_hash IS NULL OR (v_wrapped AND v_hash > v_start) THEN LEAVE sweep; END IF;
     SET v_last = v_hash, v_done = v_done + 1;
     SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
     START TRANSACTION;
