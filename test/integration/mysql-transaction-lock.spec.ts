@@ -192,6 +192,54 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     await lease.release();
   });
 
+  it("innodb_snapshot_isolation (MariaDB 11.6.2+'s default): an old snapshot's refusal says the server rolled the transaction back (review finding: a raw 1020)", async () => {
+    const key = uniqueKey('tx-snapshot-isolation');
+    await pool.query('INSERT INTO tx_accounts (id, balance) VALUES (?, 0)', [key]);
+    const first = await begin();
+    await txLock.acquire(first, key);
+    const early = await pool.getConnection();
+    open.push(early);
+    await early.query('SET SESSION innodb_snapshot_isolation = ON');
+    await early.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+    await early.beginTransaction();
+    await early.query('SELECT COUNT(*) FROM nest_lock_xact');
+    await end(first);
+    await refused(txLock.acquire(early, key), 'client', /rolled the whole transaction back/);
+    expect(Number(((await early.query('SELECT @@in_transaction AS t')) as any)[0][0].t)).toBe(0);
+    await early.query('SET SESSION innodb_snapshot_isolation = OFF');
+    const lease = (await app.locks.tryAcquire(key, { purpose: 'correctness' }))!;
+    expect(lease).not.toBeNull();
+    await lease.release();
+  });
+
+  it('waiters behind a transaction keep their order after it: a semaphore waiter is not overtaken by a lease, a lease waiter not by a late uncontended insert (review finding)', async () => {
+    const semKey = uniqueKey('tx-sem-order');
+    const first = await begin();
+    await txLock.acquire(first, semKey);
+    const semWaiter = app.locks.acquire(semKey, { purpose: 'correctness', permits: 3, ttl: 5_000, wait: 10_000 });
+    await sleep(300);
+    await end(first);
+    const refusal = await app.locks.tryAcquire(semKey, { purpose: 'correctness' }).catch((e: unknown) => e);
+    expect(refusal).toMatchObject({ field: 'permits' }); // a semaphore awaits the key: a plain lock is refused, as always
+    const permit = await semWaiter;
+    await permit.release();
+
+    const key = uniqueKey('tx-lease-order');
+    const second = await begin();
+    await txLock.acquire(second, key);
+    let late: bigint | undefined;
+    const waiter = app.locks.acquire(key, { purpose: 'correctness', ttl: 2_000, wait: 10_000 });
+    await until(async () => (await leaseQueue(key)) >= 1, 10_000, 'the lease waiter in the queue');
+    await end(second);
+    expect(await app.locks.tryAcquire(key, { purpose: 'correctness', permits: 3 }).catch((e: unknown) => e)).toMatchObject({ field: 'permits' });
+    const quick = await app.locks.tryAcquire(key, { purpose: 'correctness', ttl: 300 });
+    late = quick?.token;
+    await quick?.release();
+    const lease = await waiter;
+    expect(late).toBeUndefined();
+    await lease.release();
+  });
+
   it('SERIALIZABLE works, and its reads leave the lease path unblocked: a waiting lease is served at the commit', async () => {
     const key = uniqueKey('tx-serializable');
     const conn = await begin('SERIALIZABLE');
@@ -407,6 +455,14 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     await pool.query('DROP TABLE mysql.nest_lock_xact');
     await conn.query('USE app');
     await refused(txLock.acquire(conn, key, null as never), 'options', /object/);
+    // A lock pool with autocommit off: refused before anything is written (review finding: its uncommitted row stalled others).
+    const noAutocommit = mysql.createPool({ uri, connectionLimit: 2 });
+    noAutocommit.on('connection', (c) => c.query('SET autocommit = 0'));
+    try {
+      await refused(new MySqlTransactionLock({ pool: noAutocommit }).acquire(conn, uniqueKey('tx-autocommit')), 'pool', /autocommit/);
+    } finally {
+      await noAutocommit.end();
+    }
     // The transaction is still usable after every refusal.
     expect(await txLock.acquire(conn, key)).toBeGreaterThan(0n);
     await end(conn);

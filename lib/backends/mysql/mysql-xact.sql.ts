@@ -82,7 +82,7 @@ export function xactProcedures(n: MySqlNames, parts: { header: (name: string, pa
     // (a transaction may hold it: the lock row decides); whether the key's row is a transaction's
     // placeholder (the caller's own, perhaps); `mark` as committed; the server.
     [n.xactPrepare]: `${header(n.xactPrepare, 'IN p_key VARBINARY(3072)')}
-BEGIN
+proc: BEGIN
   DECLARE v_hash BINARY(32) DEFAULT UNHEX(SHA2(p_key, 256));
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_owner VARBINARY(255) DEFAULT NULL;
@@ -94,6 +94,11 @@ BEGIN
   DECLARE v_holder_ms BIGINT DEFAULT NULL;
   -- Only SELECT … INTO here: MariaDB reads a table in an IF condition with a lock, which would
   -- wait for the transaction holding the key's lock row.
+  IF @@autocommit = 0 THEN
+    -- Nothing written: an insert here would stay uncommitted (and keep the key's row locked).
+    SELECT 'free' AS status, NULL AS holder_ms, 0 AS xact, NULL AS mark, VERSION() AS version, DATABASE() AS db, 0 AS autocommit;
+    LEAVE proc;
+  END IF;
   SELECT mark INTO v_mark FROM ${n.xact} WHERE key_hash = v_hash;
   IF v_mark IS NULL THEN
     INSERT IGNORE INTO ${n.xact} (key_hash) VALUES (v_hash);
