@@ -407,7 +407,7 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     for (let i = 1; i < grants.length; i += 1) expect(grants[i]).toBeGreaterThan(grants[i - 1]);
   }, 30_000);
 
-  it('the sweep removes what ended transactions left; the key is uncontended again', async () => {
+  it('the sweep removes what ended transactions left (the key is uncontended again), and lock rows unused for a day retire', async () => {
     const key = uniqueKey('tx-sweep');
     const conn = await begin();
     await txLock.acquire(conn, key);
@@ -423,6 +423,23 @@ describe("MySqlTransactionLock: a lock held by the caller's transaction, beside 
     const lease = (await app.locks.tryAcquire(key, { purpose: 'correctness' }))!;
     expect(lease).not.toBeNull();
     await lease.release();
+    // Lock rows of keys no transaction tried for a day retire — never one a transaction holds.
+    const open2 = uniqueKey('tx-retire-held');
+    const holder = await begin();
+    const heldToken = await txLock.acquire(holder, open2);
+    const lockRows = async (k: string): Promise<number> => Number((await rows('SELECT COUNT(*) AS n FROM nest_lock_xact WHERE key_hash = UNHEX(SHA2(?, 256))', [Buffer.from(k)]))[0].n);
+    expect(await lockRows(key)).toBe(1);
+    await pool.query('UPDATE nest_lock_xact_used SET used_at = UTC_TIMESTAMP(6) - INTERVAL 2 DAY WHERE key_hash IN (UNHEX(SHA2(?, 256)), UNHEX(SHA2(?, 256)))', [Buffer.from(key), Buffer.from(open2)]);
+    await pool.query('CALL nest_lock_xact_retire_v1(1000)');
+    expect(await lockRows(key)).toBe(0);
+    expect(await lockRows(open2)).toBe(1);
+    expect(await app.locks.tryAcquire(open2, { purpose: 'correctness' })).toBeNull();
+    await end(holder);
+    // A retired key's lock row is made anew at the next acquire.
+    const again = await begin();
+    expect(await txLock.acquire(again, key)).toBeGreaterThan(heldToken);
+    expect(await lockRows(key)).toBe(1);
+    await end(again);
   });
 
   it('refuses what cannot hold a lock — no transaction, a Pool, its own pool, bad key or wait, missing tables — naming the field', async () => {

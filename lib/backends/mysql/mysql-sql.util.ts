@@ -16,6 +16,8 @@ export interface MySqlNames {
   readonly semExtend: string;
   readonly xact: string;
   readonly xactGrants: string;
+  readonly xactUsed: string;
+  readonly xactRetire: string;
   readonly xactPrepare: string;
   readonly xactClaim: string;
   readonly xactSweep: string;
@@ -40,6 +42,8 @@ export function mysqlNames(prefix: string): MySqlNames {
     semExtend: q('sem_extend_v1'),
     xact: q('xact'),
     xactGrants: q('xact_grants'),
+    xactUsed: q('xact_used'),
+    xactRetire: q('xact_retire_v1'),
     xactPrepare: q('xact_prepare_v2'),
     xactClaim: q('xact_claim_v2'),
     xactSweep: q('xact_sweep_v2'),

@@ -73,5 +73,7 @@ export function sweepStatements(n: MySqlNames, ageS: number): string[] {
      LIMIT 1000`,
     // Transaction locks' grants and placeholders whose transaction ended (mysql-xact.sql.ts).
     `CALL ${n.xactSweep}(500)`,
+    // Lock rows of keys no transaction tried for a day (mysql-xact.sql.ts).
+    `CALL ${n.xactRetire}(500)`,
   ];
 }

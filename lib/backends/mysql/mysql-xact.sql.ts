@@ -37,6 +37,12 @@ export function xactTables(n: MySqlNames): string[] {
       mark BIGINT UNSIGNED NOT NULL DEFAULT 0,
       PRIMARY KEY (key_hash)
     ) ENGINE=InnoDB`,
+    `CREATE TABLE IF NOT EXISTS ${n.xactUsed} (
+      key_hash BINARY(32) NOT NULL,
+      used_at DATETIME(6) NOT NULL,
+      PRIMARY KEY (key_hash),
+      KEY used_at (used_at)
+    ) ENGINE=InnoDB`,
     `CREATE TABLE IF NOT EXISTS ${n.xactGrants} (
       key_hash BINARY(32) NOT NULL,
       token BIGINT UNSIGNED NOT NULL,
@@ -88,6 +94,7 @@ proc: BEGIN
   DECLARE v_owner VARBINARY(255) DEFAULT NULL;
   DECLARE v_expires DATETIME(6);
   DECLARE v_mark BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_used DATETIME(6) DEFAULT NULL;
   DECLARE v_permits INT DEFAULT 0;
   DECLARE v_waiters INT DEFAULT 0;
   DECLARE v_status VARCHAR(16) DEFAULT 'free';
@@ -98,6 +105,12 @@ proc: BEGIN
     -- Nothing written: an insert here would stay uncommitted (and keep the key's row locked).
     SELECT 'free' AS status, NULL AS holder_ms, 0 AS xact, NULL AS mark, VERSION() AS version, DATABASE() AS db, 0 AS autocommit;
     LEAVE proc;
+  END IF;
+  -- When the key was last tried (written at most hourly), before its lock row is made sure of: a
+  -- retirement (xact_retire, a day unused) either sees this or happened before the row is made anew.
+  SELECT used_at INTO v_used FROM ${n.xactUsed} WHERE key_hash = v_hash;
+  IF v_used IS NULL OR v_used < v_now - INTERVAL 1 HOUR THEN
+    INSERT INTO ${n.xactUsed} (key_hash, used_at) VALUES (v_hash, v_now) ON DUPLICATE KEY UPDATE used_at = v_now;
   END IF;
   SELECT mark INTO v_mark FROM ${n.xact} WHERE key_hash = v_hash;
   IF v_mark IS NULL THEN
@@ -199,6 +212,50 @@ BEGIN
         END IF;
       END IF;
       DELETE FROM ${n.xactGrants} WHERE key_hash = v_hash;
+    END IF;
+    COMMIT;
+  END WHILE;
+  SELECT v_done AS visited;
+END`,
+    // Through the pool (the backend's sweep): up to p_max lock rows nobody tried for a day go, with
+    // their grants — only a free lock row (locked here first) of a key whose row is no placeholder.
+    // A transaction's prepare refreshes its key's `used_at` (hourly) before it locks the row, so a
+    // row goes only under a caller paused for ~a day between the two: its locking read then finds
+    // no row (REPEATABLE READ: it locks the gap until that transaction ends) and it answers busy,
+    // or unavailable; nothing is granted.
+    [n.xactRetire]: `${header(n.xactRetire, 'IN p_max INT')}
+BEGIN
+  DECLARE v_hash BINARY(32) DEFAULT NULL;
+  DECLARE v_owner VARBINARY(255);
+  DECLARE v_xfree TINYINT;
+  DECLARE v_used DATETIME(6);
+  DECLARE v_done INT DEFAULT 0;
+  DECLARE v_cutoff DATETIME(6) DEFAULT UTC_TIMESTAMP(6) - INTERVAL 1 DAY;
+  DECLARE v_after DATETIME(6) DEFAULT '1970-01-01 00:00:01';
+  DECLARE v_after_hash BINARY(32) DEFAULT REPEAT(X'00', 32);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  retire: WHILE v_done < p_max DO
+    SET v_hash = NULL;
+    SELECT key_hash, used_at INTO v_hash, v_used FROM ${n.xactUsed}
+      WHERE used_at < v_cutoff AND (used_at > v_after OR (used_at = v_after AND key_hash > v_after_hash)) ORDER BY used_at, key_hash LIMIT 1;
+    IF v_hash IS NULL THEN LEAVE retire; END IF;
+    SET v_done = v_done + 1, v_after = v_used, v_after_hash = v_hash;
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    START TRANSACTION;
+    SET v_xfree = NULL, v_owner = NULL, v_used = NULL;
+    SELECT 1 INTO v_xfree FROM ${n.xact} WHERE key_hash = v_hash FOR UPDATE SKIP LOCKED;
+    SELECT owner INTO v_owner FROM ${n.held} WHERE key_hash = v_hash FOR UPDATE;
+    SELECT used_at INTO v_used FROM ${n.xactUsed} WHERE key_hash = v_hash FOR UPDATE;
+    IF v_xfree IS NOT NULL AND NOT (v_owner <=> '${TRANSACTION_MARK}') AND v_used < v_cutoff THEN
+      DELETE FROM ${n.xact} WHERE key_hash = v_hash;
+      DELETE FROM ${n.xactGrants} WHERE key_hash = v_hash;
+      DELETE FROM ${n.xactUsed} WHERE key_hash = v_hash;
+    ELSEIF v_xfree IS NULL THEN
+      -- Locked by a transaction, or gone: a plain read tells (an IF condition's read would wait for the lock).
+      SELECT COUNT(*) INTO v_xfree FROM ${n.xact} WHERE key_hash = v_hash;
+      IF v_xfree = 0 THEN
+        DELETE FROM ${n.xactUsed} WHERE key_hash = v_hash;
+      END IF;
     END IF;
     COMMIT;
   END WHILE;
