@@ -1,10 +1,11 @@
 /**
  * Transaction locks on MySQL / MariaDB (MySqlTransactionLock): a key held by the caller's own
  * transaction, released by its COMMIT or ROLLBACK. InnoDB's only transaction-scoped locks are row
- * locks, so a key has a committed **lock row** in `<prefix>_xact` (made once through the pool, never
- * deleted: a locking read of a missing row under REPEATABLE READ locks the gap instead, and would
- * stall every insert into it), which the transaction locks with `FOR UPDATE SKIP LOCKED` (never
- * waits, never raises: a busy answer leaves the transaction as it was).
+ * locks, so a key has a committed **lock row** in `<prefix>_xact` (made through the pool before any
+ * transaction reads it, and retired only a day after the key was last tried: a locking read of a
+ * missing row under REPEATABLE READ locks the gap instead, and would stall every insert into it),
+ * which the transaction locks with `FOR UPDATE SKIP LOCKED` (never waits, never raises: a busy
+ * answer leaves the transaction as it was).
  *
  * While the transaction holds the lock row, the key's row of `<prefix>_held` is a committed
  * **placeholder** (owner `!xact`, no expiry), written through the pool by `xact_claim`: the
