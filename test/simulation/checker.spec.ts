@@ -341,6 +341,86 @@ describe('simulation checker', () => {
     });
   });
 
+  describe('MySQL transaction holders (MySqlTransactionLock): a holder of the key like a lease, no ttl', () => {
+    const myLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined): SimEvent[] =>
+      lease(w, id, token, reqAt, grantAt, validMs, relAt, 'correctness', 'mysql');
+    /** A transaction on key 0: requested, granted with `token`, ended (`how`) at `endAt` unless undefined. */
+    const xact = (w: number, id: string, token: string, reqAt: number, grantAt: number, endAt?: number, how = 'commit'): SimEvent[] => {
+      const out = [
+        ev(reqAt, w, { ev: 'req', id, key: 0, purpose: 'correctness', backend: 'mysql', kind: 'xact', ttl: 0, wait: 1000 }),
+        ev(grantAt, w, { ev: 'grant', id, key: 0, purpose: 'correctness', backend: 'mysql', token, reentrant: false, root: id, xact: true }),
+      ];
+      if (endAt !== undefined) out.push(ev(endAt, w, { ev: 'rel', id, how }), ev(endAt + 1, w, { ev: 'rel-done', id, ok: true }));
+      return out;
+    };
+    const myProbes = [...input([]).probes!, { key: 0, purpose: 'correctness' as const, backend: 'mysql' as const, ok: true, elapsedMs: 900 }];
+    const myInput = (events: SimEvent[], overrides: Partial<CheckInput> = {}): CheckInput =>
+      input(sorted(events), { registers: [], probes: myProbes, livenessBoundMs: { ...input([]).livenessBoundMs, 'mysql:0': 5_000 }, ...overrides });
+
+    it('holds until its COMMIT / ROLLBACK is sent, however long: a lease or another transaction before then overlaps it', () => {
+      // A transaction held 5 s (no ttl), then a lease; a transaction after a lease ran out.
+      const fine = [...xact(1, 'X', '10', 0, 5, 5_000), ...myLease(2, 'A', '11', 100, 5_010, 200, 5_100), ...xact(1, 'Y', '12', 5_150, 5_400, 5_600, 'rollback')];
+      const ok = check(myInput(fine));
+      expect(ok.violations).toEqual([]);
+      expect(ok.stats.mysql).toMatchObject({ grants: 3, xact: { calls: 2, grants: 2, ends: { commit: 1, rollback: 1 } } });
+      expect(ok.intervals.filter((i) => i.xact).map((i) => [i.id, i.end - T])).toEqual([
+        ['X', 5_000],
+        ['Y', 5_600],
+      ]);
+      // A lease granted while the transaction still holds (no ttl ran out: it never had one).
+      expect(kinds(check(myInput([...xact(1, 'X', '10', 0, 5, 5_000), ...myLease(2, 'A', '11', 100, 3_000, 200, 3_100)])).violations)).toEqual(['1:overlap']);
+      // Two transactions at once; one never ended (its worker exited without a word) overlaps everything after it.
+      expect(kinds(check(myInput([...xact(1, 'X', '10', 0, 5, 500), ...xact(2, 'Y', '11', 100, 400, 600, 'destroy')])).violations)).toEqual(['1:overlap']);
+      expect(kinds(check(myInput([...xact(1, 'X', '10', 0, 5), ...myLease(2, 'A', '11', 100, 9_000, 200, 9_100)])).violations)).toEqual(['1:overlap']);
+    });
+
+    it('ends at a session end without its say (the server killed, sessions KILLed, its worker killed) and at a failed statement', () => {
+      const after = [...xact(1, 'X', '10', 0, 5), ...myLease(2, 'A', '11', 100, 3_000, 200, 3_100)];
+      expect(check(myInput(after, { sessionEnds: [{ at: T + 2_000, why: 'KILL of every mariadb session' }] })).violations).toEqual([]);
+      expect(check(myInput(after, { sessionEnds: [{ at: T + 2_000, w: 1, why: 'kill -9 w1' }] })).stats.mysql.xact).toMatchObject({ ends: {}, cut: 1 });
+      // Another worker's crash, or a session end after the lease's grant, does not end it.
+      expect(kinds(check(myInput(after, { sessionEnds: [{ at: T + 2_000, w: 2, why: 'kill -9 w2' }] })).violations)).toEqual(['1:overlap']);
+      expect(kinds(check(myInput(after, { sessionEnds: [{ at: T + 3_050, why: 'restart' }] })).violations)).toEqual(['1:overlap']);
+      // Sessions KILLed one by one from 0 to 10: granted at 5, it may have lost its session at once.
+      expect(check(myInput(after, { sessionEnds: [{ at: T, until: T + 10, why: 'KILL of every mariadb session' }] })).violations).toEqual([]);
+      expect(kinds(check(myInput(after, { sessionEnds: [{ at: T, until: T + 4, why: 'KILL of every mariadb session' }] })).violations)).toEqual(['1:overlap']);
+      // A statement that failed: from when it was sent.
+      const failed = [...after, ev(3_200, 1, { ev: 'lost', id: 'X', reason: 'xact write: Error', since: T + 2_900 })];
+      expect(check(myInput(failed)).violations).toEqual([]);
+      const late = [...after, ev(3_200, 1, { ev: 'lost', id: 'X', reason: 'xact write: Error', since: T + 3_050 })];
+      expect(kinds(check(myInput(late)).violations)).toEqual(['1:overlap']);
+    });
+
+    it('orders its token with the leases: above every grant received before it was requested, and unique', () => {
+      expect(kinds(check(myInput([...myLease(1, 'A', '20', 0, 5, 100, 50), ...xact(2, 'X', '10', 60, 70, 150)])).violations)).toEqual(['3:token-regression']);
+      expect(kinds(check(myInput([...xact(1, 'X', '20', 0, 5, 50), ...myLease(2, 'A', '15', 60, 70, 100, 150)])).violations)).toEqual(['3:token-regression']);
+      expect(kinds(check(myInput([...xact(1, 'X', '10', 0, 5, 50), ...xact(2, 'Y', '10', 60, 70, 150)])).violations)).toEqual(['3:duplicate-token', '3:token-regression']);
+      expect(check(myInput([...xact(1, 'X', '10', 0, 5, 50), ...myLease(2, 'A', '11', 60, 70, 100, 150), ...xact(1, 'Y', '12', 160, 170, 250)])).violations).toEqual([]);
+    });
+
+    it('finds a write it did not commit in the register (rolled back, its connection closed), and is never ended by forceRelease() nor owed to list()', () => {
+      const events = [
+        ...xact(1, 'X', '10', 0, 5, 200),
+        write(100, 1, 'X', 'a', '10', 'ok', 'mysql'),
+        ...xact(2, 'Y', '11', 150, 210, 400, 'rollback'),
+        ev(300, 2, { ev: 'write', id: 'Y', store: 'mysql', key: 0, el: 'b', token: '11', result: 'rolledback' }),
+      ];
+      const reg = (list: Array<[string, string]>) => ({ registers: [{ store: 'mysql', key: 0, list }] });
+      expect(check(myInput(events, reg([['a', '10']]))).violations).toEqual([]);
+      expect(kinds(check(myInput(events, reg([['a', '10'], ['b', '11']]))).violations)).toEqual(['2:refused-write-applied']);
+      // forceRelease() answers that nobody holds it (or fails): the hold goes on; list() does not name it.
+      const forced = [
+        ...xact(1, 'X', '10', 0, 5, 5_000),
+        ev(50, 3, { ev: 'list', id: 'L', key: 0, purpose: 'correctness', backend: 'mysql' }),
+        ev(60, 3, { ev: 'list-done', id: 'L', listed: false }),
+        ev(100, 3, { ev: 'force', id: 'F', key: 0, purpose: 'correctness', backend: 'mysql' }),
+        ev(110, 3, { ev: 'force-done', id: 'F', message: 'timeout' }),
+        ...myLease(2, 'A', '11', 150, 3_000, 200, 3_100),
+      ];
+      expect(kinds(check(myInput(forced)).violations)).toEqual(['1:overlap']);
+    });
+  });
+
   describe('ZooKeeper: one lock per key whatever the purpose, its own register, apart from PostgreSQL', () => {
     const zkLease = (w: number, id: string, token: string, reqAt: number, grantAt: number, validMs: number, relAt: number | undefined, purpose: 'correctness' | 'efficiency'): SimEvent[] =>
       lease(w, id, token, reqAt, grantAt, validMs, relAt, purpose, 'zookeeper');

@@ -42,6 +42,14 @@
  *   still `stale-accepted` (invariant 2). Never told is a violation: an `extend()` asked after the
  *   call returned that succeeds (`force-not-told`).
  *
+ * - MySqlTransactionLock holders (`xact`, on `mysql:key`): a holder like a lease for invariants 1
+ *   and 3 — its token in the MySQL leases' sequence, above every grant received before it was
+ *   requested — with no ttl: believed valid from its grant until its COMMIT / ROLLBACK is sent or its
+ *   connection closed (`rel`), a statement of it failed (`lost`, from when that statement was sent),
+ *   or its session ended without its say (`sessionEnds`: the server killed, restarted, its sessions
+ *   KILLed; its worker killed). A write it did not commit (`rolledback`) must not be in the register.
+ *   forceRelease() never ends it, list() never names it (not a lease).
+ *
  * The edge fiber's operations (plan.ts `edge`):
  * - A watcher forceRelease()s a key of a multi-key lease while its acquisition takes the keys one
  *   by one (the backend showed the key held by the attempt's owner `<owner>.<gen>-<index>`), then
@@ -100,6 +108,14 @@ export interface CheckInput {
    * validity — its signal aborts when the process runs again.
    */
   paused?: Array<{ w: number; start: number; end: number }>;
+  /**
+   * When MySQL sessions ended without their clients' say: mariadbd killed or restarted, every
+   * session KILLed (no `w`), or a worker process killed (`w`: its sessions). A transaction holder
+   * (`xact`) of that worker — of any, without `w` — holds its key only until then. `until`: the
+   * sessions ended somewhere from `at` to then (a KILL of each in turn, a shutdown): a holder granted
+   * meanwhile may have lost its session at once.
+   */
+  sessionEnds?: Array<{ at: number; until?: number; w?: number; why: string }>;
 }
 
 export interface Interval {
@@ -118,6 +134,8 @@ export interface Interval {
   forcedAt?: number;
   /** A term with work on term.signal: its believed segments without the work (what remainingMs() said). */
   claimSegments?: Array<[number, number]>;
+  /** A MySqlTransactionLock holder's. */
+  xact?: boolean;
 }
 
 export interface CheckStats {
@@ -142,8 +160,13 @@ export interface CheckStats {
   maxOverlapMs: number;
   /** The PostgreSQL part: leases granted there (reentrant handles included) and PgFence register writes by outcome. */
   postgres: { grants: number; writes: Record<string, number> };
-  /** The MySQL part: leases granted there (reentrant handles included) and MySqlFence register writes by outcome. */
-  mysql: { grants: number; writes: Record<string, number> };
+  /**
+   * The MySQL part: grants there (leases, reentrant handles and transaction holders), MySqlFence
+   * register writes by outcome, and the MySqlTransactionLock holders: calls, grants, busy, failed,
+   * how the held ones ended (commit, rollback, destroy as planned; `lost`: a statement failed),
+   * and `cut`: of those, the ones a session end — the server's, the worker killed — ended before.
+   */
+  mysql: { grants: number; writes: Record<string, number>; xact: { calls: number; grants: number; busy: number; failed: number; ends: Record<string, number>; cut: number } };
   /** The ZooKeeper part: leases granted there and writes to its (EtcdFence) register by outcome. */
   zookeeper: { grants: number; writes: Record<string, number> };
   /** The Redlock part: leases granted there (efficiency only: no register, no tokens). */
@@ -217,6 +240,8 @@ interface LeaseTrack {
   work: Array<{ start: number; end?: number; why?: string }>;
   /** When its campaign's signal was aborted (stepping down). */
   stepDownT?: number;
+  /** A MySqlTransactionLock holder: no ttl, believed from its grant until its end (relT, lostT, a session end). */
+  xact?: boolean;
 }
 
 /**
@@ -257,7 +282,7 @@ export function check(input: CheckInput): CheckResult {
     maxOverlapMs: 0,
     reasons: {},
     postgres: { grants: 0, writes: {} },
-    mysql: { grants: 0, writes: {} },
+    mysql: { grants: 0, writes: {}, xact: { calls: 0, grants: 0, busy: 0, failed: 0, ends: {}, cut: 0 } },
     zookeeper: { grants: 0, writes: {} },
     redlock: { grants: 0 },
     sem: { grants: 0, maxHolders: 0 },
@@ -277,6 +302,7 @@ export function check(input: CheckInput): CheckResult {
   // ---- leases, per worker stream order (a worker's events arrive in the order it sent them)
   const reqT = new Map<string, number>();
   const decoratedIds = new Set<string>();
+  const xactIds = new Set<string>();
   const leases = new Map<string, LeaseTrack>();
   const ended = (l: LeaseTrack): boolean => l.lostT !== undefined || l.relT !== undefined;
   const forces = new Map<string, { id: string; lock: string; start: number; end?: number; released?: boolean; owner?: string; watch?: string }>();
@@ -290,6 +316,10 @@ export function check(input: CheckInput): CheckResult {
         reqT.set(e.id, e.t);
         if (e.kind === 'decorated') stats.decorated.calls += 1;
         if (e.kind.startsWith('decorated')) decoratedIds.add(e.id);
+        if (e.kind === 'xact') {
+          xactIds.add(e.id);
+          stats.mysql.xact.calls += 1;
+        }
         break;
       case 'grant': {
         stats.grants += 1;
@@ -304,6 +334,12 @@ export function check(input: CheckInput): CheckResult {
           if (e.permits !== undefined && e.permits > 1) lease.permits = e.permits;
           if (e.owner !== undefined) lease.owner = e.owner;
           if (e.gen !== undefined) lease.gen = e.gen;
+          if (e.xact) {
+            // No ttl: valid until its transaction ends (cut below).
+            lease.xact = true;
+            lease.claims = [{ t: e.t, V: Infinity }];
+            stats.mysql.xact.grants += 1;
+          }
           leases.set(e.id, lease);
           if (e.purpose === 'correctness' && e.token === undefined) {
             violations.push({ invariant: 3, kind: 'missing-token', lock: lease.lock, detail: `${e.id}: a correctness lease without a fencing token`, at: e.t });
@@ -444,25 +480,29 @@ export function check(input: CheckInput): CheckResult {
       case 'lost': {
         const lease = leases.get(e.id);
         if (lease && lease.lostT === undefined) {
-          lease.lostT = e.t;
+          lease.lostT = Math.min(e.since ?? e.t, e.t);
           lease.lostReason = e.reason;
         }
+        if (lease?.xact && lease.relT === undefined) stats.mysql.xact.ends.lost = (stats.mysql.xact.ends.lost ?? 0) + 1;
         stats.lost[e.reason] = (stats.lost[e.reason] ?? 0) + 1;
         break;
       }
       case 'rel': {
         const lease = leases.get(e.id);
         if (lease && lease.relT === undefined) lease.relT = e.t;
+        if (lease?.xact && e.how && lease.lostT === undefined) stats.mysql.xact.ends[e.how] = (stats.mysql.xact.ends[e.how] ?? 0) + 1;
         break;
       }
       case 'busy':
         stats.busy += 1;
+        if (xactIds.has(e.id)) stats.mysql.xact.busy += 1;
         break;
       case 'unlocked':
         violations.push({ invariant: 1, kind: 'ran-unlocked', detail: `${e.id}: a decorated body ran without its lock: ${e.detail}`, at: e.t });
         break;
       case 'fail':
         stats.failures[e.name] = (stats.failures[e.name] ?? 0) + 1;
+        if (xactIds.has(e.id)) stats.mysql.xact.failed += 1;
         reason(`fail ${e.name}`, e.message);
         break;
       case 'read':
@@ -477,6 +517,20 @@ export function check(input: CheckInput): CheckResult {
       default:
         break;
     }
+  }
+
+  // ---- a transaction holder holds its key until its session ends, whatever it believes: the
+  // server killed, restarted or its sessions KILLed, or its worker killed, before its end.
+  for (const l of leases.values()) {
+    if (!l.xact) continue;
+    const end = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity);
+    const cut = (input.sessionEnds ?? [])
+      .filter((s) => (s.until ?? s.at) > l.start && s.at < end && (s.w === undefined || s.w === l.w))
+      .sort((a, b) => a.at - b.at)[0];
+    if (!cut) continue;
+    l.lostT = Math.max(cut.at, l.start);
+    l.lostReason = `session ended: ${cut.why}`;
+    stats.mysql.xact.cut += 1;
   }
 
   // ---- forceRelease(): which leases a call ended, on which lock, from when
@@ -500,6 +554,8 @@ export function check(input: CheckInput): CheckResult {
     // A call answered "nobody held it" ended nothing; one that failed may have (outcome unknown).
     if (f.released === false) continue;
     for (const l of byLockLeases.get(f.lock) ?? []) {
+      // A transaction's hold ends with its transaction only (the call answers that nobody holds the key).
+      if (l.xact) continue;
       // (Ended before the call: released, lost, or its validity over.)
       const endedBefore = Math.min(l.lostT ?? Infinity, l.relT ?? Infinity) < f.start || (believedValid(l).at(-1)?.[1] ?? l.start) <= f.start;
       // Held when the call began; or granted while it ran and told it was force-released since;
@@ -599,6 +655,7 @@ export function check(input: CheckInput): CheckResult {
       const iv: Interval = { id: l.id, lock, w: l.w, start: l.start, end, token: l.token, segments };
       if (l.permits !== undefined) iv.permits = l.permits;
       if (cut !== undefined) iv.forcedAt = cut;
+      if (l.xact) iv.xact = true;
       if (work.length) iv.claimSegments = clip(claims, cut);
       intervals.push(iv);
     }
@@ -667,7 +724,8 @@ export function check(input: CheckInput): CheckResult {
     if (call.listed !== false || call.end === undefined || call.lock.includes('redlock:')) continue;
     const from = call.start - input.toleranceMs;
     const to = call.end + input.toleranceMs;
-    const missed = (byLock.get(call.lock) ?? []).find((iv) => iv.segments.some(([a, b]) => a <= from && b >= to));
+    // (A transaction's hold is not a lease: list() names leases only.)
+    const missed = (byLock.get(call.lock) ?? []).find((iv) => !iv.xact && iv.segments.some(([a, b]) => a <= from && b >= to));
     if (missed) {
       violations.push({
         invariant: 1,
@@ -724,7 +782,8 @@ export function check(input: CheckInput): CheckResult {
   for (const w of writes) {
     if (w.result !== 'ok') continue;
     const iv = intervalOf.get(w.id);
-    if (iv && w.t > iv.end + input.toleranceMs) stats.writesAfterLeaseEnd += 1;
+    // (A transaction holder's write is acknowledged at its COMMIT's answer, after its hold ended.)
+    if (iv && !iv.xact && w.t > iv.end + input.toleranceMs) stats.writesAfterLeaseEnd += 1;
   }
   const storeOf = (store: string): string => (input.control === 'unfenced' ? 'plain' : store);
   const writesByReg = groupBy(writes, (w) => registerId(storeOf(w.store), w.key, w.ns));
@@ -742,7 +801,7 @@ export function check(input: CheckInput): CheckResult {
       if (w.result === 'ok' && !present.has(w.el)) {
         violations.push({ invariant: 2, kind: 'lost-update', lock: reg, detail: `acknowledged element ${w.el} (token ${w.token ?? '-'}, by ${w.id}) is missing from the final value (${final.length} elements)`, at: w.t });
       }
-      if ((w.result === 'stale' || w.result === 'refused') && present.has(w.el)) {
+      if ((w.result === 'stale' || w.result === 'refused' || w.result === 'rolledback') && present.has(w.el)) {
         violations.push({ invariant: 2, kind: 'refused-write-applied', lock: reg, detail: `element ${w.el} (token ${w.token ?? '-'}) was reported ${w.result} but is in the final value`, at: w.t });
       }
     }
@@ -925,5 +984,7 @@ function groupBy<T>(items: T[], keyOf: (item: T) => string): Map<string, T[]> {
 
 /** Wall-clock ms as hh:mm:ss.mmm (UTC), for violation details. */
 export function fmt(t: number): string {
+  // (A transaction holder never seen to end holds until the end of the log: `end`.)
+  if (!Number.isFinite(t)) return 'end';
   return new Date(t).toISOString().slice(11, 23);
 }

@@ -112,7 +112,19 @@ async function main(): Promise<void> {
     leasesLost: sum((r) => Object.values(r.result.stats.lost).reduce((a, b) => a + b, 0)),
     writes: mergeCounts(results.map((r) => r.result.stats.writes)),
     postgres: { grants: sum((r) => r.result.stats.postgres.grants), writes: mergeCounts(results.map((r) => r.result.stats.postgres.writes)) },
-    mysql: { grants: sum((r) => r.result.stats.mysql.grants), writes: mergeCounts(results.map((r) => r.result.stats.mysql.writes)) },
+    mysql: {
+      grants: sum((r) => r.result.stats.mysql.grants),
+      writes: mergeCounts(results.map((r) => r.result.stats.mysql.writes)),
+      // MySqlTransactionLock holders: calls, grants (in `grants` too), busy, failed, how they ended.
+      transactions: {
+        calls: sum((r) => r.result.stats.mysql.xact.calls),
+        grants: sum((r) => r.result.stats.mysql.xact.grants),
+        busy: sum((r) => r.result.stats.mysql.xact.busy),
+        failed: sum((r) => r.result.stats.mysql.xact.failed),
+        ends: mergeCounts(results.map((r) => r.result.stats.mysql.xact.ends)),
+        endedBySession: sum((r) => r.result.stats.mysql.xact.cut),
+      },
+    },
     zookeeper: { grants: sum((r) => r.result.stats.zookeeper.grants), writes: mergeCounts(results.map((r) => r.result.stats.zookeeper.writes)) },
     redlock: { grants: sum((r) => r.result.stats.redlock.grants) },
     semaphore: { grants: sum((r) => r.result.stats.sem.grants), maxHolders: Math.max(0, ...results.map((r) => r.result.stats.sem.maxHolders)) },
@@ -171,7 +183,10 @@ async function main(): Promise<void> {
   console.log(`seeds ${summary.seeds} in ${summary.wallSeconds} s; ${summary.operations} operations, ${summary.grants} grants (${summary.reentrantGrants} reentrant), ${summary.busy} busy, ${summary.leasesLost} leases lost; decorated methods: ${summary.decoratedCalls} calls, ${summary.decoratedGrants} grants`);
   console.log(`fenced writes: ${Object.entries(summary.writes).map(([k, n]) => `${k} ${n}`).join(', ')} (${summary.writesAfterLeaseEnd} acknowledged after the writer's lease had ended)`);
   console.log(`postgres: ${summary.postgres.grants} grants, PgFence writes ${Object.entries(summary.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
-  console.log(`mysql: ${summary.mysql.grants} grants, MySqlFence writes ${Object.entries(summary.mysql.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+  const tx = summary.mysql.transactions;
+  console.log(
+    `mysql: ${summary.mysql.grants} grants (${summary.mysql.grants - tx.grants} leases, ${tx.grants} transactions of ${tx.calls}: ${tx.busy} busy, ${tx.failed} failed; ended ${Object.entries(tx.ends).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}; ${tx.endedBySession} by a session end first), MySqlFence writes ${Object.entries(summary.mysql.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`,
+  );
   console.log(`zookeeper: ${summary.zookeeper.grants} grants, register writes ${Object.entries(summary.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
   console.log(`redlock: ${summary.redlock.grants} grants (efficiency only: no register)`);
   console.log(`edge fiber: watcher ${summary.watcher.watches} watches, ${summary.watcher.fired} fired, ${summary.watcher.forced} forced, ${summary.watcher.requeued} of those leases queued again for the key and held it; ${summary.stepdown.terms} step-downs (work ended by the signal ${summary.stepdown.workEndedBySignal}, by time ${summary.stepdown.workEndedByTime}); ${summary.closedApps.closes} closes looked at (${summary.closedApps.keys} keys, ${summary.closedApps.heldAfter} held after, ${summary.closedApps.excused} excused)`);

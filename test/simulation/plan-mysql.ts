@@ -14,6 +14,11 @@
  *   campaign, its register and the operator's force-releases of it together.
  * - the semaphore stays where it is (the MySQL backend has no semaphores yet).
  * - the operator's force-releases of a PostgreSQL key move with even odds (`operator/mysql`).
+ * - MySqlTransactionLock holders (`w<w>f<f>/xact`): after each top-level operation of a worker's own
+ *   fibers, with odds of a fifth, one more operation — a transaction that takes a key of the set
+ *   (`…/my/k0`, the MySQL leases' lock) and reads and writes its MySqlFence register with the token,
+ *   then commits, rolls back or loses its connection (`XactSpec`). Inserted: the operations drawn
+ *   before stay what they were, in their order.
  * - faults of its own (`faults/mysql`): kill -9 of mariadbd and a relaunch after a seeded
  *   downtime (crash recovery), a clean restart, `KILL` of every session (pools, doorbell
  *   listeners, register connections), SIGSTOP of the server, and delays and blackholes of a
@@ -21,7 +26,7 @@
  *   past a fault on the same resource, as the main schedule does.
  */
 import type { Prng } from './prng.js';
-import { faultResource, type Fault, type FiberOp, type LockOp, type Plan, type SimParams, type Step } from './plan.js';
+import { faultResource, type Fault, type FiberOp, type LockOp, type Plan, type SimParams, type Step, type XactSpec } from './plan.js';
 
 /** Move `op`'s PostgreSQL locks (not a decorated call's own: its declaration's) to MySQL, and the steps that go with them. */
 function moveOp(op: LockOp, leaderMoves: boolean, moves: boolean): void {
@@ -63,6 +68,41 @@ export function fiberToMySql(rng: Prng, ops: FiberOp[], leaderMoves: boolean): v
     }
     moveOp(op, leaderMoves, moves);
   }
+}
+
+/** The odds of a transaction holder after each top-level operation of a fiber. */
+export const XACT_ODDS = 0.2;
+
+/** Insert MySqlTransactionLock holders between `ops` (one draw per operation, whatever it is). */
+export function insertXacts(rng: Prng, ops: FiberOp[], keys: number): void {
+  for (let i = 0; i < ops.length; i++) {
+    if (!rng.chance(XACT_ODDS)) continue;
+    ops.splice(i + 1, 0, genXact(rng, keys));
+    i += 1;
+  }
+}
+
+function genXact(rng: Prng, keys: number): LockOp {
+  const xact: XactSpec = {
+    isolation: rng.chance(0.6) ? 'repeatable-read' : 'read-committed',
+    // Held around the lease ttls now and then: a pause of the worker, a fault on the server, meanwhile.
+    holdMs: rng.chance(0.5) ? 0 : rng.chance(0.8) ? rng.int(20, 400) : rng.int(400, 1_500),
+    thinkMs: rng.chance(0.5) ? 0 : rng.int(5, 200),
+    write: rng.chance(0.85),
+    endAfterMs: rng.chance(0.6) ? 0 : rng.int(10, 600),
+    end: rng.weighted<XactSpec['end']>([
+      [6, 'commit'],
+      [2, 'rollback'],
+      [1.5, 'destroy'],
+    ]),
+  };
+  const wait = rng.weighted([
+    [2, 0],
+    [2, 300],
+    [3, 1_500],
+    [1, 4_000],
+  ]);
+  return { kind: 'xact', key: rng.int(0, keys - 1), purpose: 'correctness', backend: 'mysql', ttl: 0, wait, steps: [], xact };
 }
 
 /** When a fault frees its resource (and what comes back after it takes), as the main schedule counts it. */

@@ -313,6 +313,39 @@ describe('simulation plan', () => {
     expect(kept).toBeGreaterThan(50);
   });
 
+  it('inserts MySqlTransactionLock holders between a fiber\'s own operations, from streams of their own, on the keys of the set (none in the controls)', () => {
+    const seen = new Set<string>();
+    let xacts = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const plan = generatePlan({ ...params, seed });
+      plan.fibers.forEach((fibers, w) =>
+        fibers.forEach((ops, f) => {
+          const own = f < params.fibers;
+          for (const op of ops) {
+            if (op.kind !== 'xact') continue;
+            // Only in a worker's own fibers (not the operator's, not the edge fiber).
+            expect(own).toBe(true);
+            xacts += 1;
+            expect([op.backend, op.purpose, op.steps, op.ttl]).toEqual(['mysql', 'correctness', [], 0]);
+            expect(op.key >= 0 && op.key < plan.keys).toBe(true);
+            const x = op.xact!;
+            seen.add(`${x.isolation}/${x.end}${x.write ? '' : '/read-only'}`);
+            seen.add(`wait/${op.wait > 0 ? 'some' : 'none'}`);
+            if (x.holdMs > 0) seen.add('hold');
+            if (x.endAfterMs > 0) seen.add('end-after');
+            void w;
+          }
+        }),
+      );
+      // The operations around them are the ones drawn before (plans of seeds 1–200 compared with the
+      // plan before transactions were added: equal once the transactions are taken out).
+      for (const control of ['nolock', 'unfenced'] as const) expect(JSON.stringify(generatePlan({ ...params, seed, control }).fibers)).not.toContain('xact');
+    }
+    expect(xacts).toBeGreaterThan(200);
+    for (const isolation of ['repeatable-read', 'read-committed']) for (const end of ['commit', 'rollback', 'destroy']) expect(seen).toContain(`${isolation}/${end}`);
+    for (const s of ['wait/some', 'wait/none', 'hold', 'end-after', 'repeatable-read/commit/read-only']) expect(seen).toContain(s);
+  });
+
   it('names the exact replay command, with every non-default parameter', () => {
     expect(replayCommand(params)).toBe('npm run test:simulation -- --seed 42');
     expect(replayCommand({ ...params, durationMs: 20_000, control: 'nolock', faultFilter: [1, 3] })).toBe(

@@ -4,7 +4,7 @@
  * parameters give the same plan (plan.spec.ts checks it), so a failing seed replays with the same
  * operations and faults — only the timing differs.
  */
-import { fiberToMySql, genMySqlFaults, leaderToMySql } from './plan-mysql.js';
+import { fiberToMySql, genMySqlFaults, insertXacts, leaderToMySql } from './plan-mysql.js';
 import { Prng } from './prng.js';
 
 export type Purpose = 'efficiency' | 'correctness';
@@ -99,7 +99,9 @@ export interface LockOp {
    * campaign: `campaign()` of the seed's leader name (ns 'leader'), waiting without end (until it
    * leads, or the drain); the leader then runs the steps and steps down (release).
    */
-  kind: 'acquire' | 'try' | 'using' | 'abort-wait' | 'decorated' | 'campaign';
+  kind: 'acquire' | 'try' | 'using' | 'abort-wait' | 'decorated' | 'campaign' | 'xact';
+  /** xact: what the transaction does (plan-mysql.ts); the op's key is a MySQL lock, `correctness`, no steps. */
+  xact?: XactSpec;
   /** decorated: which method, and its other arguments. */
   deco?: DecoCall;
   /** Index into the key set. */
@@ -141,6 +143,22 @@ export interface LockOp {
   /** campaign with stepDownAfterMs: a rival candidate of this process campaigning from the grant on; when it leads it runs these steps and steps down. */
   rival?: { steps: Step[] };
   steps: Step[];
+}
+
+/**
+ * A MySqlTransactionLock holder (kind 'xact', plan-mysql.ts): the worker begins a transaction on a
+ * register connection (READ COMMITTED, or the default REPEATABLE READ — the lock is then its first
+ * statement), takes the op's key with `acquire(conn, key, { wait })`, waits `holdMs`, reads the
+ * key's MySqlFence register with the token, thinks `thinkMs`, writes it (unless `write` is false),
+ * waits `endAfterMs`, then commits, rolls back, or destroys its connection.
+ */
+export interface XactSpec {
+  isolation: 'repeatable-read' | 'read-committed';
+  holdMs: number;
+  thinkMs: number;
+  write: boolean;
+  endAfterMs: number;
+  end: 'commit' | 'rollback' | 'destroy';
 }
 
 /** What an operator's `forceRelease()` / `inspect()` names: a lock of the seed. */
@@ -313,6 +331,9 @@ export function generatePlan(params: SimParams): Plan {
   // MySQL: some PostgreSQL locks move there, from streams of their own (plan-mysql.ts).
   const leaderMoves = ctx.primitives ? leaderToMySql(root, ctx) : false;
   if (!params.control) fibers.forEach((perWorker, w) => perWorker.forEach((ops, f) => fiberToMySql(root.fork(`w${w}f${f}/mysql`), ops, leaderMoves)));
+  // …and MySqlTransactionLock holders between a fiber's operations (streams of their own: every
+  // operation above stays what it was, in its order).
+  if (!params.control) fibers.forEach((perWorker, w) => perWorker.forEach((ops, f) => insertXacts(root.fork(`w${w}f${f}/xact`), ops, keys)));
   // The operator: one more fiber on one worker, forceRelease() of a lock of the seed every 0.5–1.5 s.
   let operator: number | undefined;
   if (ctx.primitives) {

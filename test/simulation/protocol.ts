@@ -53,7 +53,8 @@ export type WorkerCommand =
 /** Register value: the list of appended elements, each with the token its write carried. */
 export type RegisterList = Array<[el: string, token: string | null]>;
 
-export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused';
+/** `rolledback`: an `xact` holder's write its transaction never committed (rolled back, or its connection closed) — never in the register. */
+export type WriteResult = 'ok' | 'stale' | 'unknown' | 'refused' | 'rolledback';
 
 export type SimEventBody =
   | { ev: 'ready' }
@@ -95,6 +96,8 @@ export type SimEventBody =
       keys?: number[];
       owner?: string;
       gen?: number;
+      /** A MySqlTransactionLock holder (`xact`): no ttl — valid until its COMMIT / ROLLBACK is sent or its connection dies. */
+      xact?: boolean;
     }
   /**
    * Right after a watched multi-key grant (the edge fiber's), who the backend shows holding the
@@ -108,13 +111,15 @@ export type SimEventBody =
   | { ev: 'fail'; id: string; name: string; message: string }
   /** The holder's view at time t: valid until V (wall clock). Only sent while not aborted and V > t. */
   | { ev: 'sample'; id: string; V: number }
-  | { ev: 'lost'; id: string; reason: string }
+  /** `since` (an `xact` holder's): a statement of its transaction failed — the server may have ended the transaction from when it was sent. */
+  | { ev: 'lost'; id: string; reason: string; since?: number }
   /** extend() called (a shorter ttl applies on the server as soon as this arrives). */
   | { ev: 'ext-req'; id: string; ttl: number }
   | { ev: 'ext-ok'; id: string; ttl: number; V?: number }
   | { ev: 'ext-fail'; id: string; name: string; message: string }
   /** The holder stops using the lease (just before release is called). */
-  | { ev: 'rel'; id: string }
+  /** `how` (an `xact` holder's): commit, rollback or destroy — sent right after this. */
+  | { ev: 'rel'; id: string; how?: string }
   | { ev: 'rel-done'; id: string; ok: boolean; message?: string }
   | { ev: 'read'; id: string; store: Store; key: number; ns?: KeyNs; token?: string; len: number; result: 'ok' | 'stale' | 'fail'; message?: string }
   /** Sent before the write: a worker killed before it hears the answer leaves a write of unknown outcome. */

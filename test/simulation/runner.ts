@@ -916,6 +916,19 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     control: params.control,
     // A worker stopped by SIGSTOP (a pause, the pause of a holder between its read and its write).
     paused: faults.flatMap((f) => ((f.kind === 'pause' || f.kind === 'pause-holder') && f.worker !== undefined && f.start !== undefined && f.end !== undefined && !f.skipped ? [{ w: f.worker, start: f.start, end: f.end }] : [])),
+    // MySQL sessions ended without their clients' say (a transaction holder's hold ends there): the
+    // server killed, restarted, every session KILLed; a worker killed (its own).
+    sessionEnds: faults.flatMap((f) =>
+      f.start === undefined || f.skipped
+        ? []
+        : f.kind === 'my-kill'
+          ? [{ at: f.start, why: f.description }]
+          : f.kind === 'my-restart' || f.kind === 'my-kill-sessions'
+            ? [{ at: f.start, until: f.end ?? f.start, why: f.description }]
+          : (f.kind === 'worker-crash' || f.kind === 'end-crash') && f.worker !== undefined
+            ? [{ at: f.start, w: f.worker, why: f.description }]
+            : [],
+    ),
   });
   for (const v of result.violations) v.detail = v.detail.replace(/socket to :(\d+)/g, (all, p: string) => (portNames.has(Number(p)) ? `socket to ${portNames.get(Number(p))}` : all));
   return { seed: params.seed, params, runId, elapsedMs: wallNow() - started, result, faults, replay: replayCommand(params), events, plan, error };
@@ -980,9 +993,11 @@ export function summaryLine(r: SeedResult): string {
   const writes = Object.entries(s.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const pgWrites = Object.entries(s.postgres.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   const myWrites = Object.entries(s.mysql.writes).map(([k, n]) => `${k} ${n}`).join(', ');
+  const x = s.mysql.xact;
+  const xEnds = Object.entries(x.ends).map(([k, n]) => `${k} ${n}`).join(', ');
   const zkWrites = Object.entries(s.zookeeper.writes).map(([k, n]) => `${k} ${n}`).join(', ');
   return (
-    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, mysql ${s.mysql.grants}, zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
+    `seed ${r.seed}: ${s.ops} ops, ${s.grants} grants (${s.reentrantGrants} reentrant; postgres ${s.postgres.grants}, mysql ${s.mysql.grants} [${s.mysql.grants - x.grants} leases, ${x.grants} transactions of ${x.calls} (${x.busy} busy, ${x.failed} failed; ended: ${xEnds}; ${x.cut} by a session end first)], zookeeper ${s.zookeeper.grants}, redlock ${s.redlock.grants}), ${s.busy} busy, ` +
     `${Object.values(s.lost).reduce((a, b) => a + b, 0)} lost, writes [${writes}] (postgres [${pgWrites}], mysql [${myWrites}], zookeeper [${zkWrites}]), decorated ${s.decorated.calls} calls/${s.decorated.grants} grants, ` +
     `semaphore ${s.sem.grants} grants (max ${s.sem.maxHolders} at once), multi-key ${s.multi.grants}, leader terms ${s.leader.grants}, ` +
     `forceRelease ${s.force.calls} (${s.force.released} ended a hold, ${s.force.failed} failed; ${s.force.forced} leases ended, ${s.force.told} told, max ${s.force.maxTellMs.toFixed(0)} ms), ` +

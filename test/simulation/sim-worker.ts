@@ -26,6 +26,7 @@ import {
   RedisFence,
   StaleFencingTokenError,
   type Lease,
+  type MySqlTransactionClient,
 } from '../../lib/index.js';
 import { LockEngine } from '../../lib/engine/lock-engine.js';
 import { backendsOf } from '../harness/backends-of.js';
@@ -346,7 +347,7 @@ interface PgTx {
   client: pg.PoolClient;
 }
 /** The MySqlFence register (sim-mysql.ts): its own pool to the MySQL backend's MariaDB, through the register proxy. */
-const registerMy = mysqlRegister(config.registerMysqlUrl);
+const registerMy = mysqlRegister(config.registerMysqlUrl, config.mysqlUrl);
 /** A register transaction: PostgreSQL's or MySQL's (by the step's store). */
 type SqlTx = PgTx | MySqlTx;
 const pgClient = (tx?: SqlTx): pg.PoolClient | undefined => (tx && 'client' in tx ? tx.client : undefined);
@@ -1232,6 +1233,124 @@ async function fencedWrite(
   }
 }
 
+/**
+ * A MySqlTransactionLock holder (plan kind 'xact', plan-mysql.ts): START TRANSACTION on a register
+ * connection, the key's MySQL lock taken in it (the first statement: REPEATABLE READ refuses a
+ * snapshot older than the grant), the key's MySqlFence register read and written with its token,
+ * then COMMIT, ROLLBACK or the connection closed. Its belief ('grant' … 'rel') has no ttl: it holds
+ * until its COMMIT / ROLLBACK is sent, its connection is closed — or a statement fails (`lost`
+ * from when that statement was sent: a deadlock rolls the whole transaction back, a killed session
+ * ends it). A write not committed is `rolledback`: it must never be in the register.
+ */
+async function runXact(fiber: number, op: LockOp): Promise<void> {
+  const x = op.xact!;
+  const svc = locks;
+  const id = `w${config.worker}.${config.incarnation}.${fiber}.${seq++}`;
+  const lockKey = lockKeyName(config.runId, op.key, 'mysql');
+  const name = registerName(config.runId, op.key, 'mysql');
+  emit({ ev: 'req', id, key: op.key, purpose: op.purpose, backend: 'mysql', kind: 'xact', ttl: 0, wait: op.wait });
+  let tx: Awaited<ReturnType<typeof registerMy.begin>> | undefined;
+  // Again on another connection: after a KILL of the sessions or a restart the pool still hands out
+  // the idle connections the server closed, one by one (the transaction is the point here, not the
+  // pool's hygiene; it keeps 4).
+  for (let attempt = 0; !tx; attempt++) {
+    try {
+      tx = await registerMy.begin(x.isolation === 'read-committed' ? 'read-committed' : undefined);
+    } catch (error) {
+      if (attempt < 4 && !draining && /closed|Connection lost/i.test(errorInfo(error).message)) continue;
+      const info = errorInfo(error);
+      emit({ ev: 'fail', id, name: info.name, message: `BEGIN: ${info.message}` });
+      return;
+    }
+  }
+  let token: bigint;
+  try {
+    // (The drain does not wait out `wait`: the connection goes, and the call with it.)
+    let stop = (): void => undefined;
+    const drained = new Promise<never>((_, reject) => {
+      stop = (): void => reject(new Error('sim: draining'));
+      if (drain.signal.aborted) stop();
+      else drain.signal.addEventListener('abort', stop, { once: true });
+    });
+    drained.catch(() => undefined);
+    try {
+      token = await timeout(Promise.race([registerMy.txLock.acquire(tx.connection as unknown as MySqlTransactionClient, lockKey, { wait: op.wait }), drained]), op.wait + 4_000);
+    } finally {
+      drain.signal.removeEventListener('abort', stop);
+    }
+  } catch (error) {
+    const info = errorInfo(error);
+    // Busy leaves the transaction usable (a lock row it locked stays locked until it ends): roll back.
+    if (info.name === 'LockBusyError') {
+      emit({ ev: 'busy', id });
+      tx.end('rollback');
+    } else {
+      emit({ ev: 'fail', id, ...info });
+      tx.end('destroy');
+    }
+    return;
+  }
+  emit({ ev: 'grant', id, key: op.key, purpose: op.purpose, backend: 'mysql', token: token.toString(), reentrant: false, root: id, xact: true });
+  let how: 'commit' | 'rollback' | 'destroy' = x.end;
+  let sentAt = now();
+  let written: { el: string; token: string } | undefined;
+  const lost = (what: string, error: unknown): void => {
+    emit({ ev: 'lost', id, reason: `xact ${what}: ${errorInfo(error).name}`, since: sentAt });
+    how = 'destroy';
+  };
+  try {
+    if (x.holdMs > 0) await sleep(x.holdMs, drain.signal);
+    if (draining) how = 'rollback';
+    else {
+      let list: RegisterList | undefined;
+      sentAt = now();
+      try {
+        list = JSON.parse((await registerMy.read(svc, name, token, tx)) ?? '[]') as RegisterList;
+        emit({ ev: 'read', id, store: 'mysql', key: op.key, token: token.toString(), len: list.length, result: 'ok' });
+      } catch (error) {
+        emit({ ev: 'read', id, store: 'mysql', key: op.key, token: token.toString(), len: -1, result: error instanceof StaleFencingTokenError ? 'stale' : 'fail', message: errorInfo(error).message });
+        lost('read', error);
+      }
+      if (list && x.write) {
+        if (x.thinkMs > 0) await sleep(x.thinkMs, drain.signal);
+        const el = `${config.worker}.${config.incarnation}.${fiber}.${elements++}`;
+        emit({ ev: 'write-start', id, store: 'mysql', key: op.key, el, token: token.toString() });
+        sentAt = now();
+        try {
+          await registerMy.update(svc, name, [...list, [el, token.toString()]], token, tx);
+          written = { el, token: token.toString() };
+        } catch (error) {
+          // Refused, or no answer: either way it is never committed (no COMMIT follows).
+          const result: WriteResult = error instanceof StaleFencingTokenError ? 'stale' : 'rolledback';
+          emit({ ev: 'write', id, store: 'mysql', key: op.key, el, token: token.toString(), leaseToken: token.toString(), result, message: errorInfo(error).message });
+          lost('write', error);
+        }
+      }
+      if (how !== 'destroy' && x.endAfterMs > 0) await sleep(x.endAfterMs, drain.signal);
+    }
+  } finally {
+    const base = written ? { ev: 'write' as const, id, store: 'mysql' as const, key: op.key, el: written.el, token: written.token, leaseToken: written.token } : undefined;
+    emit({ ev: 'rel', id, how });
+    if (how === 'commit') {
+      try {
+        await timeout(tx.connection.query('COMMIT'), 1_500);
+        tx.end('committed');
+        emit({ ev: 'rel-done', id, ok: true });
+        if (base) emit({ ...base, result: 'ok' });
+      } catch (error) {
+        tx.end('destroy');
+        emit({ ev: 'rel-done', id, ok: false, message: errorInfo(error).message });
+        // An unanswered COMMIT: committed or not.
+        if (base) emit({ ...base, result: 'unknown', message: `COMMIT: ${errorInfo(error).message}` });
+      }
+    } else {
+      tx.end(how);
+      emit({ ev: 'rel-done', id, ok: true });
+      if (base) emit({ ...base, result: 'rolledback' });
+    }
+  }
+}
+
 async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
   for (const op of ops) {
     if (draining) return;
@@ -1239,6 +1358,7 @@ async function fiberLoop(fiber: number, ops: FiberOp[]): Promise<void> {
     if (draining) return;
     if (op.kind === 'sleep') await sleep(op.ms, drain.signal);
     else if (op.kind === 'force') await runForce(fiber, op.target, op.inspect);
+    else if (op.kind === 'xact') await runXact(fiber, op);
     else await runOp(fiber, op, []);
   }
 }

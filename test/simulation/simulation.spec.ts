@@ -52,6 +52,8 @@ describe('seeded simulation: real apps, random operations, random faults', () =>
       expect(r.result.stats.postgres.grants).toBeGreaterThan(2);
       expect(r.result.stats.zookeeper.grants).toBeGreaterThan(2);
       expect(r.result.stats.redlock.grants).toBeGreaterThan(2);
+      // …and MySqlTransactionLock holders (4–14 granted per seed of 1–16 on 2 cores).
+      expect(r.result.stats.mysql.xact.grants).toBeGreaterThan(0);
       expect(r.faults.filter((f) => !f.skipped).length).toBeGreaterThan(0);
       // …and the newer primitives: semaphores, multi-key leases, leaders, an operator's forceRelease().
       expect(r.result.stats.sem.grants + r.result.stats.multi.grants + r.result.stats.leader.grants).toBeGreaterThan(2);
