@@ -11,11 +11,10 @@
  * permits: it asks again when told ('!sem <owner>' in its process's mail, rung like a hand-off),
  * at its heartbeat, or when the soonest holder's permit ends.
  */
-import type { MySqlNames } from './mysql-sql.util.js';
-import { yieldToTransaction } from './mysql-xact.sql.js';
+import { SEMAPHORE_MARK, type MySqlNames } from './mysql-sql.util.js';
+import { yieldToTransaction } from './mysql-xact-yield.sql.js';
 
-/** The owner of a key's row that marks a semaphore (owner ids never start with '!'). */
-export const SEMAPHORE_MARK = '!sem';
+export { SEMAPHORE_MARK };
 
 const ms = (column: string): string => `INTERVAL ${column} * 1000 MICROSECOND`;
 

@@ -1,5 +1,10 @@
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 
+/** The owner of a key's row that marks a semaphore (owner ids never start with '!'). */
+export const SEMAPHORE_MARK = '!sem';
+/** The owner of a key's row while a transaction holds the key (MySqlTransactionLock). */
+export const TRANSACTION_MARK = '!xact';
+
 /** The backend's tables and procedures for one table prefix (validated: a plain identifier), quoted. */
 export interface MySqlNames {
   readonly held: string;

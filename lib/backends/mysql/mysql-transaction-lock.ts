@@ -5,7 +5,6 @@ import { checkTransactionLockArgs, MAX_TRANSACTION_WAIT_MS } from '../../common/
 import { InvalidLockOptionsError } from '../../errors/invalid-lock-options.error.js';
 import { LockBackendUnavailableError } from '../../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../../errors/lock-busy.error.js';
-import type { MySqlQueryable } from '../../fencing/mysql-fence.js';
 import { createHash } from 'node:crypto';
 import { withTimeout } from '../backend-call.util.js';
 import { ER, errnoOf, q, type MySqlQueryOptions, type MySqlQueryResult } from './mysql-client.interface.js';
@@ -13,7 +12,9 @@ import { MYSQL_DEFAULTS } from './mysql-backend.options.js';
 import { bytes, firstRow, mysqlNames, refuseUnstorable, type MySqlNames } from './mysql-sql.util.js';
 
 /** The connection your transaction runs on (a mysql2 `PoolConnection` or `Connection` after `BEGIN`), or an ORM adapter's client. */
-export interface MySqlTransactionClient extends MySqlQueryable {
+export interface MySqlTransactionClient {
+  /** mysql2/promise's `query(sql, values)`: `[rows, fields]` (any `MySqlQueryable` of MySqlFence fits). */
+  query(sql: string, values?: unknown[]): Promise<[unknown, unknown]>;
   /** An ORM adapter's (`nest-distributed-lock/orm`): `'I'` outside a transaction (refused). */
   getTransactionStatus?(): string | null;
   /** An ORM adapter's: the driver's error inside the ORM's, where the server's `errno` is read. */

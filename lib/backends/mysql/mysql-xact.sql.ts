@@ -22,11 +22,12 @@
  * the grant does not show it, and such a transaction would read data older than the previous
  * holder wrote: it is refused. Procedures use READ COMMITTED (no gap locks).
  */
-import { livePermits, SEMAPHORE_MARK } from './mysql-semaphore.sql.js';
-import type { MySqlNames } from './mysql-sql.util.js';
+import { livePermits } from './mysql-semaphore.sql.js';
+import { SEMAPHORE_MARK, TRANSACTION_MARK, type MySqlNames } from './mysql-sql.util.js';
 
-/** The owner of a key's row while a transaction holds the key (owner ids never start with '!'). */
-export const TRANSACTION_MARK = '!xact';
+export { TRANSACTION_MARK };
+export { yieldToTransaction } from './mysql-xact-yield.sql.js';
+
 /** The placeholder's expiry: none (only its lock row tells whether it is live). */
 const NEVER = "'9999-12-31 00:00:00'";
 
@@ -51,23 +52,6 @@ export function xactTables(n: MySqlNames): string[] {
     ) ENGINE=InnoDB`,
   ];
 }
-
-/**
- * For a key procedure, right after its row is locked (lockKeyRow): when the row is a transaction's
- * placeholder, try the key's lock row. Locked by a transaction: `busy` runs (it must answer and
- * LEAVE). Locked here: the placeholder is stale — the key counts as a free placeholder (owner '',
- * expired), and the lock row stays locked until this procedure commits.
- */
-export const yieldToTransaction = (n: MySqlNames, busy: string): string => `
-  IF v_owner = '${TRANSACTION_MARK}' THEN
-    SET v_xfree = NULL;
-    SELECT 1 INTO v_xfree FROM ${n.xact} WHERE key_hash = v_hash FOR UPDATE SKIP LOCKED;
-    IF v_xfree IS NULL THEN
-      ${busy}
-    END IF;
-    -- Stale. Semaphore waiters queued behind the transaction keep the key a semaphore's.
-    SET v_owner = IF(EXISTS (SELECT 1 FROM ${n.semQueue} WHERE key_hash = v_hash AND expires_at > v_now), '${SEMAPHORE_MARK}', ''), v_expires = v_now;
-  END IF;`;
 
 /** Live lease waiters or semaphore waiters of the key. */
 const waitersExist = (n: MySqlNames): string =>
