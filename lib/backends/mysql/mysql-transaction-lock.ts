@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { withTimeout } from '../backend-call.util.js';
 import { ER, errnoOf, q, type MySqlQueryOptions, type MySqlQueryResult } from './mysql-client.interface.js';
 import { MYSQL_DEFAULTS } from './mysql-backend.options.js';
-import { bytes, firstRow, mysqlNames, refuseUnstorable, type MySqlNames } from './mysql-sql.util.js';
+import { bytes, firstRow, mysqlNames, refuseUnstorable, text, type MySqlNames } from './mysql-sql.util.js';
 
 /** The connection your transaction runs on (a mysql2 `PoolConnection` or `Connection` after `BEGIN`), or an ORM adapter's client. */
 export interface MySqlTransactionClient {
@@ -242,8 +242,6 @@ function inDatabase(db: unknown, table: string): string {
 function cell(row: unknown, name: string, index: number): unknown {
   return Array.isArray(row) ? row[index] : (row as Record<string, unknown> | undefined)?.[name];
 }
-
-const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value));
 
 const notInTransaction = (where: string): InvalidLockOptionsError =>
   new InvalidLockOptionsError('client', 'is not in a transaction: begin one on it first (autocommit would end the lock with the statement)', where);
