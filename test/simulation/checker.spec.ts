@@ -202,10 +202,13 @@ describe('simulation checker', () => {
     });
 
     it('reports a worker that exited by itself before it drained (an uncaught exception) as died, not hung', () => {
-      const workers = [{ w: 0, inc: 0, how: 'exit' as const, drained: false, exitCode: 1, signal: null }];
+      const workers = [{ w: 0, inc: 0, how: 'exit' as const, drained: false, exitCode: 1, signal: null, stderr: 'Error: boom\n    at step (sim-worker.js:1:1)\n' }];
       const r = check(input(clean, { workers }));
       expect(kinds(r.violations)).toEqual(['4:died']);
-      expect(r.violations[0].detail).toMatch(/w0\.0 exited by itself \(code 1\)/);
+      // What the worker said is in the report itself, not only somewhere in the run's output.
+      expect(r.violations[0].detail).toMatch(/w0\.0 exited by itself \(code 1\) .* its stderr ended: Error: boom\n {4}at step/s);
+      const silent = check(input(clean, { workers: [{ ...workers[0], stderr: '' }] }));
+      expect(silent.violations[0].detail).toMatch(/it wrote nothing to stderr/);
     });
   });
 

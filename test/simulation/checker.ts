@@ -86,6 +86,8 @@ export interface WorkerEnd {
   drained: boolean;
   exitCode: number | null;
   signal: string | null;
+  /** The end of what it wrote to stderr (the runner keeps the last 4 KB). */
+  stderr?: string;
 }
 
 export interface CheckInput {
@@ -847,7 +849,7 @@ export function check(input: CheckInput): CheckResult {
     if (w.how === 'crashed') continue;
     if (!w.drained && w.signal === 'SIGKILL') violations.push({ invariant: 4, kind: 'hung', detail: `worker w${w.w}.${w.inc} did not finish its calls and settle within the drain deadline` });
     // Gone on its own before it drained: an uncaught exception (its stack is in the run's output).
-    else if (!w.drained) violations.push({ invariant: 4, kind: 'died', detail: `worker w${w.w}.${w.inc} exited by itself (${w.exitCode !== null ? `code ${w.exitCode}` : w.signal}) before it finished its calls — its stderr above says why` });
+    else if (!w.drained) violations.push({ invariant: 4, kind: 'died', detail: `worker w${w.w}.${w.inc} exited by itself (${w.exitCode !== null ? `code ${w.exitCode}` : w.signal}) before it finished its calls — ${w.stderr?.trim() ? `its stderr ended: ${w.stderr.trim().slice(-1_500)}` : 'it wrote nothing to stderr'}` });
     else if (w.exitCode === 3) violations.push({ invariant: 5, kind: 'kept-alive', detail: `worker w${w.w}.${w.inc}: something kept the event loop alive 5 s after app.close()` });
     else if (w.exitCode !== 0) violations.push({ invariant: 5, kind: 'bad-exit', detail: `worker w${w.w}.${w.inc} exited with ${w.exitCode ?? w.signal}` });
   }

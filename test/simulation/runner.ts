@@ -238,6 +238,8 @@ interface Proc {
   crashed: boolean;
   drained: boolean;
   exit: Promise<{ code: number | null; signal: string | null }>;
+  /** The last 4 KB the worker wrote to stderr. */
+  stderrTail: () => string;
   ready: Promise<void>;
   drainedP: Promise<void>;
 }
@@ -303,7 +305,14 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     writeFileSync(file, JSON.stringify(config));
     const child = spawn(process.execPath, [WORKER], {
       env: { ...process.env, NODE_OPTIONS: '', SIM_WORKER_FILE: file },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // stderr goes on to ours as before, and its last 4 KB stay with the worker: a worker that dies
+      // by itself is reported with what it said (a run with its output in a file lost it once).
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    });
+    let stderrTail = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-4_096);
     });
     let onReady!: () => void;
     let onDrained!: () => void;
@@ -314,7 +323,8 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
       paused: false,
       crashed: false,
       drained: false,
-      exit: new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal }))),
+      exit: new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal }))),
+      stderrTail: () => stderrTail,
       ready: new Promise<void>((resolve) => (onReady = resolve)),
       drainedP: new Promise<void>((resolve) => (onDrained = resolve)),
     };
@@ -825,7 +835,7 @@ export async function runSeed(params: SimParams, servers: SimServers, options: R
     for (const proc of procs) {
       if (alive(proc)) await crash(proc);
       const { code, signal } = await proc.exit;
-      workerEnds.push({ w: proc.w, inc: proc.inc, how: proc.crashed ? 'crashed' : 'exit', drained: proc.drained, exitCode: code, signal });
+      workerEnds.push({ w: proc.w, inc: proc.inc, how: proc.crashed ? 'crashed' : 'exit', drained: proc.drained, exitCode: code, signal, stderr: proc.stderrTail() });
     }
     await closeInspector();
     tGone = wallNow();
