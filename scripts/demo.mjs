@@ -51,8 +51,11 @@ const check = (ok, what) => {
   return ok;
 };
 
-for (const project of ['tsconfig.build.json', 'tsconfig.sample.json']) {
-  const built = spawnSync(tsc, ['-p', project], { cwd: root, stdio: 'inherit' });
+// Incremental: a second run with nothing changed compiles nothing (~1 s instead of ~10 s CPU each).
+// Each build's record lives in its own output folder, so deleting the output deletes the record
+// too (a record left behind would make tsc skip emitting the files it thinks are there).
+for (const [project, outDir] of [['tsconfig.build.json', 'dist'], ['tsconfig.sample.json', '.tmp/sample']]) {
+  const built = spawnSync(tsc, ['-p', project, '--incremental', '--tsBuildInfoFile', path.join(outDir, `.${path.basename(project, '.json')}.tsbuildinfo`)], { cwd: root, stdio: 'inherit' });
   if (built.error) console.error(`demo: cannot run ${tsc} (${built.error.code ?? built.error.message}): run \`npm ci\` first`);
   else if (built.status !== 0) console.error(`demo: tsc -p ${project} failed (exit ${built.status ?? built.signal})`);
   if (built.status !== 0) process.exit(built.status ?? 1);

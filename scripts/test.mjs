@@ -103,7 +103,7 @@ try {
     ? [{ args: ['--maxWorkers=3', '--testPathIgnorePatterns', '\\.long\\.spec\\.ts$', '--testPathPatterns', ...QUICK] }]
     : [
         { args: ['--runInBand', ...TIMED], name: 'timed suites', log: path.join(root, '.tmp', 'test-timed.log') },
-        { args: ['--maxWorkers=3', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)], nice: 10 },
+        { args: ['--maxWorkers=4', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)], nice: 5 },
       ];
   // Ctrl-C (or a SIGTERM) ends the run: every running jest gets it.
   const running = new Set();

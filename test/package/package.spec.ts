@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -127,9 +127,18 @@ describe('the packed tarball, installed into throwaway Nest projects', () => {
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), 'ndl-pack-'));
+    // Packed from a copy of the checkout's sources (its node_modules linked): the build writes dist/
+    // there, never into the checkout, where the demo spec builds dist/ at the same time in another
+    // worker (two builds writing one folder, and npm pack reading it, while the other still writes).
+    const source = join(work, 'source');
+    mkdirSync(source);
+    for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'lib', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
+      cpSync(join(root, entry), join(source, entry), { recursive: true });
+    }
+    symlinkSync(join(root, 'node_modules'), join(source, 'node_modules'), 'dir');
     // `npm pack` runs the prepack script (npm run build) first, as a publish would.
     const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work, '--loglevel=error'], {
-      cwd: root,
+      cwd: source,
       timeout: 120_000,
       env: { ...process.env, NODE_OPTIONS: '' },
     });
