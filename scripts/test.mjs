@@ -10,7 +10,7 @@
 //                             and the packed-tarball test (what CI
 //                             runs on the other Node.js lines: `npm run test:node -- 24 26 --quick`)
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
@@ -39,8 +39,6 @@ const QUICK = [
 ];
 
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
-/** A program on the PATH, or undefined. */
-const which = (name) => spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' }).stdout.trim() || undefined;
 
 // Type-check everything and emit it to .tmp/compiled: worker processes of the fault specs run from there.
 console.log('[test] type-checking and compiling (tsc -p tsconfig.json --outDir .tmp/compiled)');
@@ -84,67 +82,50 @@ try {
     env.TEST_ETCD_HOSTS = etcd.hosts.join(',');
     console.log(`[test] redis-server ${redis.url} (pid ${redis.pid}), etcd ${etcd.hosts} (pid ${etcd.members[0].pid})`);
   }
-  // A full run (no jest arguments) runs two jest processes at once. The suites that inject timed
-  // faults and check timing bounds (the fault suite, the seeded simulation) run one file at a time
-  // at normal priority; the rest run three at a time at a lower priority (nice 10, which their
-  // servers and worker processes inherit), so that on 2 cores the timed suites get the CPU they ask
-  // for (about one core) and the rest take what is left. Run one after the other, the two took
-  // 266 s + 618 s on 2 cores (2026-12-08, a quiet machine): the timed phase left a core idle.
-  // On 2 cores one worker for everything took 11 minutes; the timed suites failed their bounds (a
-  // liveness bound by 160 ms, a pause that overtook nobody) when they shared the machine at equal
-  // priority. Every spec starts its own servers or keys, so the two processes share no state.
+  // A full run (no jest arguments) goes in two phases: the suites that inject timed faults and
+  // check timing bounds (the fault suite, the seeded simulation) alone, one at a time; then the
+  // rest three at a time (every spec starts its own servers or keys, so they do not share state;
+  // most of their time is spent waiting on servers and timers, so a third worker on 2 cores took
+  // the second phase from 6.5 to 4.3 minutes, green). On 2 cores one worker for everything took
+  // 11 minutes; the timed suites failed their bounds (a liveness bound by 160 ms, a pause that
+  // overtook nobody) when they shared the machine.
   const TIMED = ['test/faults/fault-suite.spec.ts', 'test/simulation/simulation.spec.ts'];
   // The long stress specs (races run for a minute or more) keep the suite under 10 minutes on 2
   // cores by running only with --long (or named by path).
   const LONG = ['\\.long\\.spec\\.ts$'];
   const phases = jestArgs.length > 0 || unitOnly
-    ? [{ args: jestArgs }]
+    ? [jestArgs]
     : quick
-    ? [{ args: ['--maxWorkers=3', '--testPathIgnorePatterns', '\\.long\\.spec\\.ts$', '--testPathPatterns', ...QUICK] }]
-    : [
-        { args: ['--runInBand', ...TIMED], name: 'timed suites', log: path.join(root, '.tmp', 'test-timed.log') },
-        { args: ['--maxWorkers=4', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)], nice: 5 },
-      ];
-  // Ctrl-C (or a SIGTERM) ends the run: every running jest gets it.
-  const running = new Set();
-  const stop = { signal: undefined };
+    ? [['--maxWorkers=3', '--testPathIgnorePatterns', '\\.long\\.spec\\.ts$', '--testPathPatterns', ...QUICK]]
+    : [['--runInBand', ...TIMED], ['--maxWorkers=3', '--testPathIgnorePatterns', ...TIMED.map((t) => t.replaceAll('.', '\\.')), ...(longMode ? [] : LONG)]];
+  // Ctrl-C (or a SIGTERM) ends the run: the running jest gets it, and no later phase starts
+  // (it used to: a Ctrl-C in the fault suite started the other 114 files).
+  const forwardTo = { jest: undefined, signal: undefined };
   const forward = (sig) => {
-    stop.signal = sig;
-    for (const jest of running) jest.kill(sig);
+    forwardTo.signal = sig;
+    forwardTo.jest?.kill(sig);
   };
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
   // A leaked socket must fail the run, not hang it: stop jest after 15 minutes.
   const guard = setTimeout(() => {
     console.error('[test] jest still running after 15 minutes: stopping it (a test leaked an open handle?)');
-    for (const jest of running) jest.kill('SIGKILL');
+    forwardTo.jest?.kill('SIGKILL');
   }, 15 * 60_000);
   guard.unref();
-  /** One jest process; resolves with its exit code. A phase with a log writes there and is printed when it ends. */
-  const runPhase = async ({ args: phaseArgs, name, log, nice }) => {
-    const out = log ? openSync(log, 'w') : undefined;
-    // Under the Node.js that runs this script (npm run test:node runs it under other lines); a lower
-    // priority through nice(1), so the whole process and everything it starts has it from the start.
-    const command = [process.execPath, path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), ...phaseArgs];
-    const niced = nice && which('nice');
-    const jest = spawn(niced ? niced : command[0], niced ? ['-n', String(nice), ...command] : command.slice(1), {
-      cwd: root,
-      env,
-      stdio: out === undefined ? 'inherit' : ['ignore', out, out],
-    });
-    running.add(jest);
-    if (log) console.log(`[test] ${name} (${phaseArgs.filter((a) => !a.startsWith('-')).join(', ')}) running beside the rest; their output: ${path.relative(root, log)}, printed when they end`);
-    const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
-    running.delete(jest);
-    if (out !== undefined) {
-      closeSync(out);
-      console.log(`\n[test] ${name}: exit ${code}\n${readFileSync(log, 'utf8').trimEnd()}\n[test] end of the ${name}' output\n`);
+  exitCode = 0;
+  for (const phaseArgs of phases) {
+    if (forwardTo.signal) {
+      console.error(`[test] stopped by ${forwardTo.signal}`);
+      exitCode = exitCode || 1;
+      break;
     }
-    return code;
-  };
-  const codes = stop.signal ? [1] : await Promise.all(phases.map(runPhase));
-  exitCode = codes.find((code) => code !== 0) ?? (stop.signal ? 1 : 0);
-  if (stop.signal) console.error(`[test] stopped by ${stop.signal}`);
+    // Under the Node.js that runs this script (npm run test:node runs it under other lines).
+    const jest = spawn(process.execPath, [path.join(root, 'node_modules', 'jest', 'bin', 'jest.js'), ...phaseArgs], { cwd: root, env, stdio: 'inherit' });
+    forwardTo.jest = jest;
+    const code = await new Promise((resolve) => jest.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+    if (code !== 0) exitCode = code;
+  }
   // A spec that failed on an etcd answer past its bound: what the shared etcd said of its own slowness.
   const slow = servers.flatMap((server) => server.members?.flatMap((member) => member.slow ?? []) ?? []);
   if (exitCode !== 0 && slow.length > 0) console.error(`[test] the shared etcd reported being slow (last ${slow.length}):\n${slow.join('\n')}`);
