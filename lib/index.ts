@@ -21,7 +21,7 @@ export type { PostgresBackendOptions, PostgresBackendConfig } from './backends/p
 export type { MySqlBackendOptions, MySqlBackendConfig } from './backends/mysql/mysql-backend.options.js';
 export type { ZooKeeperBackendOptions, ZooKeeperBackendConfig } from './backends/zookeeper/zookeeper-backend.options.js';
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.options.js';
-export type { CampaignOptions, LockOptions } from './interfaces/lock-options.interface.js';
+export type { CampaignOptions, LockMode, LockOptions } from './interfaces/lock-options.interface.js';
 export type { ListOptions, LockInfo, LockTarget } from './interfaces/lock-info.interface.js';
 export type { RedisClientLike } from './backends/redis/redis-client.interface.js';
 export type { NodeRedisLike } from './backends/redis/node-redis-client.js';

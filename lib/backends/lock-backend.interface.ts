@@ -11,6 +11,13 @@ export interface LockBackendCapabilities {
    * with `hold.permits` (see `HoldKind`). Absent: false, and the engine never sends `permits`.
    */
   readonly semaphore?: boolean;
+  /**
+   * Serves read-write locks: an `acquire` whose request has `mode` (`'read'`, `'upgradeable'`),
+   * the calls on that hold with `hold.mode`, and `upgrade()`. A plain acquisition is the write
+   * mode: it excludes readers, and readers and writers of one key wait in one line, in arrival
+   * order. Absent: false, and the engine never sends a `mode`.
+   */
+  readonly readWrite?: boolean;
 }
 
 /**
@@ -21,7 +28,22 @@ export interface LockBackendCapabilities {
  */
 export interface HoldKind {
   readonly permits?: number;
+  /**
+   * A read-write lock's reader (`'read'`, `'upgradeable'`), or `'upgrade'`: the `waitForTurn` of
+   * an upgradeable holder waiting in `upgrade()` for the readers to leave. Absent: a plain lock (a
+   * writer, and an upgradeable read once upgraded). Only when `capabilities.readWrite`.
+   */
+  readonly mode?: ReadMode | 'upgrade';
 }
+
+/** The modes of a read-write lock's reader, as a backend sees them (the write mode is the plain lock). */
+export type ReadMode = 'read' | 'upgradeable';
+
+/** `upgrade()`'s answer. */
+export type UpgradeResult =
+  | { readonly upgraded: true; readonly token?: bigint }
+  /** `held`: false when the owner no longer holds the key (expired, force-released): nothing is left to upgrade. */
+  | { readonly upgraded: false; readonly held: boolean };
 
 export interface AcquireRequest {
   /** The user's key, without any backend prefix. */
@@ -52,6 +74,15 @@ export interface AcquireRequest {
    * busy). Absent or 1: a plain lock.
    */
   readonly permits?: number;
+  /**
+   * A read-write lock's reader (only when `capabilities.readWrite`): `'read'` holds beside other
+   * readers and an upgradeable read; `'upgradeable'` beside readers, at most one at a time. Either
+   * is granted only when no writer holds the key and nobody waits ahead of it (a reader that comes
+   * while a writer waits queues behind it); every reader its own expiry and (fencing backends) its
+   * own token, larger than any granted on the key before. Absent: a writer (the plain lock), which
+   * waits for every reader to leave. With `permits` ≥ 2 never.
+   */
+  readonly mode?: ReadMode;
 }
 
 export type AcquireResult =
@@ -98,6 +129,13 @@ export interface HeldLock {
    */
   readonly permits?: number;
   readonly holders?: number;
+  /**
+   * A backend with read-write locks: `'read'` when readers hold the key (`readers` of them, an
+   * upgradeable one counted; the other fields then describe the reader whose hold ends last),
+   * `'write'` when a writer does.
+   */
+  readonly mode?: 'read' | 'write';
+  readonly readers?: number;
 }
 
 /**
@@ -141,6 +179,17 @@ export interface LockBackend {
    * stops waiting calls this too). Never touches another owner's key. false: `owner` did not hold it.
    */
   release(key: string, owner: string, hold?: HoldKind): Promise<boolean>;
+
+  /**
+   * `owner`'s upgradeable read of `key` becomes its write hold, without the key ever being free:
+   * granted when no other reader holds it — kept for `ttlMs` from now, with a new token (fencing
+   * backends) larger than every token granted on the key before, so larger than every reader's.
+   * Otherwise the owner's upgrade waits first in line, ahead of every waiter (readers that come
+   * now queue behind it), and `waitForTurn(key, owner, …, { mode: 'upgrade' })` resolves when
+   * another try is worth making. `release()` ends the hold and the waiting upgrade both. Only when
+   * `capabilities.readWrite`; after the upgrade, calls on the hold carry no `mode` (a writer's).
+   */
+  upgrade?(key: string, owner: string, ttlMs: number): Promise<UpgradeResult>;
 
   /**
    * Optional: refuse a key this backend can never hold (PostgreSQL: a NUL), throwing

@@ -4,7 +4,7 @@ import type { LockEngine } from '../engine/lock-engine.js';
 import { SKIPPED, type LockRequest, type WhenBusy } from '../engine/lock-request.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { ResolvedMethodLock } from '../options/decorator-options.util.js';
-import { checkKeys } from '../options/lock-options.util.js';
+import { checkKeys, upgradeableKeys } from '../options/lock-options.util.js';
 
 /** One call's key, or keys (sorted, distinct: one lease over all of them). */
 type CallKeys = ReturnType<typeof checkKeys>;
@@ -25,6 +25,7 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): CallKeys {
   if (keys.keys && lock.permits > 1) {
     throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; the key function returned several', lock.where);
   }
+  if (keys.keys && lock.mode === 'upgradeable') throw upgradeableKeys(lock.where);
   return keys;
 }
 
@@ -32,7 +33,7 @@ export function keyOf(lock: ResolvedMethodLock, args: unknown[]): CallKeys {
 function requestOf(lock: ResolvedMethodLock, keys: CallKeys, signal?: AbortSignal): LockRequest {
   const wait = lock.onBusy === 'wait' ? lock.wait : 0;
   // A literal of one shape (no spread: slow on Node 20, see resolveLockOptions).
-  return { key: keys.key, keys: keys.keys, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, policy: lock.policy, signal, where: lock.where };
+  return { key: keys.key, keys: keys.keys, purpose: lock.purpose, ttl: lock.ttl, wait, backend: lock.backend, permits: lock.permits, mode: lock.mode, policy: lock.policy, signal, where: lock.where };
 }
 
 /** What a call does when the key is held after its wait (see requestOf). */

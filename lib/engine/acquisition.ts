@@ -10,6 +10,7 @@ import type { LeaseRegistry } from './lease-registry.js';
 import type { LockEvents } from './lock-events.js';
 import { kindOf, type LockRequest } from './lock-request.js';
 import { withPermits } from '../backends/semaphore.util.js';
+import { withMode } from '../backends/read-write.util.js';
 import { MultiKeyBackend } from './multi-key.backend.js';
 import { newOwnerId } from './owner-id.js';
 import { reenter } from './reentrancy.js';
@@ -190,12 +191,15 @@ export class Acquisition {
   }
 
   /**
-   * The backend of a request: as a semaphore's holders see it when it asks for more than one permit; for
-   * several keys, a MultiKeyBackend of its own (all or nothing, taken in sorted order).
+   * The backend of a request: as a semaphore's holders see it when it asks for more than one permit,
+   * as a reader sees it for a read-write lock's reader; for several keys, a MultiKeyBackend of its
+   * own (all or nothing, taken in sorted order, every key in the request's mode).
    */
   private backendFor(o: LockRequest): LockBackend {
     const backend = this.deps.backends.get(o.backend)!;
-    if (o.keys) return new MultiKeyBackend(backend, o.keys);
+    const mode = o.mode ?? 'write';
+    if (o.keys) return new MultiKeyBackend(withMode(backend, mode), o.keys);
+    if (mode !== 'write') return withMode(backend, mode);
     return o.permits > 1 ? withPermits(backend, o.permits) : backend;
   }
 }

@@ -15,6 +15,7 @@ function provisional(): LeaseCore {
     backend: new MemoryBackend(),
     backendName: 'memory',
     permits: 1,
+    mode: 'write',
     kind: 'lock',
     owner: 'owner',
     ttlMs: 10_000,
@@ -108,7 +109,7 @@ describe('LeaseCore: one backend call of a lease at a time (the server applies t
   }
   const lease = (backend: MemoryBackend): LeaseCore =>
     new LeaseCore({ key: 'k', purpose: 'efficiency', token: undefined, backend, backendName: 'memory',
-    permits: 1, kind: 'lock', owner: 'owner', ttlMs: 1_000, validUntilMs: performance.now() + 900, driftFactor: 0.01, policy, observer });
+    permits: 1, mode: 'write', kind: 'lock', owner: 'owner', ttlMs: 1_000, validUntilMs: performance.now() + 900, driftFactor: 0.01, policy, observer });
   const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
   it("an extend made while a hand-off's claim is unanswered is sent after it (simulation seed 1: the claim landed last and shortened the row)", async () => {
@@ -170,6 +171,7 @@ async function held(ttlMs: number, p: LeasePolicy = policy): Promise<{ core: Lea
     backend,
     backendName: 'memory',
     permits: 1,
+    mode: 'write',
     kind: 'lock',
     owner: 'owner',
     ttlMs,

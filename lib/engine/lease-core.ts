@@ -1,5 +1,6 @@
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { LockMode } from '../interfaces/lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
 import type { LockKind } from './lock-events.js';
@@ -36,10 +37,13 @@ export class LeaseCore {
   /** Every key the lease holds, sorted (one for a plain lease). */
   readonly keys: readonly string[];
   readonly purpose: LockPurpose;
-  readonly token: bigint | undefined;
+  /** Its fencing token: a new, larger one when an upgradeable read becomes the write lease. */
+  token: bigint | undefined;
   readonly backend: LockBackend;
   readonly backendName: string;
   readonly permits: number;
+  /** 'read' or 'upgradeable' for a read-write lock's reader; 'write' once upgraded, and for every other lease. */
+  mode: LockMode;
   readonly kind: LockKind;
   readonly owner: string;
   /** The options it was acquired with (a reentrant acquisition may raise the settings below). */
@@ -61,7 +65,7 @@ export class LeaseCore {
 
   constructor(init: LeaseCoreInit<LeaseCore>) {
     ({ key: this.key, purpose: this.purpose, token: this.token, backend: this.backend, backendName: this.backendName } = init);
-    ({ permits: this.permits, kind: this.kind, owner: this.owner, validUntilMs: this.validUntilMs } = init);
+    ({ permits: this.permits, mode: this.mode, kind: this.kind, owner: this.owner, validUntilMs: this.validUntilMs } = init);
     ({ driftFactor: this.driftFactor, policy: this.policy, observer: this.observer } = init);
     this.keys = init.keys ?? [init.key];
     const host = new CoreHost(this);
@@ -70,9 +74,8 @@ export class LeaseCore {
     this.scheduleExpiry();
   }
 
-  private get calls(): OrderedCalls {
-    return (this.orderedCalls ??= new OrderedCalls());
-  }
+  /** Its calls to the backend, in order (extends, renewals, an upgrade). */
+  get calls(): OrderedCalls { return (this.orderedCalls ??= new OrderedCalls()); }
 
   private get handles(): ReentrantHandles {
     const ended = (): LeaseLostError | undefined => (this.state === 'held' ? undefined : this.endReason());
@@ -80,14 +83,12 @@ export class LeaseCore {
   }
 
   /** The ttl in force (the acquisition's, or a longer one a reentrant acquisition asked for). */
-  get ttlMs(): number {
-    return this.settings.ttl;
-  }
+  get ttlMs(): number { return this.settings.ttl; }
+  get lockDelayMs(): number { return this.settings.lockDelayMs; }
 
   /**
    * A reentrant acquisition nested in this lease asks for `ttl` and `policy`: it gets every setting
-   * longer than the lease's (see LeaseSettings.raise). Returns the extend in flight, or undefined
-   * when no round trip was needed.
+   * longer than the lease's (LeaseSettings.raise): the extend in flight, or undefined if none was needed.
    * @throws LeaseLostError the lease is lost (the nested work must not start)
    * @throws LockBackendUnavailableError the extend could not reach the backend (rejects)
    */
@@ -102,19 +103,22 @@ export class LeaseCore {
   }
 
   /** The lease's AbortController (made on first read: see LeaseSignal). */
-  get controller(): AbortController {
-    return this.ending.controller;
+  get controller(): AbortController { return this.ending.controller; }
+
+  /** An upgradeable read became the write lease (lease-upgrade.ts): a new token, the ttl from the request's send time. */
+  upgraded(token: bigint | undefined, sentAt: number): void {
+    this.assertHeld();
+    this.mode = 'write';
+    this.token = token ?? this.token;
+    this.validUntilMs = validUntil(sentAt, this.ttlMs, this.driftFactor);
+    this.scheduleExpiry();
   }
 
   /** The LeaseLostError it was lost with, or undefined while held or once released. */
-  get lost(): LeaseLostError | undefined {
-    return this.ending.error;
-  }
+  get lost(): LeaseLostError | undefined { return this.ending.error; }
 
   /** Whether work is still running under this lease. */
-  get working(): boolean {
-    return this.work?.active ?? false;
-  }
+  get working(): boolean { return this.work?.active ?? false; }
 
   /**
    * The application shuts down: the signal aborts now (the work is told to stop). The key is
@@ -262,9 +266,7 @@ export class LeaseCore {
     this.settings.watchdog?.stop();
   }
 
-  private scheduleExpiry(): void {
-    this.expiry.set(this.validUntilMs);
-  }
+  private scheduleExpiry(): void { this.expiry.set(this.validUntilMs); }
 }
 
 /**

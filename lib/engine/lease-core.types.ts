@@ -1,3 +1,4 @@
+import type { LockMode } from '../interfaces/lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import type { LeaseLostError } from '../errors/lease-lost.error.js';
@@ -34,6 +35,8 @@ export interface LeaseCoreInit<Core> {
   backendName: string;
   /** 1 for a lock; the semaphore's permits otherwise (`backend` is then `withPermits(backend, permits)`). */
   permits: number;
+  /** A read-write lock's mode (`backend` is then a ReaderBackend for a reader); 'write' for every other lease. */
+  mode: LockMode;
   kind: LockKind;
   owner: string;
   ttlMs: number;

@@ -25,6 +25,7 @@ export class LeaseGrants {
       backend,
       backendName: o.backend,
       permits: o.permits,
+      mode: o.mode ?? 'write',
       kind: kindOf(o),
       owner,
       ttlMs: o.ttl,

@@ -2,6 +2,9 @@ import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
 import { checkTtl } from '../common/checks.util.js';
 import type { LeaseCore } from './lease-core.js';
+import { upgradeLease } from './lease-upgrade.js';
+import type { LockMode } from '../interfaces/lock-options.interface.js';
+import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 
 /**
  * What the engine reads and does on a lease handle, kept off the published class: the package's
@@ -82,6 +85,31 @@ export class Lease implements AsyncDisposable {
   /** Aborts with a `LeaseLostError` the moment the lease is known or presumed lost. */
   get signal(): AbortSignal {
     return this.handle?.signal ?? this.core.controller.signal;
+  }
+
+  /**
+   * How it holds the key: `'write'` alone (a plain lock, and an upgradeable read once upgraded),
+   * `'read'` beside other readers, `'upgradeable'` beside readers until `upgrade()`.
+   */
+  get mode(): LockMode {
+    return this.core.mode;
+  }
+
+  /**
+   * Make an upgradeable read (`mode: 'upgradeable'`) the write lease without letting go of the
+   * key: waits, first in line, for the other readers to leave — readers that come meanwhile queue
+   * behind it, and no writer can enter in between. Then `mode` is `'write'`, and on a fencing
+   * backend `token` is a new one, larger than every reader's. Resolves at once if upgraded already.
+   * Rejects with `LeaseLostError` if the lease is lost or released meanwhile, and with
+   * `InvalidLockOptionsError` (field `mode`) for a lease of another mode or a reentrant handle.
+   * It waits as long as the readers hold: their ttls bound it, or abort through the lease's loss.
+   */
+  upgrade(): Promise<void> {
+    if (this.ended) return Promise.reject(new LeaseLostError(this.key, 'not-owner', 'this handle was released'));
+    if (!this.owning) {
+      return Promise.reject(new InvalidLockOptionsError('mode', 'a reentrant handle cannot upgrade: upgrade() the outer lease, which holds the key', `upgrade() of "${this.key}"`));
+    }
+    return upgradeLease(this.core, LEASE_INTERNALS.whenReleased(this));
   }
 
   /** true for a handle obtained by acquiring a key this async context already held. */

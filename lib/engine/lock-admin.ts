@@ -49,7 +49,8 @@ export class LockAdmin {
 
   /** What the backend reports of a hold, with what this process knows of it when it holds it. */
   private describe(key: string, backendName: string, held: HeldLock, local: Map<string, LeaseCore>): LockInfo {
-    const core = (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)) ?? (held.permits === undefined ? undefined : local.get(key));
+    const shared = held.permits !== undefined || held.mode === 'read';
+    const core = (held.owner === undefined ? undefined : this.registry.byOwner(held.owner)) ?? (shared ? local.get(key) : undefined);
     // etcd keeps no token on the server: its holder knows it, and may be in this process.
     const token = held.token ?? core?.token;
     const heldForMs = held.heldForMs ?? (core ? Math.max(0, Math.floor(monotonicNow() - core.acquiredAt)) : undefined);
@@ -62,17 +63,19 @@ export class LockAdmin {
       ...(heldForMs === undefined ? {} : { heldForMs }),
       ...(core ? { purpose: core.purpose, local: true } : {}),
       ...(held.permits === undefined ? {} : { permits: held.permits, holders: held.holders ?? 1 }),
+      ...(held.mode === undefined ? {} : { mode: held.mode }),
+      ...(held.mode === 'read' ? { readers: held.readers ?? 1 } : {}),
     };
   }
 
   /**
-   * This process's leases on a backend, by key: a semaphore's holders carry no owner in the
-   * backend's report, so one of this process's permits on the key stands for them.
+   * This process's leases on a backend, by key: a semaphore's holders and a key's readers carry no
+   * owner in the backend's report, so one of this process's permits or reads on the key stands for them.
    */
   private localHolders(backendName: string): Map<string, LeaseCore> {
     const local = new Map<string, LeaseCore>();
     for (const core of this.registry.all()) {
-      if (core.backendName === backendName && core.state === 'held' && core.permits > 1) local.set(core.key, core);
+      if (core.backendName === backendName && core.state === 'held' && (core.permits > 1 || core.mode === 'read' || core.mode === 'upgradeable')) local.set(core.key, core);
     }
     return local;
   }
@@ -80,9 +83,11 @@ export class LockAdmin {
   async forceRelease(key: string, backendName: string, where: string): Promise<boolean> {
     const backend = this.backends.get(backendName)!;
     if (!backend.forceRelease) throw new InvalidLockOptionsError('backend', `backend "${backendName}" cannot force a release (it has no forceRelease())`, where);
-    // A semaphore's forced release ends every holder, and the backend answers with one of them:
-    // the others held here are known now — those granted before the call (a later grant is not ended by it).
-    const permitHolders = this.registry.all().filter((core) => core.backendName === backendName && core.key === key && core.permits > 1 && core.state === 'held');
+    // A semaphore's (or a key's readers') forced release ends every holder, and the backend answers with
+    // one of them: the others held here are known now — those granted before the call (a later grant is not ended by it).
+    const permitHolders = this.registry
+      .all()
+      .filter((core) => core.backendName === backendName && core.key === key && (core.permits > 1 || core.mode !== 'write') && core.state === 'held');
     const owner = await backend.forceRelease(key);
     this.events.emit('force-released', { key, backend: backendName, released: owner !== undefined });
     if (owner === undefined) return false;

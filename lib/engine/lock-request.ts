@@ -1,4 +1,5 @@
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
+import type { LockMode } from '../interfaces/lock-options.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
 import type { LockKind } from './lock-events.js';
 
@@ -20,6 +21,8 @@ export interface LockRequest {
   backend: string;
   /** At most this many holders of the key at once: 1 is a lock, more a semaphore. */
   permits: number;
+  /** A read-write lock's mode: `'write'` is the plain lock (absent: `'write'`). */
+  mode?: LockMode;
   /** A leader's campaign (`campaign()`): reported as kind 'leader'. */
   campaign?: boolean;
   policy: LeasePolicy;

@@ -1,4 +1,5 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
+import type { LockMode } from '../interfaces/lock-options.interface.js';
 import { LEASE_INTERNALS, type Lease } from './lease.js';
 import type { LeaseContext } from './lease-context.js';
 import type { LeaseGrants } from './lease-grants.js';
@@ -45,6 +46,20 @@ export function reenter(o: LockRequest, context: LeaseContext, grants: LeaseGran
       o.where ?? `acquire(${JSON.stringify(o.key)})`,
     );
   }
+  const asked = o.mode ?? 'write';
+  if (!covers(core.mode, asked)) {
+    const instead = core.mode === 'upgradeable' ? 'upgrade() the outer lease first' : "take the outer lease with mode 'upgradeable' and upgrade() it";
+    throw new InvalidLockOptionsError(
+      'mode',
+      `this async context holds "${o.key}" in mode '${core.mode}'; a nested '${asked}' acquisition of it would wait on itself — ${instead}`,
+      o.where ?? `acquire(${JSON.stringify(o.key)})`,
+    );
+  }
   const raising = core.raise(o.ttl, o.policy);
   return raising ? raising.then(() => grants.reentrant(outer, o)) : grants.reentrant(outer, o);
+}
+
+/** Whether a lease held in mode `held` serves a nested acquisition in mode `asked`: a write covers every mode, an upgradeable read covers reads. */
+function covers(held: LockMode, asked: LockMode): boolean {
+  return held === 'write' || asked === 'read' || (held === 'upgradeable' && asked === 'upgradeable');
 }

@@ -1,5 +1,5 @@
 import type { LockPurpose } from './distributed-lock-options.interface.js';
-import type { LeaseLifetimeOptions } from './lock-options.interface.js';
+import type { LeaseLifetimeOptions, LockMode } from './lock-options.interface.js';
 
 /** What a decorated method does when another owner holds its lock. */
 export type OnBusy = 'throw' | 'skip' | 'wait';
@@ -40,4 +40,6 @@ export interface DistributedLockOptions<A extends unknown[] = any[]> extends Lea
   backend?: string;
   /** A semaphore: at most this many holders of the key at once (see `LockOptions.permits`). @default 1 */
   permits?: number;
+  /** A read-write lock's mode (see `LockOptions.mode`). @default 'write' (the plain lock) */
+  mode?: LockMode;
 }

@@ -33,6 +33,14 @@ export interface LockInfo {
    */
   readonly permits?: number;
   readonly holders?: number;
+  /**
+   * A key held by a read-write lock's readers (`'read'`: `readers` of them, an upgradeable read
+   * among them counted; `remainingMs` and `token` those of the reader whose hold ends last) or by a
+   * writer (`'write'`). Absent on a plain lock's key of a backend that keeps no modes, and on
+   * semaphores.
+   */
+  readonly mode?: 'read' | 'write';
+  readonly readers?: number;
 }
 
 /** What `list()` takes besides its target: a key prefix and how many to report. */

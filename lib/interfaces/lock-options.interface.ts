@@ -1,5 +1,14 @@
 import type { LockPurpose } from './distributed-lock-options.interface.js';
 
+/**
+ * How a lease holds its key. `'write'` (the default) is the plain lock: it holds the key alone.
+ * `'read'` holds it beside other readers (never beside a writer). `'upgradeable'` is a read that
+ * can become the write lease without letting go of the key (`lease.upgrade()`): it holds beside
+ * readers, one upgradeable at a time. Waiters are served in arrival order across modes: a reader
+ * that comes while a writer waits queues behind it, so readers never starve a writer.
+ */
+export type LockMode = 'read' | 'write' | 'upgradeable';
+
 /** How a lease lives once granted: renewal, scheduler semantics, lock-delay. */
 export interface LeaseLifetimeOptions {
   /**
@@ -44,6 +53,13 @@ export interface LockOptions extends LeaseLifetimeOptions {
    * rejects with `InvalidLockOptionsError`). An integer from 1 to 10,000. @default 1 (a lock)
    */
   permits?: number;
+  /**
+   * A read-write lock: `'read'` shares the key with other readers, `'write'` holds it alone,
+   * `'upgradeable'` shares it with readers (one at a time) until `lease.upgrade()` makes it the
+   * write lease. Only on a backend that serves read-write locks (`capabilities.readWrite`; a call
+   * or decorator asking another fails naming `mode`); not with `permits` > 1. @default 'write' (the plain lock)
+   */
+  mode?: LockMode;
   /**
    * `using()` only: reject with `LeaseLostError` as soon as the lease's signal aborts, without
    * waiting for `fn` (which should stop cooperatively via `lease.signal`). @default false

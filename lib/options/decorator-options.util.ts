@@ -1,6 +1,6 @@
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import type { DistributedLockOptions, OnBusy } from '../interfaces/distributed-lock-decorator-options.interface.js';
-import { checkKey, checkKeys, DECORATOR_FIELDS, resolveCommon, type CommonLockSettings } from './lock-options.util.js';
+import { checkKey, checkKeys, DECORATOR_FIELDS, resolveCommon, upgradeableKeys, type CommonLockSettings } from './lock-options.util.js';
 import type { ResolvedModuleOptions } from './module-options.util.js';
 
 const ON_BUSY: readonly OnBusy[] = ['throw', 'skip', 'wait'];
@@ -36,6 +36,7 @@ export function resolveMethodLock(
   else if (Array.isArray(key)) {
     const keys = checkKeys(key, where);
     if (keys.keys && common.permits > 1) throw new InvalidLockOptionsError('permits', 'a semaphore takes one key; several keys take one lease over all of them', where);
+    if (keys.keys && common.mode === 'upgradeable') throw upgradeableKeys(where);
     key = keys.keys ?? keys.key;
   } else if (typeof key !== 'function') {
     throw new InvalidLockOptionsError('key', `must be a string, an array of strings, or a function of the method's arguments, got ${typeof key}`, where);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { MemoryBackend } from '../backends/memory/memory.backend.js';
 import { LockBackendUnavailableError } from '../errors/lock-backend-unavailable.error.js';
 import { LockBusyError } from '../errors/lock-busy.error.js';
-import type { AcquireRequest, AcquireResult, HeldLock } from '../backends/lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, HoldKind } from '../backends/lock-backend.interface.js';
 
 /**
  * NOT DISTRIBUTED. The in-memory backend with the controls a unit test needs to drive a locked
@@ -56,7 +56,8 @@ export class TestingLockBackend extends MemoryBackend {
 
   /** Whether anyone (a lease or `occupy()`) holds `key` now. */
   isHeld(key: string): boolean {
-    return this.liveHolder(key, performance.now()) !== undefined || (this.liveSemaphore(key, performance.now())?.holders.size ?? 0) > 0;
+    const now = performance.now();
+    return this.liveHolder(key, now) !== undefined || this.readWrite.liveReaders(key, now) !== undefined || (this.liveSemaphore(key, now)?.holders.size ?? 0) > 0;
   }
 
   /**
@@ -66,9 +67,12 @@ export class TestingLockBackend extends MemoryBackend {
    */
   reset(): void {
     this.restore();
-    const owners = [...this.holders.values()].map((holder) => holder.owner).concat(this.dropSemaphores());
+    const now = performance.now();
+    const readers = this.readWrite.heldKeys(now).flatMap((key) => [...this.readWrite.liveReaders(key, now)!.keys()]);
+    const owners = [...this.holders.values()].map((holder) => holder.owner).concat(this.dropSemaphores(), readers);
     this.holders.clear();
     this.queues.clear();
+    this.readWrite.clear();
     this.tellLost(owners, 'the key was taken away by TestingLockBackend.reset()', 'not-owner');
   }
 
@@ -78,14 +82,14 @@ export class TestingLockBackend extends MemoryBackend {
     return super.acquire(request);
   }
 
-  override async extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+  override async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
     this.failIfUnavailable('extend', key);
-    return super.extend(key, owner, ttlMs);
+    return super.extend(key, owner, ttlMs, hold);
   }
 
-  override async release(key: string, owner: string): Promise<boolean> {
+  override async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
     this.failIfUnavailable('release', key);
-    return super.release(key, owner);
+    return super.release(key, owner, hold);
   }
 
   override async ping(): Promise<void> {

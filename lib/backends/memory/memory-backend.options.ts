@@ -2,7 +2,7 @@ import { failOption, isPlainObject } from '../../common/checks.util.js';
 import type { LockBackendCapabilities } from '../lock-backend.interface.js';
 
 /** One process only: never routed `correctness` locks unless `purposes.correctness` names it. */
-export const MEMORY_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: false, semaphore: true };
+export const MEMORY_CAPABILITIES: LockBackendCapabilities = { fencing: true, fairQueue: true, distributed: false, semaphore: true, readWrite: true };
 
 /** The in-memory backend: one process only, monotonic tokens. For tests, never for production. */
 export interface MemoryBackendOptions {

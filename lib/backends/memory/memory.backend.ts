@@ -1,9 +1,10 @@
-import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind } from '../lock-backend.interface.js';
+import type { AcquireRequest, AcquireResult, HeldLock, LockBackend, LockLossListener, HoldKind, UpgradeResult } from '../lock-backend.interface.js';
 import { LossListeners } from '../loss-listeners.js';
 import { MEMORY_CAPABILITIES } from './memory-backend.options.js';
 import { TurnWaiters } from '../wait-turn.util.js';
 import { permitsMismatch, permitsOf } from '../semaphore.util.js';
 import { inspectSemaphore, liveSemaphore, MemorySemaphores, type MemoryLockHolder, type MemorySemaphoreState, type MemoryStore } from './memory-semaphore.js';
+import { MemoryReadWrite } from './memory-read-write.js';
 
 export type { MemoryLockHolder } from './memory-semaphore.js';
 
@@ -33,27 +34,38 @@ export class MemoryBackend implements LockBackend {
     semaphores: this.semaphores,
     turns: this.turns,
     nextToken: () => ++this.lastToken,
-    liveHolder: (key, now) => this.liveHolder(key, now),
+    // A key its readers hold is held for a semaphore as a plain lock is (they refuse each other).
+    liveHolder: (key, now) => this.liveHolder(key, now) ?? this.readWrite.liveReaders(key, now)?.values().next().value,
     gate: (operation, key) => this.gate(operation, key),
+  });
+
+  /** This backend's read-write locks' readers (a writer is the plain holder), sharing its lines and token counter. */
+  protected readonly readWrite: MemoryReadWrite = new MemoryReadWrite({
+    queues: this.queues,
+    turns: this.turns,
+    nextToken: () => ++this.lastToken,
+    liveHolder: (key, now) => this.liveHolder(key, now),
+    setWriter: (key, holder) => void this.holders.set(key, holder),
   });
 
   /** See LockBackend.bookkeeping: the store itself (keys held, lines, semaphores) and the waiters. */
   bookkeeping(): Record<string, string[]> {
     const { holders, queues, semaphores, turns } = this;
-    return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners() };
+    return { holders: [...holders.keys()], queues: [...queues.keys()], semaphores: [...semaphores.keys()], turns: turns.owners(), ...this.readWrite.bookkeeping() };
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireResult> {
     if (permitsOf(request) > 1) return this.semaphoreStore.acquire(request);
-    const { key, owner, ttlMs, queue } = request;
+    const { key, owner, ttlMs, queue, mode } = request;
     const now = performance.now();
     if (this.semaphores.size > 0) {
       const semaphore = this.liveSemaphore(key, now);
       if (semaphore) throw permitsMismatch(key, semaphore.permits, 1);
     }
+    if (mode) return this.readWrite.acquire({ ...request, mode });
     const holder = this.liveHolder(key, now);
     const waiting = this.queues.get(key) ?? [];
-    if (!holder && (waiting.length === 0 || waiting[0] === owner)) {
+    if (!holder && this.readWrite.admissible(key, owner, 'write', now)) {
       if (waiting[0] === owner) this.dequeue(key, owner);
       this.turns.forget(owner);
       const token = ++this.lastToken;
@@ -65,20 +77,21 @@ export class MemoryBackend implements LockBackend {
       waiting.push(owner);
       this.queues.set(key, waiting);
     }
-    if (!holder && waiting.length > 0) this.turns.wake(waiting[0]);
-    return { acquired: false, holderRemainingMs: holder ? Math.ceil(holder.expiresAt - now) : undefined };
+    if (!holder) this.readWrite.wakeAdmissible(key, now);
+    return { acquired: false, holderRemainingMs: this.readWrite.soonestEndMs(key, now) };
   }
 
   waitForTurn(key: string, owner: string, timeoutMs: number, signal?: AbortSignal, hold?: HoldKind): Promise<void> {
     if (permitsOf(hold) > 1) return this.semaphoreStore.waitForTurn(key, owner, timeoutMs, signal);
-    const holder = this.liveHolder(key, performance.now());
-    // A holder that never releases still frees the key at expiry: wake the head then.
-    const untilExpiry = holder ? holder.expiresAt - performance.now() + 1 : timeoutMs;
+    // A holder (the writer, or a reader) that never releases still frees the key at expiry: look again then.
+    const soonest = this.readWrite.soonestEndMs(key, performance.now());
+    const untilExpiry = soonest !== undefined ? soonest + 1 : timeoutMs;
     return this.turns.wait(owner, Math.min(timeoutMs, untilExpiry), signal);
   }
 
   async extend(key: string, owner: string, ttlMs: number, hold?: HoldKind): Promise<boolean> {
     if (permitsOf(hold) > 1) return this.semaphoreStore.extend(key, owner, ttlMs);
+    if (hold?.mode) return this.readWrite.extend(key, owner, ttlMs);
     const holder = this.liveHolder(key, performance.now());
     if (holder?.owner !== owner) return false;
     holder.expiresAt = performance.now() + ttlMs;
@@ -87,21 +100,28 @@ export class MemoryBackend implements LockBackend {
 
   async release(key: string, owner: string, hold?: HoldKind): Promise<boolean> {
     if (permitsOf(hold) > 1) return this.semaphoreStore.release(key, owner);
+    if (hold?.mode) return this.readWrite.release(key, owner);
     this.dequeue(key, owner);
     this.turns.forget(owner);
-    const holder = this.liveHolder(key, performance.now());
+    const now = performance.now();
+    const holder = this.liveHolder(key, now);
     const wasOwner = holder?.owner === owner;
     if (wasOwner) this.holders.delete(key);
-    const next = this.queues.get(key)?.[0];
-    if (next && !this.holders.has(key)) this.turns.wake(next);
+    this.readWrite.wakeAdmissible(key, now);
     return wasOwner;
+  }
+
+  async upgrade(key: string, owner: string, ttlMs: number): Promise<UpgradeResult> {
+    await this.gate('upgrade', key);
+    return this.readWrite.upgrade(key, owner, ttlMs);
   }
 
   async inspect(key: string): Promise<HeldLock | null> {
     const now = performance.now();
     const holder = this.liveHolder(key, now);
-    if (!holder) return this.semaphores.size > 0 ? inspectSemaphore(this.semaphores, key) : null;
+    if (!holder) return this.readWrite.inspect(key, now) ?? (this.semaphores.size > 0 ? inspectSemaphore(this.semaphores, key) : null);
     return {
+      mode: 'write',
       remainingMs: Math.max(0, Math.ceil(holder.expiresAt - now)),
       waiters: this.queues.get(key)?.length ?? 0,
       token: holder.token,
@@ -114,9 +134,9 @@ export class MemoryBackend implements LockBackend {
     await this.gate('listKeys', prefix);
     const now = performance.now();
     const names: string[] = [];
-    for (const key of new Set([...this.holders.keys(), ...this.semaphores.keys()])) {
+    for (const key of new Set([...this.holders.keys(), ...this.semaphores.keys(), ...this.readWrite.heldKeys(now)])) {
       if (names.length >= max) break;
-      if (key.startsWith(prefix) && (this.liveHolder(key, now) || (this.liveSemaphore(key, now)?.holders.size ?? 0) > 0)) names.push(key);
+      if (key.startsWith(prefix) && (this.liveHolder(key, now) || this.readWrite.liveReaders(key, now) || (this.liveSemaphore(key, now)?.holders.size ?? 0) > 0)) names.push(key);
     }
     return names;
   }
@@ -135,6 +155,7 @@ export class MemoryBackend implements LockBackend {
     this.holders.clear();
     this.queues.clear();
     this.semaphores.clear();
+    this.readWrite.clear();
   }
 
   /**
@@ -151,11 +172,16 @@ export class MemoryBackend implements LockBackend {
       for (const owner of owners) this.lossListeners.tell(owner, detail, reason);
       return owners[0];
     }
-    const holder = this.liveHolder(key, performance.now());
+    const now = performance.now();
+    const readers = this.readWrite.dropReaders(key, now);
+    if (readers.length > 0) {
+      for (const owner of readers) this.lossListeners.tell(owner, detail, reason);
+      return readers[0];
+    }
+    const holder = this.liveHolder(key, now);
     if (!holder) return undefined;
     this.holders.delete(key);
-    const next = this.queues.get(key)?.[0];
-    if (next) this.turns.wake(next);
+    this.readWrite.wakeAdmissible(key, now);
     this.lossListeners.tell(holder.owner, detail, reason);
     return holder.owner;
   }
