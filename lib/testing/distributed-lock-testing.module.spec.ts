@@ -159,6 +159,27 @@ describe('DistributedLockTestingModule (nest-distributed-lock/testing): busy, lo
     expect(backend.isHeld('renderers')).toBe(false);
   });
 
+  it('a semaphore lease extends and releases like a lock (the testing backend passes the hold kind on)', async () => {
+    const one = await locks.acquire('renderers', { purpose: 'efficiency', permits: 2, ttl: 1_000 });
+    await one.extend(5_000);
+    expect(one.signal.aborted).toBe(false);
+    expect(one.remainingMs()).toBeGreaterThan(1_000);
+    await one.release();
+    expect(backend.isHeld('renderers')).toBe(false);
+  });
+
+  it('read-write locks: isHeld sees readers, reset() ends them, and a writer waits for them', async () => {
+    const reader = await locks.acquire('config', { purpose: 'efficiency', mode: 'read' });
+    const other = await locks.acquire('config', { purpose: 'efficiency', mode: 'read' });
+    expect(backend.isHeld('config')).toBe(true);
+    expect(await locks.tryAcquire('config', { purpose: 'efficiency' })).toBeNull();
+    await reader.extend();
+    backend.reset();
+    expect(other.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(backend.isHeld('config')).toBe(false);
+    await (await locks.acquire('config', { purpose: 'efficiency' })).release();
+  });
+
   it('reset() frees every key for the next test', async () => {
     await backend.occupy('invoices');
     backend.makeUnavailable();
