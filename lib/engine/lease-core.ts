@@ -1,6 +1,5 @@
 import { LeaseLostError, type LeaseLossReason } from '../errors/lease-lost.error.js';
 import type { LockPurpose } from '../interfaces/distributed-lock-options.interface.js';
-import type { LockMode } from '../interfaces/lock-options.interface.js';
 import type { LockBackend } from '../backends/lock-backend.interface.js';
 import type { LeasePolicy } from './lease-policy.js';
 import type { LockKind } from './lock-events.js';
@@ -43,7 +42,7 @@ export class LeaseCore {
   readonly backendName: string;
   readonly permits: number;
   /** 'read' or 'upgradeable' for a read-write lock's reader; 'write' once upgraded, and for every other lease. */
-  mode: LockMode;
+  mode: LeaseCoreInit<LeaseCore>['mode'];
   readonly kind: LockKind;
   readonly owner: string;
   /** The options it was acquired with (a reentrant acquisition may raise the settings below). */

@@ -46,7 +46,7 @@ describe('inspect() and forceRelease()', () => {
     await new Promise((resolve) => setTimeout(resolve, 20));
     const info = await operator.inspect('job', { backend: 'shared' });
     // The memory backend keeps the grant's time: how long it has been held, though held elsewhere.
-    expect(info).toEqual({ key: 'job', backend: 'shared', remainingMs: expect.any(Number), waiters: 1, token: lease.token, heldForMs: expect.any(Number) });
+    expect(info).toEqual({ key: 'job', backend: 'shared', remainingMs: expect.any(Number), waiters: 1, token: lease.token, heldForMs: expect.any(Number), mode: 'write' });
     expect(info!.heldForMs).toBeGreaterThanOrEqual(15);
     expect(info!.remainingMs).toBeGreaterThan(4_500);
     expect(info!.remainingMs).toBeLessThanOrEqual(5_000);

@@ -2,7 +2,7 @@ import { MemoryBackend } from './memory.backend.js';
 
 describe('MemoryBackend (single process, not distributed)', () => {
   it('declares itself fencing but not distributed', () => {
-    expect(new MemoryBackend().capabilities).toEqual({ fencing: true, fairQueue: true, distributed: false, semaphore: true });
+    expect(new MemoryBackend().capabilities).toEqual({ fencing: true, fairQueue: true, distributed: false, semaphore: true, readWrite: true });
   });
 
   it('grants one owner at a time with strictly increasing tokens', async () => {
