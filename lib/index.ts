@@ -34,6 +34,8 @@ export type {
   LockBackend,
   LockBackendCapabilities,
   LockLossListener,
+  ReadMode,
+  UpgradeResult,
 } from './backends/lock-backend.interface.js';
 export { RedisBackend } from './backends/redis/redis.backend.js';
 export { RedlockBackend, type RedlockBackendConfig } from './backends/redlock/redlock.backend.js';

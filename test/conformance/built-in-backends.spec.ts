@@ -34,6 +34,7 @@ const skipsOf = (c: BackendCase): string[] => [
   ...(c.fencing ? [] : ['tokens-increase']),
   ...(c.fifo ? [] : ['waiters-served-in-order']),
   ...(c.semaphores ? [] : ['semaphore-admits-at-most-permits', 'semaphore-permits-agree']),
+  ...(c.readWrite ? [] : ['rw-readers-share-writer-alone', 'rw-no-writer-starvation', 'rw-upgrade-without-window']),
   ...(c.atomicMultiKey ? [] : ['acquire-all-all-or-nothing']),
   // No server to be cut off from.
   ...(c.inProcess ? ['unreachable-bounded'] : []),

@@ -235,6 +235,8 @@ export interface BackendCase {
   handsOff: boolean;
   /** Semaphore keys (`permits` ≥ 2). */
   semaphores: boolean;
+  /** Read-write locks (`mode`): the backend claims `capabilities.readWrite`. Absent: false. */
+  readWrite?: boolean;
   /** A holder whose key is force-released is told: by a message ('message') or only at its next extend ('extend'). */
   lossNotice: 'message' | 'extend';
   /** A Redis Cluster: a script's keys must share a slot. */
@@ -252,7 +254,7 @@ export interface BackendCase {
 
 /** Every backend and topology the suite runs. */
 export const BACKENDS: readonly BackendCase[] = [
-  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
+  { name: 'memory', backend: 'shared', purpose: 'correctness', fencing: true, queues: true, fifo: true, handsOff: false, semaphores: true, readWrite: true, lossNotice: 'message', cluster: false, atomicMultiKey: false, expires: true, ownServer: true, inProcess: true, server: sharedMemory },
   { name: 'redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedis },
   { name: 'redis-cluster', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: true, atomicMultiKey: true, expires: true, ownServer: true, inProcess: false, server: freshRedisCluster },
   { name: 'redis-node-redis', client: 'node-redis', backend: 'redis', purpose: 'efficiency', fencing: false, queues: true, fifo: true, handsOff: true, semaphores: true, lossNotice: 'message', cluster: false, atomicMultiKey: true, expires: true, ownServer: false, inProcess: false, server: suiteRedisNodeRedis },

@@ -9,7 +9,7 @@ const POLLED_WITHIN_MS = 5_000;
  * Wait as the engine does: `waitForTurn`, then one more attempt, until granted or `ms` passed.
  * Resolves with the grant's token and how long it took; rejects with a CheckFailure when not granted in time.
  */
-async function waitUntilGranted(c: CheckContext, backend: LockBackend, key: string, owner: string, ms: number, turnMs: number): Promise<{ token?: bigint; tookMs: number }> {
+export async function waitUntilGranted(c: CheckContext, backend: LockBackend, key: string, owner: string, ms: number, turnMs: number): Promise<{ token?: bigint; tookMs: number }> {
   const started = performance.now();
   for (;;) {
     const left = ms - (performance.now() - started);

@@ -1,4 +1,4 @@
-import { MemoryBackend, type AcquireRequest, type AcquireResult, type HeldLock } from 'nest-distributed-lock';
+import { MemoryBackend, type AcquireRequest, type AcquireResult, type HeldLock, type UpgradeResult } from 'nest-distributed-lock';
 import { verifyLockBackend, type BackendConformanceReport } from 'nest-distributed-lock/testing';
 
 // The conformance suite must tell a broken backend from a sound one. Each mutant below breaks one
@@ -81,6 +81,30 @@ const shared = <T extends MemoryBackend>(make: () => T) => {
   return () => one;
 };
 
+/** Read modes taken as plain locks: readers exclude each other. */
+class ReadersExcludeEachOther extends MemoryBackend {
+  override acquire(request: AcquireRequest): Promise<AcquireResult> {
+    return super.acquire(request.mode === 'read' ? { ...request, mode: undefined } : request);
+  }
+
+  override extend(key: string, owner: string, ttlMs: number): Promise<boolean> {
+    return super.extend(key, owner, ttlMs);
+  }
+
+  override release(key: string, owner: string): Promise<boolean> {
+    return super.release(key, owner);
+  }
+}
+
+/** An upgrade that gives the read back and tries for the key as a newcomer: a waiting writer may come first. */
+class UpgradeLetsGo extends MemoryBackend {
+  override async upgrade(key: string, owner: string, ttlMs: number): Promise<UpgradeResult> {
+    await this.release(key, owner, { mode: 'upgradeable' });
+    const grant = await this.acquire({ key, owner, ttlMs, queue: false });
+    return grant.acquired ? { upgraded: true, token: grant.token } : { upgraded: false, held: false };
+  }
+}
+
 describe('verifyLockBackend', () => {
   it('passes the sound MemoryBackend on every check it claims, and skips only what needs an unreachable server', async () => {
     const report = await verifyLockBackend({ create: shared(() => new MemoryBackend()), ...quick });
@@ -99,6 +123,8 @@ describe('verifyLockBackend', () => {
     ['a single try that stays queued', shared(() => new TryStaysQueued()), ['single-try-leaves-no-trace']],
     ['a semaphore that admits one too many', shared(() => new SemaphoreOverAdmits()), ['semaphore-admits-at-most-permits']],
     ['waiters it never forgets', shared(() => new WaitersNeverForgotten()), ['bookkeeping-drains']],
+    ['readers that exclude each other', shared(() => new ReadersExcludeEachOther()), ['rw-readers-share-writer-alone']],
+    ['an upgrade that lets go of the key first', shared(() => new UpgradeLetsGo()), ['rw-upgrade-without-window']],
   ])('reports %s', async (_what, create, expected) => {
     const report = await verifyLockBackend({ create, ...quick });
     expect(failedNames(report)).toEqual(expect.arrayContaining(expected));

@@ -4,6 +4,7 @@ import { ADMIN_CHECKS, expectUnavailable } from './checks-admin.js';
 import { CORE_CHECKS } from './checks-core.js';
 import { QUEUE_CHECKS } from './checks-queue.js';
 import { TOKEN_CHECKS } from './checks-tokens.js';
+import { READ_WRITE_CHECKS } from './checks-read-write.js';
 import type { ConformanceCheck } from './conformance-check.js';
 import { CheckFailure, checkContext, describeError, outcome, settled, within } from './conformance-context.js';
 
@@ -47,6 +48,7 @@ export const CONFORMANCE_CHECKS: ReadonlyArray<Pick<ConformanceCheck, 'name' | '
   ...CORE_CHECKS,
   ...QUEUE_CHECKS,
   ...TOKEN_CHECKS,
+  ...READ_WRITE_CHECKS,
   ...ADMIN_CHECKS,
   { name: 'unreachable-bounded', about: 'against a server that does not answer, acquire, extend, release and inspect reject with LockBackendUnavailableError within unavailableWithinMs' },
   { name: 'bookkeeping-drains', about: "after every hold was given back, each instance's bookkeeping() records (if it has the method) are back within 10 s to what they held after one warm-up lock: nothing kept per owner (records named *Cache aside)" },
@@ -94,7 +96,7 @@ export async function verifyLockBackend(options: VerifyLockBackendOptions): Prom
   for (const backend of instances) backend.holdProcess?.(true);
   const baselines = wanted('bookkeeping-drains') ? await outcome(warmBaselines(instances, settings.keyPrefix)) : undefined;
   const usedKeys = new Set<string>();
-  for (const check of [...CORE_CHECKS, ...QUEUE_CHECKS, ...TOKEN_CHECKS, ...ADMIN_CHECKS]) {
+  for (const check of [...CORE_CHECKS, ...QUEUE_CHECKS, ...TOKEN_CHECKS, ...READ_WRITE_CHECKS, ...ADMIN_CHECKS]) {
     if (!wanted(check.name) || check.skipUnless?.(instances[0], { unreachable: !!options.unreachable }) !== undefined) {
       report.skipped.push(check.name);
       continue;
