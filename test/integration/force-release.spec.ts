@@ -41,7 +41,7 @@ describe('forceRelease() on etcd: a holder farther from etcd than the operator (
   }, 60_000);
 });
 
-describe.each(CASES)('inspect() and forceRelease() on $name', ({ backend, server, purpose, fencing, queues, lossNotice, handsOff }) => {
+describe.each(CASES)('inspect() and forceRelease() on $name', ({ backend, server, purpose, fencing, queues, lossNotice, handsOff, readWrite }) => {
   const apps: LockApp[] = [];
   let running: BackendServer;
   const start = async (): Promise<LockApp> => {
@@ -70,7 +70,7 @@ describe.each(CASES)('inspect() and forceRelease() on $name', ({ backend, server
     const info = await operator.locks.inspect(key, { purpose });
     // The memory backend is the server itself: it knows, and says, how long the key has been held.
     const { heldForMs, ...seen } = info!;
-    expect(seen).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(fencing ? { token: stuck.token } : {}) });
+    expect(seen).toEqual({ key, backend, remainingMs: expect.any(Number), waiters: queues ? 1 : 0, ...(fencing ? { token: stuck.token } : {}), ...(readWrite ? { mode: 'write' } : {}) });
     if (backend === 'shared') expect(heldForMs).toBeGreaterThanOrEqual(0);
     else expect(heldForMs).toBeUndefined();
     // etcd, ZooKeeper: the holder's session (renewed while its process lives); the others: the ttl.
