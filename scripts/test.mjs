@@ -15,9 +15,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 import { EtcdCluster, RedisServer, ensureBinary } from '../test/harness/servers.mjs';
 import { ensureZooKeeper } from '../test/harness/zookeeper.mjs';
-import { ensurePg } from '../test/harness/postgres.mjs';
+import { ensurePg, makePgTemplate } from '../test/harness/postgres.mjs';
 import { ensurePgBouncer } from '../test/harness/pgbouncer.mjs';
-import { ensureMariaDb } from '../test/harness/mariadb.mjs';
+import { ensureMariaDb, makeMariaDbTemplate } from '../test/harness/mariadb.mjs';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 const args = process.argv.slice(2);
@@ -51,6 +51,8 @@ if (tsc.status !== 0) {
 }
 
 const servers = [];
+/** Data-directory templates of the run (removed at the end). */
+const templates = [];
 // A jest worker force-exited after its last file ("failed to exit gracefully") writes what held it
 // here (test/harness/exit-probe.mjs); printed after the run.
 const exitProbeDir = path.join(root, '.tmp', 'exit-probe');
@@ -76,6 +78,13 @@ try {
     ensureMariaDb();
     ensureBinary('faketime');
     env.TEST_CHROMIUM = ensureBinary('chromium');
+    // One initdb and one mariadb-install-db for the run: every server a spec starts copies them
+    // (~1.5 s and ~1.1 s of CPU saved per server; a run starts dozens).
+    for (const template of [process.env.PGHOST ? undefined : makePgTemplate(), makeMariaDbTemplate()]) {
+      if (!template) continue;
+      Object.assign(env, template.env);
+      templates.push(template);
+    }
     const [redis, etcd] = await Promise.all([RedisServer.start(), EtcdCluster.start({ size: 1, logLevel: 'warn' })]);
     servers.push(redis, etcd);
     env.TEST_REDIS_URL = redis.url;
@@ -136,5 +145,6 @@ try {
   console.error(`[test] ${error.message}`);
 } finally {
   await Promise.all(servers.map((s) => s.stop()));
+  for (const template of templates) template.remove();
 }
 process.exit(exitCode);

@@ -41,6 +41,51 @@ function runAs() {
   return { uid, gid, user: 'mysql' };
 }
 
+/** NDL_MARIADB_TEMPLATE: a data directory `npm test` installed once (see makeMariaDbTemplate), copied for each server. */
+const TEMPLATE_ENV = 'NDL_MARIADB_TEMPLATE';
+
+/** A fresh data directory at `data`: a copy of the run's template when there is one (0.3 s), else mariadb-install-db (~1.6 s). */
+function installData(bins, owner, data, tmp) {
+  const template = process.env[TEMPLATE_ENV];
+  if (template && existsSync(path.join(template, 'mysql'))) {
+    // cp -a keeps the owner (mysql, when root). The template's server shut down cleanly after its install.
+    const copy = spawnSync('cp', ['-a', template, data], { encoding: 'utf8' });
+    if (copy.status === 0) return;
+    throw new Error(`copying the MariaDB template ${template} failed: ${copy.stderr}`);
+  }
+  // root@localhost with no password over TCP (not the unix_socket plugin), no test database.
+  const init = spawnSync(
+    bins.install,
+    ['--no-defaults', `--datadir=${data}`, `--tmpdir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', ...(owner.user ? [`--user=${owner.user}`] : [])],
+    { encoding: 'utf8' },
+  );
+  if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stdout}\n${init.stderr}`);
+}
+
+/**
+ * One mariadb-install-db for the whole test run: a data directory every MariaDbServer.start() of
+ * the run's processes copies (through NDL_MARIADB_TEMPLATE in their environment). Returns the
+ * variables to set, and a function that removes the template.
+ */
+export function makeMariaDbTemplate() {
+  const bins = ensureMariaDb();
+  const owner = runAs();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-mariadb-template-'));
+  if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
+  const tmp = path.join(dir, 'tmp');
+  mkdirSync(tmp);
+  if (owner.uid !== undefined) chownSync(tmp, owner.uid, owner.gid);
+  const data = path.join(dir, 'data');
+  const saved = process.env[TEMPLATE_ENV];
+  delete process.env[TEMPLATE_ENV];
+  try {
+    installData(bins, owner, data, tmp);
+  } finally {
+    if (saved !== undefined) process.env[TEMPLATE_ENV] = saved;
+  }
+  return { env: { [TEMPLATE_ENV]: data }, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 export class MariaDbServer {
   static async start() {
     const bins = ensureMariaDb();
@@ -55,13 +100,7 @@ export class MariaDbServer {
     const tmp = path.join(dir, 'tmp');
     mkdirSync(tmp);
     if (owner.uid !== undefined) chownSync(tmp, owner.uid, owner.gid);
-    // root@localhost with no password over TCP (not the unix_socket plugin), no test database.
-    const init = spawnSync(
-      bins.install,
-      ['--no-defaults', `--datadir=${data}`, `--tmpdir=${tmp}`, '--auth-root-authentication-method=normal', '--skip-test-db', '--skip-name-resolve', ...(owner.user ? [`--user=${owner.user}`] : [])],
-      { encoding: 'utf8' },
-    );
-    if (init.status !== 0) throw new Error(`mariadb-install-db failed: ${init.stdout}\n${init.stderr}`);
+    installData(bins, owner, data, tmp);
     const port = await freePort();
     const server = new MariaDbServer(dir, port);
     await server.launch();

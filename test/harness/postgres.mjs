@@ -43,6 +43,43 @@ function runAs() {
   return { uid, gid };
 }
 
+/** NDL_PG_TEMPLATE: a data directory `npm test` made once with initdb (see makePgTemplate), copied for each server. */
+const TEMPLATE_ENV = 'NDL_PG_TEMPLATE';
+
+/** A fresh data directory at `data`: a copy of the run's template when there is one (0.1 s), else initdb (~1.5 s of CPU). */
+function initData(bins, owner, data) {
+  const template = process.env[TEMPLATE_ENV];
+  if (template && existsSync(path.join(template, 'PG_VERSION'))) {
+    // cp -a keeps the owner (postgres, when root) and the 0700 mode PostgreSQL insists on.
+    const copy = spawnSync('cp', ['-a', template, data], { encoding: 'utf8' });
+    if (copy.status === 0) return;
+    throw new Error(`copying the PostgreSQL template ${template} failed: ${copy.stderr}`);
+  }
+  const init = spawnSync(bins.initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...owner, encoding: 'utf8' });
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
+}
+
+/**
+ * One initdb for the whole test run: a data directory every PostgresServer.start() of the run's
+ * processes copies (through NDL_PG_TEMPLATE in their environment) instead of running initdb again.
+ * Returns the variables to set, and a function that removes the template.
+ */
+export function makePgTemplate() {
+  const bins = ensurePg();
+  const owner = runAs();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-pg-template-'));
+  if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
+  const data = path.join(dir, 'data');
+  const saved = process.env[TEMPLATE_ENV];
+  delete process.env[TEMPLATE_ENV];
+  try {
+    initData(bins, owner, data);
+  } finally {
+    if (saved !== undefined) process.env[TEMPLATE_ENV] = saved;
+  }
+  return { env: { [TEMPLATE_ENV]: data }, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 export class PostgresServer {
   /** Connection settings for `pg`: the servers' own unless PG* variables point at one. */
   static fromEnv() {
@@ -63,8 +100,7 @@ export class PostgresServer {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'ndl-pg-'));
     if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid);
     const data = path.join(dir, 'data');
-    const init = spawnSync(bins.initdb, ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8'], { ...owner, encoding: 'utf8' });
-    if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr || init.stdout}`);
+    initData(bins, owner, data);
     const port = await freePort();
     const server = new PostgresServer(null, dir, port);
     await server.launch();
