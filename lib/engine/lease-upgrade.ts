@@ -3,6 +3,7 @@ import { monotonicNow } from '../common/validity.util.js';
 import { InvalidLockOptionsError } from '../errors/invalid-lock-options.error.js';
 import { LeaseLostError } from '../errors/lease-lost.error.js';
 import type { LeaseCore } from './lease-core.js';
+import { sleepUnlessAborted } from './signals.util.js';
 
 /** The longest delay a Node timer takes (longer ones fire at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -21,7 +22,7 @@ const pending = new WeakMap<LeaseCore, Promise<void>>();
 export function upgradeLease(core: LeaseCore, released: Promise<void>): Promise<void> {
   const backend = core.backend;
   if (!(backend instanceof ReaderBackend) || core.mode === 'read') {
-    const mode = core.mode === 'write' ? "'write' (it holds the key alone already)" : `'${core.mode}'`;
+    const mode = core.permits > 1 ? `a semaphore's (permits ${core.permits})` : core.mode === 'write' ? "'write' (it holds the key alone already)" : `'${core.mode}'`;
     return Promise.reject(
       new InvalidLockOptionsError('mode', `upgrade() needs a lease taken with mode: 'upgradeable'; this lease of "${core.key}" is ${mode}`, `upgrade() of "${core.key}"`),
     );
@@ -43,24 +44,34 @@ async function upgradeUntilDone(core: LeaseCore, backend: ReaderBackend, release
   else signal.addEventListener('abort', onLoss, { once: true });
   void released.then(() => stop.abort(new LeaseLostError(core.key, 'not-owner', 'the lease was released while its upgrade waited')));
   try {
-    for (;;) {
+    for (let failures = 0; ; ) {
       stop.signal.throwIfAborted();
-      let sentAt = 0;
-      const result = await core.calls.send(() => {
-        if (core.state !== 'held') throw core.lost ?? new LeaseLostError(core.key, 'not-owner', `the lease was ${core.state}`);
-        sentAt = monotonicNow();
-        return backend.upgrade(core.key, core.owner, core.ttlMs + core.lockDelayMs);
-      });
-      if (result.upgraded) {
-        core.upgraded(result.token, sentAt);
-        return;
+      try {
+        let sentAt = 0;
+        const result = await core.calls.send(() => {
+          if (core.state !== 'held') throw core.lost ?? new LeaseLostError(core.key, 'not-owner', `the lease was ${core.state}`);
+          sentAt = monotonicNow();
+          return backend.upgrade(core.key, core.owner, core.ttlMs + core.lockDelayMs);
+        });
+        if (result.upgraded) {
+          core.upgraded(result.token, sentAt);
+          return;
+        }
+        if (!result.held) {
+          core.lose('not-owner', 'the backend no longer has this owner on the key');
+          throw core.lost ?? new LeaseLostError(core.key, 'not-owner', 'the backend no longer has this owner on the key');
+        }
+        // First in line now: the release of the last other reader wakes it (or its expiry passes).
+        await backend.waitForUpgrade(core.key, core.owner, Math.min(Math.max(1, core.remainingMs()), MAX_TIMER_MS), stop.signal);
+        failures = 0;
+      } catch (error) {
+        if (stop.signal.aborted) throw stop.signal.reason;
+        if (error instanceof LeaseLostError) throw error;
+        // The backend did not answer (an outage): the read still holds, and its place first in
+        // line stays — try again, 50 ms doubling to 1 s, until the lease itself ends (its ttl, or
+        // the watchdog's renewals failing), which rejects the upgrade with that LeaseLostError.
+        await sleepUnlessAborted(Math.min(1_000, 50 * 2 ** failures++), stop.signal);
       }
-      if (!result.held) {
-        core.lose('not-owner', 'the backend no longer has this owner on the key');
-        throw core.lost ?? new LeaseLostError(core.key, 'not-owner', 'the backend no longer has this owner on the key');
-      }
-      // First in line now: the release of the last other reader wakes it (or its expiry passes).
-      await backend.waitForUpgrade(core.key, core.owner, Math.min(Math.max(1, core.remainingMs()), MAX_TIMER_MS), stop.signal);
     }
   } finally {
     signal.removeEventListener('abort', onLoss);

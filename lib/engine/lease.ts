@@ -103,6 +103,7 @@ export class Lease implements AsyncDisposable {
    * Rejects with `LeaseLostError` if the lease is lost or released meanwhile, and with
    * `InvalidLockOptionsError` (field `mode`) for a lease of another mode or a reentrant handle.
    * It waits as long as the readers hold: their ttls bound it, or abort through the lease's loss.
+   * Through a backend outage it keeps its place and tries again until the lease itself ends.
    */
   upgrade(): Promise<void> {
     if (this.ended) return Promise.reject(new LeaseLostError(this.key, 'not-owner', 'this handle was released'));

@@ -180,6 +180,32 @@ describe('DistributedLockTestingModule (nest-distributed-lock/testing): busy, lo
     await (await locks.acquire('config', { purpose: 'efficiency' })).release();
   });
 
+  it('an outage while an upgrade waits: the upgrade keeps its place and completes once the backend answers (review: it rejected and left its place at the head of the line)', async () => {
+    // A reader whose process died: its hold ends at its ttl.
+    await backend.acquire({ key: 'doc', owner: 'gone', ttlMs: 300, queue: false, mode: 'read' });
+    const lease = await locks.acquire('doc', { purpose: 'correctness', mode: 'upgradeable', ttl: 20_000 });
+    const upgrading = lease.upgrade();
+    await sleep(100);
+    backend.makeUnavailable();
+    await sleep(400);
+    backend.restore();
+    await upgrading;
+    expect(lease.mode).toBe('write');
+    expect(await locks.tryAcquire('doc', { purpose: 'correctness', mode: 'read' })).toBeNull();
+    await lease.release();
+    expect(backend.bookkeeping()).toEqual({ holders: [], queues: [], semaphores: [], turns: [], readers: [], waitingModes: [] });
+  });
+
+  it('reset() while an upgrade waits: the upgrade rejects and nothing is kept for it', async () => {
+    const lease = await locks.acquire('doc', { purpose: 'correctness', mode: 'upgradeable' });
+    await locks.acquire('doc', { purpose: 'correctness', mode: 'read' });
+    const upgrading = lease.upgrade().then(() => 'upgraded', (error: Error) => error);
+    await sleep(50);
+    backend.reset();
+    expect(await upgrading).toBeInstanceOf(LeaseLostError);
+    expect(backend.bookkeeping()).toEqual({ holders: [], queues: [], semaphores: [], turns: [], readers: [], waitingModes: [] });
+  });
+
   it('reset() frees every key for the next test', async () => {
     await backend.occupy('invoices');
     backend.makeUnavailable();

@@ -176,6 +176,25 @@ export function describeReadWrite(c: ReadWriteCase): void {
       await (await writing).release();
     });
 
+    it('forceRelease() while an upgrade waits: every reader is told, the upgrade rejects, and a writer queued behind gets the key at once (review: it slept through the free key)', async () => {
+      const key = uniqueKey(`rw-${c.backend}`);
+      const upgradeable = await a.locks.acquire(key, opts('upgradeable'));
+      const reader = await b.locks.acquire(key, opts('read'));
+      const upgrading = upgradeable.upgrade().then(() => 'upgraded', (error: Error) => error);
+      await sleep(100);
+      const writing = c3.locks.acquire(key, opts('write', { wait: 10_000 }));
+      await eventually(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
+      expect(await c3.locks.forceRelease(key, target)).toBe(true);
+      expect(await upgrading).toBeInstanceOf(LeaseLostError);
+      expect(reader.signal.aborted && upgradeable.signal.aborted).toBe(true);
+      const started = Date.now();
+      const writer = await writing;
+      expect(Date.now() - started).toBeLessThan(1_500);
+      await writer.release();
+      // The lost leases are never released by their holders here: nothing of theirs is left either.
+      expect(await a.locks.tryAcquire(key, opts('upgradeable'))).not.toBeNull();
+    });
+
     it('reentrancy: a read inside a write is the write lease; a write inside a read is refused naming upgradeable', async () => {
       const key = uniqueKey(`rw-${c.backend}`);
       await a.locks.using(key, opts('write'), async (outer: Lease) => {

@@ -69,8 +69,9 @@ export class MemoryReadWrite {
     let upgradeable = readers !== undefined && [...readers.values()].some((reader) => reader.upgradeable);
     for (let i = 0; i < ahead; i++) {
       const other = this.waiting.get(line[i]);
-      // A writer, or an upgrade, waits ahead.
-      if (other === undefined || other === 'upgrade') return false;
+      // A writer waits ahead; or an upgrade, while its owner still reads (wakeAdmissible drops a stale one).
+      if (other === undefined || (other === 'upgrade' && readers?.has(line[i]))) return false;
+      if (other === 'upgrade') continue;
       if (other === 'upgradeable') {
         if (upgradeable) return false;
         upgradeable = true;
@@ -137,6 +138,8 @@ export class MemoryReadWrite {
     const me = readers?.get(owner);
     if (!readers || !me?.upgradeable) {
       this.leaveLine(key, owner);
+      this.store.turns.forget(owner);
+      this.wakeAdmissible(key, now);
       return { upgraded: false, held: false };
     }
     if (readers.size === 1) {
@@ -164,10 +167,17 @@ export class MemoryReadWrite {
   wakeAdmissible(key: string, now: number): void {
     const line = this.store.queues.get(key);
     if (!line) return;
-    for (const owner of line) {
+    for (const owner of [...line]) {
       const mode = this.waiting.get(owner);
       if (mode === 'upgrade') {
-        if (this.liveReaders(key, now)?.size === 1) this.store.turns.wake(owner);
+        const readers = this.liveReaders(key, now);
+        if (!readers?.has(owner)) {
+          // Its owner reads no more (expired, force-released): nothing to wait for; told, it stops.
+          this.leaveLine(key, owner);
+          this.store.turns.forget(owner);
+          continue;
+        }
+        if (readers.size === 1) this.store.turns.wake(owner);
         return;
       }
       if (!this.admissible(key, owner, mode ?? 'write', now)) return;
@@ -180,6 +190,12 @@ export class MemoryReadWrite {
   dropReaders(key: string, now: number): string[] {
     const readers = this.liveReaders(key, now);
     this.readers.delete(key);
+    // A dropped reader's waiting upgrade goes with it (it would hold the head of the line).
+    for (const owner of readers?.keys() ?? []) {
+      if (this.waiting.get(owner) !== 'upgrade') continue;
+      this.leaveLine(key, owner);
+      this.store.turns.forget(owner);
+    }
     this.wakeAdmissible(key, now);
     return readers ? [...readers.keys()] : [];
   }
@@ -191,7 +207,8 @@ export class MemoryReadWrite {
     const last = [...readers.values()].reduce((a, b) => (b.expiresAt > a.expiresAt ? b : a));
     return {
       remainingMs: Math.max(0, Math.ceil(last.expiresAt - now)),
-      waiters: this.store.queues.get(key)?.length ?? 0,
+      // Callers queued: a reader's own waiting upgrade is not one.
+      waiters: (this.store.queues.get(key) ?? []).filter((owner) => this.waiting.get(owner) !== 'upgrade').length,
       token: last.token,
       heldForMs: Math.max(0, Math.floor(now - last.grantedAt)),
       mode: 'read',
@@ -199,7 +216,9 @@ export class MemoryReadWrite {
     };
   }
 
+  /** Forget every reader and waiting mode (the testing backend's reset()); waiting upgrades are told. */
   clear(): void {
+    for (const [owner, mode] of this.waiting) if (mode === 'upgrade') this.store.turns.forget(owner);
     this.readers.clear();
     this.waiting.clear();
   }
