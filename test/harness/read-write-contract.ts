@@ -1,5 +1,5 @@
 import { InvalidLockOptionsError, LeaseLostError, type DistributedLockModuleOptions, type Lease, type LockPurpose } from '../../lib/index.js';
-import { sleep, startLockApp, uniqueKey, type LockApp } from './lock-app.js';
+import { sleep, startLockApp, uniqueKey, until, type LockApp } from './lock-app.js';
 
 /** One backend's read-write case: how to reach its server, and what it promises. */
 export interface ReadWriteCase {
@@ -21,14 +21,6 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   const deadline = Date.now() + ms;
   while (!settled && Date.now() < deadline) await sleep(5);
   return settled;
-}
-
-async function eventually(check: () => boolean | Promise<boolean>, withinMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + withinMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMs} ms`);
-    await sleep(10);
-  }
 }
 
 /**
@@ -99,7 +91,7 @@ export function describeReadWrite(c: ReadWriteCase): void {
       const first = await a.locks.acquire(key, opts('read'));
       const order: string[] = [];
       const writing = b.locks.acquire(key, opts('write', { wait: 10_000 })).then((lease) => (order.push('writer'), lease));
-      await eventually(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
+      await until(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
       // The key is held for reading, but a writer waits: a new reader does not jump it.
       expect(await c3.locks.tryAcquire(key, opts('read'))).toBeNull();
       const late = c3.locks.acquire(key, opts('read', { wait: 10_000 })).then((lease) => (order.push('late reader'), lease));
@@ -122,7 +114,7 @@ export function describeReadWrite(c: ReadWriteCase): void {
       // One upgradeable at a time; beside it, readers.
       expect(await c3.locks.tryAcquire(key, opts('upgradeable'))).toBeNull();
       const writerAhead = c3.locks.acquire(key, opts('write', { wait: 10_000 }));
-      await eventually(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
+      await until(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
       const upgrading = upgradeable.upgrade();
       expect(await settlesWithin(upgrading, 300)).toBe(false);
       const lateReader = b.locks.acquire(key, opts('read', { wait: 10_000 }));
@@ -183,7 +175,7 @@ export function describeReadWrite(c: ReadWriteCase): void {
       const upgrading = upgradeable.upgrade().then(() => 'upgraded', (error: Error) => error);
       await sleep(100);
       const writing = c3.locks.acquire(key, opts('write', { wait: 10_000 }));
-      await eventually(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
+      await until(async () => ((await c3.locks.inspect(key, target))?.waiters ?? 0) >= 1, 5_000, 'the writer queued');
       expect(await c3.locks.forceRelease(key, target)).toBe(true);
       expect(await upgrading).toBeInstanceOf(LeaseLostError);
       expect(reader.signal.aborted && upgradeable.signal.aborted).toBe(true);
